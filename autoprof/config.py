@@ -1,0 +1,176 @@
+"""One frozen :class:`Config`: defaults, environment variables, and the process-wide switch object.
+
+No torch import here: reading the configuration must stay cheap and safe at import time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Schedule defaults (per target). Skip the cold first call (lazy init, autotuning, allocator growth),
+# wait one more step, warm the profiler up for one step (its first active step carries start-up cost),
+# then record three steps: enough to see step-to-step variation, small enough to stay cheap. One window.
+DEFAULT_SKIP_FIRST = 1
+DEFAULT_WAIT = 1
+DEFAULT_WARMUP = 1
+DEFAULT_ACTIVE = 3
+DEFAULT_REPEAT = 1
+
+SCHEDULE_KEYS = ("wait", "warmup", "active", "repeat", "skip_first")
+
+
+class ConfigError(ValueError):
+    """A bad option: the message is one line that names the option and what it accepts."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Process-wide settings. Change them with :func:`autoprof.configure`."""
+
+    enabled: bool = True
+    #: Where records go: None → JSON lines on stderr; a path → JSON lines appended to that file.
+    sink: str | None = None
+    #: A host logger (structlog BoundLogger or stdlib ``logging.Logger``) that receives the records instead.
+    logger: Any = None
+    #: Keep each window as a gzipped chrome trace in this directory.
+    trace_dir: str | None = None
+    record_shapes: bool = True
+    skip_first: int = DEFAULT_SKIP_FIRST
+    wait: int = DEFAULT_WAIT
+    warmup: int = DEFAULT_WARMUP
+    active: int = DEFAULT_ACTIVE
+    repeat: int = DEFAULT_REPEAT
+    #: Analyse windows on a background thread (the training thread only extracts events).
+    background: bool = True
+    top_ops: int = 10
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> Config:
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ConfigError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        cfg = dataclasses.replace(self, **changes)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        for key in SCHEDULE_KEYS:
+            check_schedule_value(key, getattr(self, key))
+        if not isinstance(self.enabled, bool):
+            raise ConfigError(f"enabled must be True or False, not {self.enabled!r}")
+        for key in ("sink", "trace_dir"):
+            val = getattr(self, key)
+            if val is not None and not isinstance(val, (str, os.PathLike)):
+                raise ConfigError(f"{key} must be a path or None, not {type(val).__name__}")
+
+
+def check_schedule_value(key: str, value: Any) -> int:
+    low = 1 if key in ("active", "repeat") else 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{key} must be an integer >= {low}, not {value!r}")
+    return value
+
+
+_warned: set[str] = set()
+
+
+def parse_bool(name: str, raw: str | None, default: bool) -> bool:
+    """Parse a boolean environment variable as OpenTelemetry does: only "true"/"false",
+    case-insensitive; anything else warns once and keeps the default."""
+    if raw is None or raw.strip() == "":
+        return default
+    v = raw.strip().lower()
+    if v == "true":
+        return True
+    if v == "false":
+        return False
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(
+            f"autoprof: {name}={raw!r} is not 'true' or 'false'; using the default ({str(default).lower()})",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return default
+
+
+def _env_int(env: dict[str, str] | os._Environ[str], name: str, key: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return check_schedule_value(key, int(raw.strip()))
+    except (ValueError, ConfigError):
+        if name not in _warned:
+            _warned.add(name)
+            warnings.warn(f"autoprof: {name}={raw!r} is not a valid {key}; using {default}", RuntimeWarning, stacklevel=3)
+        return default
+
+
+def from_env(env: dict[str, str] | os._Environ[str] | None = None) -> Config:
+    """The configuration the environment asks for. Bad values warn once and keep the default."""
+    e = os.environ if env is None else env
+    disabled = parse_bool("AUTOPROF_DISABLE", e.get("AUTOPROF_DISABLE"), False)
+    sink = e.get("AUTOPROF_LOG") or None
+    trace_dir = e.get("AUTOPROF_TRACE_DIR") or None
+    return Config(
+        enabled=not disabled,
+        sink=sink,
+        trace_dir=trace_dir,
+        record_shapes=parse_bool("AUTOPROF_RECORD_SHAPES", e.get("AUTOPROF_RECORD_SHAPES"), True),
+        skip_first=_env_int(e, "AUTOPROF_SKIP_FIRST", "skip_first", DEFAULT_SKIP_FIRST),
+        wait=_env_int(e, "AUTOPROF_WAIT", "wait", DEFAULT_WAIT),
+        warmup=_env_int(e, "AUTOPROF_WARMUP", "warmup", DEFAULT_WARMUP),
+        active=_env_int(e, "AUTOPROF_ACTIVE", "active", DEFAULT_ACTIVE),
+        repeat=_env_int(e, "AUTOPROF_REPEAT", "repeat", DEFAULT_REPEAT),
+        background=parse_bool("AUTOPROF_BACKGROUND", e.get("AUTOPROF_BACKGROUND"), True),
+    )
+
+
+class _Switch:
+    """The one mutable holder of the current :class:`Config` (like stamina's ``_config``)."""
+
+    __slots__ = ("config", "enabled")
+
+    def __init__(self) -> None:
+        self.config = from_env()
+        self.enabled = self.config.enabled  # read on every call: a plain attribute, not a property
+
+    def set(self, cfg: Config) -> None:
+        self.config = cfg
+        self.enabled = cfg.enabled
+
+
+SWITCH = _Switch()
+
+
+def configure(**options: Any) -> Config:
+    """Change process-wide settings; returns the new :class:`Config`.
+
+    Options: ``enabled``, ``sink`` (path), ``logger``, ``trace_dir``, ``record_shapes``, ``background``,
+    ``top_ops`` and the schedule defaults ``skip_first``, ``wait``, ``warmup``, ``active``, ``repeat``.
+    Raises :class:`ConfigError` (a ``ValueError``) with one line on a bad option; nothing changes then.
+    """
+    for key in ("sink", "trace_dir"):
+        if isinstance(options.get(key), Path):
+            options[key] = str(options[key])
+    cfg = SWITCH.config.replace(**options)
+    SWITCH.set(cfg)
+    if "sink" in options or "logger" in options:
+        from autoprof import emit
+
+        emit.reset_output()
+    return cfg
+
+
+def _reset_for_tests() -> None:  # pragma: no cover - used by the test-suite only
+    _warned.clear()
+    SWITCH.set(from_env())
+
+
+__all__ = ["SWITCH", "Config", "ConfigError", "configure", "from_env", "parse_bool"]

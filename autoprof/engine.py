@@ -1,0 +1,89 @@
+"""The analysis engine: one entry for live windows and saved files, so both run the same rules."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoprof.findings import Finding
+from autoprof.rules import run_rules
+from autoprof.trace import chrome, live
+from autoprof.trace.chrome import TraceError
+from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, Trace
+
+
+def live_trace(events: Iterable[Any], **kw: Any) -> Trace:
+    return live.from_kineto_events(events, **kw)
+
+
+def analyze_trace(trace: Trace, config: Any = None) -> tuple[list[Finding], list[tuple[str, BaseException]]]:
+    return run_rules(trace, config)
+
+
+def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
+    """The ops with the most self CPU time: name, self_cpu_us, calls."""
+    k = HOST_CATEGORIES.index(CPU_OP)
+    acc: dict[int, list[int]] = {}
+    for i in range(trace.n_host):
+        if trace.h_cat[i] == k:
+            a = acc.setdefault(trace.h_name[i], [0, 0])
+            a[0] += trace.h_self[i]
+            a[1] += 1
+    rows = sorted(acc.items(), key=lambda kv: -kv[1][0])[:n]
+    return [{"name": trace.names[nid], "self_cpu_us": round(v[0] / 1000, 3), "calls": v[1]} for nid, v in rows]
+
+
+@dataclass
+class FileResult:
+    """Findings of one trace file (or the error that stopped it)."""
+
+    path: str
+    rank: int = 0
+    world_size: int = 1
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None
+    failures: list[tuple[str, BaseException]] = field(default_factory=list)
+    event_count: int = 0
+    steps: list[int] = field(default_factory=list)
+
+
+def analyze_files(paths: Sequence[str | os.PathLike[str]], config: Any = None) -> list[FileResult]:
+    """Analyse trace files or directories of them. Bad inputs become results with ``error`` set; the good
+    ones are still analysed."""
+    results: list[FileResult] = []
+    for p in paths:
+        try:
+            files = chrome.find_trace_files(p)
+        except TraceError as e:
+            results.append(FileResult(str(p), error=str(e)))
+            continue
+        for f in files:
+            try:
+                trace = chrome.load(f)
+            except TraceError as e:
+                results.append(FileResult(str(f), error=str(e)))
+                continue
+            findings, failures = run_rules(trace, config)
+            results.append(
+                FileResult(str(f), trace.rank, trace.world_size, findings, None, failures, trace.n_events,
+                           [s.number for s in trace.steps])
+            )
+    return results
+
+
+def analyze(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], config: Any = None) -> list[Finding]:
+    """Findings of saved chrome traces (a file, several files, or a directory of per-rank traces).
+
+    Raises :class:`autoprof.trace.chrome.TraceError` (a ``ValueError`` naming the file) when an input cannot
+    be read; use :func:`analyze_files` to keep the good files' findings when some are bad.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[Finding] = []
+    for r in analyze_files(paths, config):
+        if r.error:
+            raise TraceError(r.path, r.error.split(": ", 1)[-1])
+        out.extend(r.findings)
+    return out

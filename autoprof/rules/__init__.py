@@ -1,0 +1,37 @@
+"""The rules: one module per reading, each ``check(trace, config) -> list[Finding]``; pure, no torch, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from autoprof.findings import Finding
+from autoprof.rules import bmm, cold, compile, fusion, gaps, occupancy, regime, sync, variance
+from autoprof.trace.model import Trace
+
+Rule = Callable[[Trace, Any], list[Finding]]
+
+#: Every rule, in the order their findings are reported.
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("regime", regime.check),
+    ("fusion", fusion.check),
+    ("compile", compile.check),
+    ("cold", cold.check),
+    ("sync", sync.check),
+    ("occupancy", occupancy.check),
+    ("gaps", gaps.check),
+    ("variance", variance.check),
+    ("bmm", bmm.check),
+)
+
+
+def run_rules(trace: Trace, config: Any = None) -> tuple[list[Finding], list[tuple[str, BaseException]]]:
+    """Run every rule; a rule that fails does not stop the others. Returns (findings, failures)."""
+    findings: list[Finding] = []
+    failures: list[tuple[str, BaseException]] = []
+    for name, rule in RULES:
+        try:
+            findings.extend(rule(trace, config))
+        except Exception as e:  # a bug in one rule must not hide the others' verdicts
+            failures.append((name, e))
+    return findings, failures

@@ -1,0 +1,195 @@
+"""Shared, cached views of a trace that several rules read. Pure; no torch, no I/O."""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+from typing import Any
+
+from autoprof.trace.model import (
+    CPU_OP,
+    CUDA_RUNTIME,
+    GPU_MEMCPY,
+    GPU_MEMSET,
+    HOST_CATEGORIES,
+    KERNEL,
+    Trace,
+)
+
+# Runtime calls in which the host waits rather than works.
+BLOCKING_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaStreamWaitEvent",
+        "cudaMemcpy",
+        "cudaMemcpyAsync",
+        "cudaMemcpy2D",
+        "cudaMemcpy2DAsync",
+        "cudaFree",
+        "cudaFreeHost",
+        "cuStreamSynchronize",
+        "cuCtxSynchronize",
+    }
+)
+DATALOADER_PREFIX = "enumerate(DataLoader)"
+OCCUPANCY_PREFIX = "cudaOccupancyMaxActiveBlocksPerMultiprocessor"
+
+Intervals = list[tuple[int, int]]
+
+
+def merge(iv: Intervals) -> Intervals:
+    """Sorted, disjoint union of intervals."""
+    if not iv:
+        return []
+    iv = sorted(iv)
+    out = [iv[0]]
+    for s, e in iv[1:]:
+        ls, le = out[-1]
+        if s <= le:
+            if e > le:
+                out[-1] = (ls, e)
+        else:
+            out.append((s, e))
+    return out
+
+
+def total(iv: Intervals) -> int:
+    return sum(e - s for s, e in iv)
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    """Intersection of two merged interval lists."""
+    out: Intervals = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        s = max(a[i][0], b[j][0])
+        e = min(a[i][1], b[j][1])
+        if s < e:
+            out.append((s, e))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """``a`` minus ``b`` (both merged)."""
+    out: Intervals = []
+    j = 0
+    for s, e in a:
+        cur = s
+        while j < len(b) and b[j][1] <= cur:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < e:
+            if b[k][0] > cur:
+                out.append((cur, b[k][0]))
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < e:
+            out.append((cur, e))
+    return out
+
+
+def us(ns: float) -> float:
+    """ns → µs, rounded for records."""
+    return round(ns / 1000.0, 3)
+
+
+def ms(ns: float) -> float:
+    return round(ns / 1e6, 3)
+
+
+def share(part: float, whole: float) -> float:
+    return round(part / whole, 4) if whole > 0 else 0.0
+
+
+@dataclass
+class View:
+    """Per-trace derived facts, computed once and shared by the rules."""
+
+    host_step: array  # host event -> step index or -1
+    device_step: array  # device event -> step index or -1 (by launch correlation)
+    host_in: list[bool]  # host event inside the analysed window
+    device_in: list[bool]  # device event launched from inside the window
+    start_ns: int
+    end_ns: int  # the host window's end
+    device_end_ns: int  # last end of window device work (the GPU lane runs behind)
+    device_busy: Intervals  # merged intervals of kernels, memcpys and memsets of the window
+
+    @property
+    def host_window_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def window_ns(self) -> int:
+        """Host window extended to the end of the device work it launched."""
+        return max(self.end_ns, self.device_end_ns) - self.start_ns
+
+
+def view(trace: Trace) -> View:
+    cached: Any = trace.metadata.get("_view")
+    if isinstance(cached, View):
+        return cached
+    hs = trace.step_of_host()
+    ds = trace.step_of_device(hs)
+    start, end = trace.span_ns()
+    if trace.steps:
+        host_in = [k >= 0 for k in hs]
+        device_in = [k >= 0 for k in ds]
+    else:
+        host_in = [True] * trace.n_host
+        device_in = [True] * trace.n_device
+    busy: Intervals = []
+    dev_end = 0
+    for i in trace.device_indices(KERNEL, GPU_MEMCPY, GPU_MEMSET):
+        if device_in[i]:
+            e = trace.d_ts[i] + trace.d_dur[i]
+            busy.append((trace.d_ts[i], e))
+            dev_end = max(dev_end, e)
+    v = View(hs, ds, host_in, device_in, start, end, dev_end, merge(busy))
+    trace.metadata["_view"] = v
+    return v
+
+
+def host_intervals(trace: Trace, v: View, names: frozenset[str] | None = None, prefix: str | None = None,
+                   cat: str | None = None) -> Intervals:
+    k = HOST_CATEGORIES.index(cat) if cat else -1
+    out: Intervals = []
+    for i in range(trace.n_host):
+        if not v.host_in[i] or (k >= 0 and trace.h_cat[i] != k):
+            continue
+        n = trace.names[trace.h_name[i]]
+        if (names is not None and n in names) or (prefix is not None and n.startswith(prefix)) or (
+            names is None and prefix is None
+        ):
+            out.append((trace.h_ts[i], trace.h_ts[i] + trace.h_dur[i]))
+    return merge(out)
+
+
+def blocked_by_call(trace: Trace, v: View) -> dict[str, int]:
+    """Host ns spent in each blocking runtime call within the window."""
+    k = HOST_CATEGORIES.index(CUDA_RUNTIME)
+    out: dict[str, int] = {}
+    for i in range(trace.n_host):
+        if trace.h_cat[i] == k and v.host_in[i]:
+            n = trace.names[trace.h_name[i]]
+            if n in BLOCKING_CALLS:
+                out[n] = out.get(n, 0) + trace.h_dur[i]
+    return out
+
+
+def op_self_ns(trace: Trace, v: View) -> int:
+    k = HOST_CATEGORIES.index(CPU_OP)
+    return sum(trace.h_self[i] for i in range(trace.n_host) if trace.h_cat[i] == k and v.host_in[i])
+
+
+def shape_of(trace: Trace, i: int) -> tuple[list[Any], list[Any]]:
+    s = trace.shapes.get(i)
+    if not s:
+        return [], []
+    dims, types = s
+    return (dims if isinstance(dims, list) else []), (types if isinstance(types, list) else [])

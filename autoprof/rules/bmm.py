@@ -1,0 +1,42 @@
+"""``aten::matmul`` → ``aten::bmm``: a batched matmul on 3-D+ inputs (information)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoprof.findings import Finding
+from autoprof.rules._common import shape_of, share, us, view
+from autoprof.trace.model import Trace
+
+RULE = "batched_matmul"
+
+
+def check(trace: Trace, config: Any = None) -> list[Finding]:
+    v = view(trace)
+    mm = trace.name_id("aten::matmul")
+    bmm = trace.name_id("aten::bmm")
+    if mm < 0 or bmm < 0:
+        return []
+    hits: list[int] = []
+    for i in range(trace.n_host):
+        if trace.h_name[i] == bmm and v.host_in[i]:
+            p = trace.h_parent[i]
+            if p >= 0 and trace.h_name[p] == mm:
+                hits.append(p)
+    if not hits:
+        return []
+    t = sum(trace.h_dur[i] for i in hits)
+    shapes = sorted({str(shape_of(trace, i)[0]) for i in hits if trace.shapes.get(i)})[:5]
+    return [
+        Finding(
+            RULE,
+            "batched",
+            "info",
+            f"{len(hits)} aten::matmul calls on 3-D+ inputs run as aten::bmm (batched matmul)",
+            "Expected for batched inputs; if the batch dims are only a reshape of 2-D data, a single "
+            "2-D mm on the flattened input can be faster.",
+            {"bmm_count": len(hits), "bmm_time_us": us(t), "bmm_time_share": share(t, v.host_window_ns),
+             "input_shapes": shapes},
+            ("aten::matmul -> aten::bmm",),
+        )
+    ]

@@ -1,0 +1,51 @@
+"""Cold first step: the program's first call (live wall times) or the first step of a trace is much
+slower than the steady steps that follow (lazy init, cuDNN autotuning, allocator growth, compilation)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from autoprof.findings import Finding
+from autoprof.rules._common import ms
+from autoprof.trace.model import Trace
+
+RULE = "cold_first_step"
+COLD_RATIO = 1.5
+MIN_EXTRA_NS = 1_000_000  # ignore sub-millisecond differences
+
+
+def check(trace: Trace, config: Any = None) -> list[Finding]:
+    first = trace.metadata.get("first_call_ns")
+    steady = trace.metadata.get("steady_call_ns")
+    if isinstance(first, int) and isinstance(steady, int) and steady > 0:
+        # Live: wall times of every call, measured whether recorded or not.
+        if first >= COLD_RATIO * steady and first - steady >= MIN_EXTRA_NS:
+            return [_finding(first, steady, 0, "the program's first call", live=True)]
+        return []
+    steps = trace.steps
+    if len(steps) < 3:
+        return []
+    rest = statistics.median(s.dur_ns for s in steps[1:])
+    d = steps[0].dur_ns
+    if rest > 0 and d >= COLD_RATIO * rest and d - rest >= MIN_EXTRA_NS:
+        where = "the program's first step" if steps[0].number <= 1 else f"the first recorded step (#{steps[0].number})"
+        return [_finding(d, int(rest), steps[0].number, where, live=False)]
+    return []
+
+
+def _finding(first: int, steady: int, number: int, where: str, live: bool) -> Finding:
+    cold = number <= 1
+    return Finding(
+        RULE,
+        "cold-start" if cold else "slow-first-recorded-step",
+        "info",
+        f"{'cold first step' if cold else 'slow first step'}: {where} took {ms(first):.3f} ms, "
+        f"{first / steady:.1f}x the steady {ms(steady):.3f} ms",
+        "Expected once (lazy CUDA/cuDNN init, allocator growth, compilation): exclude it from "
+        "measurements and warm up before timing or profiling."
+        if cold
+        else "The profiler's first active step often carries start-up cost: add a warmup step.",
+        {"first_step_ms": ms(first), "steady_step_ms": ms(steady), "ratio": round(first / steady, 3),
+         "step_number": number, "from_wall_clock": live},
+    )

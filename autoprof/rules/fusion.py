@@ -1,0 +1,192 @@
+"""Fused ops: ``aten::mm``/``aten::matmul`` whose result feeds an ``aten::add``/``add_`` (unfused bias add)
+against one ``aten::addmm``; a compiled addmm is dispatcher-level fusion, reported as information.
+
+Producer → consumer is read from the op tree: the add is the next op on the same thread under the same
+parent (view-only ops in between are skipped), in the same step, and, where shapes were recorded, its
+first input has the matmul's output shape. Matmuls inside autograd's backward nodes are skipped: there an
+mm followed by an add is gradient accumulation, not a bias.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoprof.findings import Finding
+from autoprof.rules._common import share, shape_of, us, view
+from autoprof.trace.model import CPU_OP, GPU_MEMCPY, HOST_CATEGORIES, KERNEL, Trace
+
+RULE_UNFUSED = "unfused_bias_add"
+RULE_COMPILED = "compiled_addmm"
+
+_PRODUCERS = frozenset({"aten::mm", "aten::matmul"})
+_CONSUMERS = frozenset({"aten::add", "aten::add_"})
+_VIEW_OPS = frozenset({"aten::_unsafe_view", "aten::view", "aten::reshape", "aten::squeeze", "aten::unsqueeze"})
+_COMPILED_MARKERS = ("Torch-Compiled Region", "## Call CompiledFxGraph", "CompiledFunction")
+
+
+def matmul_out_shape(a: list[Any], b: list[Any]) -> list[int] | None:
+    """Output shape of ``torch.matmul(a, b)`` from input shapes, or None when unknown."""
+    if not (isinstance(a, list) and isinstance(b, list)) or not a or not b:
+        return None
+    if len(a) == 1 and len(b) == 1:
+        return []
+    if len(b) == 1:
+        return list(a[:-1])
+    if len(a) == 1:
+        return list(b[:-2]) + [b[-1]]
+    ba, bb = list(a[:-2]), list(b[:-2])
+    n = max(len(ba), len(bb))
+    ba, bb = [1] * (n - len(ba)) + ba, [1] * (n - len(bb)) + bb
+    batch = [x if y == 1 else y for x, y in zip(ba, bb)]
+    return batch + [a[-2], b[-1]]
+
+
+def _is_backward(trace: Trace, i: int) -> bool:
+    p = trace.h_parent[i]
+    while p >= 0:
+        n = trace.host_name(p)
+        if "Backward" in n or n.startswith("autograd::engine"):
+            return True
+        p = trace.h_parent[p]
+    return False
+
+
+def _ancestor_with(trace: Trace, i: int, markers: tuple[str, ...]) -> str | None:
+    p = trace.h_parent[i]
+    while p >= 0:
+        n = trace.host_name(p)
+        if n.startswith(markers):
+            return n
+        p = trace.h_parent[p]
+    return None
+
+
+def _next_op(trace: Trace, i: int, kcpu: int) -> int:
+    """The next cpu_op after ``i`` on the same thread with the same parent, skipping view-only ops."""
+    parent, tid = trace.h_parent[i], trace.h_tid[i]
+    j = i + 1
+    n = trace.n_host
+    while j < n and trace.h_tid[j] == tid:
+        if trace.h_parent[j] == parent and trace.h_cat[j] == kcpu:
+            if trace.host_name(j) not in _VIEW_OPS:
+                return j
+        elif parent >= 0 and trace.h_ts[j] >= trace.h_ts[parent] + trace.h_dur[parent]:
+            return -1
+        j += 1
+    return -1
+
+
+def check(trace: Trace, config: Any = None) -> list[Finding]:
+    v = view(trace)
+    kcpu = HOST_CATEGORIES.index(CPU_OP)
+    prod_ids = {trace.name_id(n) for n in _PRODUCERS} - {-1}
+    addmm_id = trace.name_id("aten::addmm")
+    pairs: list[tuple[int, int]] = []
+    addmm: list[int] = []
+    shapes_checked = 0
+    for i in range(trace.n_host):
+        if trace.h_cat[i] != kcpu or not v.host_in[i]:
+            continue
+        nid = trace.h_name[i]
+        if nid == addmm_id:
+            addmm.append(i)
+            continue
+        if nid not in prod_ids:
+            continue
+        p = trace.h_parent[i]
+        if p >= 0 and trace.host_name(p) == "aten::matmul":
+            continue  # the matmul above it is the producer
+        if _is_backward(trace, i):
+            continue
+        j = _next_op(trace, i, kcpu)
+        if j < 0 or trace.host_name(j) not in _CONSUMERS or v.host_step[j] != v.host_step[i]:
+            continue
+        dims, _ = shape_of(trace, i)
+        add_dims, _ = shape_of(trace, j)
+        if dims and add_dims:
+            out = matmul_out_shape(dims[0], dims[1]) if len(dims) >= 2 else None
+            if out is None or add_dims[0] != out:
+                continue
+            shapes_checked += 1
+        pairs.append((i, j))
+    findings: list[Finding] = []
+    window = v.host_window_ns
+    if pairs:
+        t = sum(trace.h_dur[i] + trace.h_dur[j] for i, j in pairs)
+        parents = sorted({trace.host_name(trace.h_parent[i]) for i, _ in pairs if trace.h_parent[i] >= 0})
+        shapes = sorted({str(shape_of(trace, i)[0]) for i, _ in pairs if trace.shapes.get(i)})[:5]
+        in_linear = any(trace.h_parent[i] >= 0 and trace.host_name(trace.h_parent[i]) == "aten::linear" for i, _ in pairs)
+        advice = (
+            "Use torch.addmm(b, x, w) or nn.Linear (one fused GEMM with the bias in its epilogue), or "
+            "torch.compile the function."
+        )
+        if in_linear:
+            advice += " Under aten::linear this is a >2-D input: flatten it to 2-D before the Linear."
+        findings.append(
+            Finding(
+                RULE_UNFUSED,
+                "unfused",
+                "warning",
+                f"unfused bias add: {len(pairs)} matmul results feed a separate add "
+                f"({share(t, window):.1%} of the window)",
+                advice,
+                {
+                    "unfused_count": len(pairs),
+                    "shape_checked_count": shapes_checked,
+                    "unfused_time_us": us(t),
+                    "unfused_time_share": share(t, window),
+                    "fused_addmm_count": len(addmm),
+                    "input_shapes": shapes,
+                    "parents": parents[:5],
+                },
+                tuple(sorted({f"{trace.host_name(i)} -> {trace.host_name(j)}" for i, j in pairs})),
+            )
+        )
+    compiled = [i for i in addmm if _ancestor_with(trace, i, _COMPILED_MARKERS)]
+    if compiled:
+        findings.append(_compiled_addmm(trace, compiled))
+    return findings
+
+
+def _compiled_addmm(trace: Trace, compiled: list[int]) -> Finding:
+    """Compiled addmm: on a GPU, a DtoD memcpy seeds the output with the bias, then one GEMM kernel."""
+    evidence: dict[str, Any] = {"compiled_addmm_count": len(compiled)}
+    subjects: set[str] = set()
+    if trace.has_device:
+        by_host: dict[int, list[int]] = {}
+        for d in range(trace.n_device):
+            h = trace.d_launch_host[d]
+            if h >= 0:
+                by_host.setdefault(h, []).append(d)
+        seeded = 0
+        for i in compiled:
+            end = trace.h_ts[i] + trace.h_dur[i]
+            launched = list(by_host.get(i, ()))
+            j = i + 1
+            while j < trace.n_host and trace.h_tid[j] == trace.h_tid[i] and trace.h_ts[j] < end:
+                launched.extend(by_host.get(j, ()))
+                j += 1
+            launched.sort(key=lambda d: trace.d_ts[d])
+            cats = [trace.device_cat(d) for d in launched]
+            names = [trace.device_name(d) for d in launched]
+            if GPU_MEMCPY in cats and KERNEL in cats:
+                k = cats.index(GPU_MEMCPY)
+                if "DtoD" in names[k] and KERNEL in cats[k + 1 :]:
+                    seeded += 1
+                    subjects.update(n for n, c in zip(names, cats) if c == KERNEL)
+        evidence["dtod_seeded_count"] = seeded
+        msg = (
+            f"compiled addmm: {len(compiled)} calls fused at the dispatcher level"
+            + (f"; {seeded} seed the output with the bias by a Memcpy DtoD, then run one GEMM kernel with a bias epilogue" if seeded else "")
+        )
+    else:
+        msg = f"compiled addmm: {len(compiled)} calls fused at the dispatcher level (extern addmm in the compiled graph)"
+    return Finding(
+        RULE_COMPILED,
+        "dispatcher-fused",
+        "info",
+        msg,
+        "Nothing to do: this is the expected shape of a compiled linear layer.",
+        evidence,
+        tuple(sorted(subjects)[:5]) or ("aten::addmm",),
+    )

@@ -1,0 +1,62 @@
+"""Device idle gaps between consecutive kernels on a stream, split as HolisticTraceAnalysis's idle-time
+breakdown does: *host wait* when the next kernel was launched only after the previous one had finished
+(the device waited for the host), *other wait* when it was launched earlier but started late (waiting on
+another stream, an event, a copy)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoprof.findings import Finding
+from autoprof.rules._common import share, us, view
+from autoprof.trace.model import GPU_MEMCPY, GPU_MEMSET, KERNEL, Trace
+
+RULE = "device_idle_gaps"
+IDLE_SHARE = 0.30
+MIN_GAP_NS = 1_000
+
+
+def check(trace: Trace, config: Any = None) -> list[Finding]:
+    v = view(trace)
+    if not v.device_busy:
+        return []
+    streams: dict[tuple[int, int], list[int]] = {}
+    for d in trace.device_indices(KERNEL, GPU_MEMCPY, GPU_MEMSET):
+        if v.device_in[d]:
+            streams.setdefault((trace.d_device[d], trace.d_stream[d]), []).append(d)
+    span_start = min(s for s, _ in v.device_busy)
+    span_end = max(e for _, e in v.device_busy)
+    span = span_end - span_start
+    busy = sum(e - s for s, e in v.device_busy)
+    idle = span - busy
+    host_wait = other_wait = 0
+    gaps = 0
+    for evs in streams.values():
+        for a, b in zip(evs, evs[1:]):
+            gap = trace.d_ts[b] - (trace.d_ts[a] + trace.d_dur[a])
+            if gap < MIN_GAP_NS:
+                continue
+            gaps += 1
+            h = trace.d_launch_host[b]
+            if h >= 0 and trace.h_ts[h] >= trace.d_ts[a] + trace.d_dur[a]:
+                host_wait += gap
+            else:
+                other_wait += gap
+    if span <= 0 or idle < IDLE_SHARE * span:
+        return []
+    split = host_wait + other_wait
+    hw_share = host_wait / split if split else 0.0
+    cause = "waiting for the host to launch work" if hw_share >= 0.5 else "waiting on other streams, events or copies"
+    return [
+        Finding(
+            RULE,
+            "device-idle",
+            "warning",
+            f"the device is idle {share(idle, span):.0%} of its active span, mostly {cause}",
+            "Host-wait gaps shrink with less per-op host work (larger ops, torch.compile, CUDA graphs); "
+            "other-wait gaps with fewer cross-stream syncs and overlapped copies.",
+            {"device_span_us": us(span), "device_idle_us": us(idle), "device_idle_share": share(idle, span),
+             "host_wait_us": us(host_wait), "other_wait_us": us(other_wait), "gap_count": gaps,
+             "stream_count": len(streams)},
+        )
+    ]

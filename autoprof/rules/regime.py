@@ -1,0 +1,168 @@
+"""Bound regime: is the window limited by the host (overhead), the device (compute), input or syncs?
+
+Device windows (kernels present) compare, over the window extended to the end of the device work it
+launched (the GPU lane runs behind the host):
+
+- ``device_busy_share``: union of kernels, memcpys and memsets launched from the window's steps;
+- ``input_share``: host time in ``enumerate(DataLoader)``;
+- ``blocked_share``: host time waiting in synchronizing calls (``BLOCKING_CALLS``), reported apart;
+- ``host_active_share``: union of host ops and runtime calls, less blocked and input time.
+
+Verdicts, first match wins: input-bound (input ≥ 25 %); compute-bound (device busy ≥ 60 %);
+overhead-bound (the host is active for longer than the device is busy); sync-bound (blocked ≥ 30 %);
+otherwise ``mixed``.
+
+CPU-only windows have no device column. There, the op kernels' own time (self time of ``cpu_op`` events,
+where the math runs) is compared with the step time; the rest is Python, dispatch and framework work.
+Compute-bound when ops' self time is ≥ 70 % of the step time, overhead-bound when it is < 50 %, mixed
+between (see docs/rules.md for why).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoprof.findings import Finding
+from autoprof.rules._common import (
+    BLOCKING_CALLS,
+    DATALOADER_PREFIX,
+    blocked_by_call,
+    host_intervals,
+    merge,
+    op_self_ns,
+    share,
+    subtract,
+    total,
+    us,
+    view,
+)
+from autoprof.trace.model import CPU_OP, CUDA_RUNTIME, PYTHON_FUNCTION, Trace
+
+RULE = "bound_regime"
+
+DEVICE_BUSY_COMPUTE = 0.60
+INPUT_BOUND = 0.25
+SYNC_BOUND = 0.30
+CPU_COMPUTE = 0.70
+CPU_OVERHEAD = 0.50
+
+_ADVICE = {
+    "compute-bound": "The device is the bottleneck: reduce or speed up its work (mixed precision, fused "
+    "kernels, better shapes); host-side tuning will not help.",
+    "overhead-bound": "The host cannot feed the device: batch more work per op (bigger tensors, fewer small "
+    "ops), fuse ops (torch.compile), or capture with CUDA graphs.",
+    "input-bound": "Data loading stalls the step: use DataLoader(num_workers>0, pin_memory=True, "
+    "prefetch_factor) or move preprocessing off the training loop.",
+    "sync-bound": "The host waits in synchronizing calls: remove .item()/.cpu()/print of device tensors "
+    "from the step, use non_blocking copies from pinned memory.",
+    "mixed": "No single limit dominates: look at the other findings for this window.",
+}
+_CPU_ADVICE = {
+    "compute-bound": "The ops' own math dominates the step: larger gains need less work (smaller dtype, "
+    "better algorithms) or faster hardware, not less Python.",
+    "overhead-bound": "Most of the step is Python and dispatch around small ops: batch work into fewer, "
+    "larger ops, or try torch.compile.",
+    "mixed": "Op math and framework overhead are of similar size: look at the other findings.",
+}
+
+
+def _self_totals(trace: Trace, v: Any) -> tuple[int, int]:
+    self_cpu = sum(trace.h_self[i] for i in range(trace.n_host) if v.host_in[i])
+    self_dev = 0
+    for s, e in ((trace.d_ts[i], trace.d_ts[i] + trace.d_dur[i]) for i in range(trace.n_device) if v.device_in[i]):
+        self_dev += e - s
+    return self_cpu, self_dev
+
+
+def check(trace: Trace, config: Any = None) -> list[Finding]:
+    v = view(trace)
+    if v.host_window_ns <= 0:
+        return []
+    self_cpu, self_dev = _self_totals(trace, v)
+    evidence: dict[str, Any] = {
+        "self_cpu_total_us": us(self_cpu),
+        "self_device_total_us": us(self_dev),
+        "cpu_to_device_ratio": round(self_cpu / self_dev, 3) if self_dev else None,
+        "step_count": len(trace.steps),
+    }
+    if v.device_busy:
+        return [_device_verdict(trace, v, evidence)]
+    return [_cpu_verdict(trace, v, evidence)]
+
+
+def _device_verdict(trace: Trace, v: Any, evidence: dict[str, Any]) -> Finding:
+    window = v.window_ns
+    busy = total(v.device_busy)
+    blocked_iv = host_intervals(trace, v, names=BLOCKING_CALLS, cat=CUDA_RUNTIME)
+    input_iv = host_intervals(trace, v, prefix=DATALOADER_PREFIX)
+    active_iv = merge(
+        host_intervals(trace, v, cat=CPU_OP)
+        + host_intervals(trace, v, cat=CUDA_RUNTIME)
+        + host_intervals(trace, v, cat=PYTHON_FUNCTION)
+    )
+    active = total(subtract(active_iv, merge(blocked_iv + input_iv)))
+    blocked, inp = total(blocked_iv), total(input_iv)
+    by_call = blocked_by_call(trace, v)
+    evidence.update(
+        window_us=us(window),
+        device_busy_us=us(busy),
+        device_busy_share=share(busy, window),
+        host_active_us=us(active),
+        host_active_share=share(active, window),
+        blocked_us=us(blocked),
+        blocked_share=share(blocked, window),
+        blocked_by_call_us={k: us(n) for k, n in sorted(by_call.items(), key=lambda kv: -kv[1])},
+        input_us=us(inp),
+        input_share=share(inp, window),
+    )
+    if inp >= INPUT_BOUND * window:
+        verdict = "input-bound"
+        msg = f"input-bound: data loading takes {share(inp, window):.0%} of the window"
+    elif busy >= DEVICE_BUSY_COMPUTE * window:
+        verdict = "compute-bound"
+        msg = f"compute-bound: the device is busy {share(busy, window):.0%} of the window"
+    elif active > busy:
+        verdict = "overhead-bound"
+        msg = (
+            f"overhead-bound: the host works {share(active, window):.0%} of the window preparing and "
+            f"launching work, the device is busy only {share(busy, window):.0%}"
+        )
+    elif blocked >= SYNC_BOUND * window:
+        top = max(by_call.items(), key=lambda kv: kv[1])[0] if by_call else "synchronizing calls"
+        verdict = "sync-bound"
+        msg = (
+            f"sync-bound: the host waits {share(blocked, window):.0%} of the window in synchronizing calls "
+            f"(most in {top}) while the device is busy only {share(busy, window):.0%}"
+        )
+    else:
+        verdict = "mixed"
+        msg = f"mixed: device busy {share(busy, window):.0%}, host active {share(active, window):.0%}"
+    severity = "info" if verdict in ("compute-bound", "mixed") else "warning"
+    return Finding(RULE, verdict, severity, msg, _ADVICE[verdict], evidence)
+
+
+def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any]) -> Finding:
+    window = v.host_window_ns
+    if trace.steps:
+        window = sum(s.dur_ns for s in trace.steps)
+        # Live windows: the decorated target's own annotation inside each step is the user's code, without
+        # the step marker's bookkeeping around it.
+        tid_ = trace.name_id(trace.target) if trace.target else -1
+        step_idx = {s.host_index for s in trace.steps}
+        spans = [trace.h_dur[i] for i in range(trace.n_host) if trace.h_name[i] == tid_ and trace.h_parent[i] in step_idx]
+        if len(spans) == len(trace.steps):
+            window = sum(spans)
+    ops = op_self_ns(trace, v)
+    ratio = ops / window if window else 0.0
+    evidence.update(window_us=us(window), op_self_us=us(ops), op_self_share=round(ratio, 4), device="cpu")
+    if ratio >= CPU_COMPUTE:
+        verdict = "compute-bound"
+        msg = f"compute-bound (CPU): op kernels take {ratio:.0%} of the step time"
+    elif ratio < CPU_OVERHEAD:
+        verdict = "overhead-bound"
+        msg = f"overhead-bound (CPU): op kernels take only {ratio:.0%} of the step time; the rest is Python and dispatch"
+    else:
+        verdict = "mixed"
+        msg = f"mixed (CPU): op kernels take {ratio:.0%} of the step time"
+    severity = "warning" if verdict == "overhead-bound" else "info"
+    return Finding(RULE, verdict, severity, msg, _CPU_ADVICE[verdict], evidence)

@@ -1,0 +1,84 @@
+"""Host waits: a long final ``cudaDeviceSynchronize`` (the profiler's flush, not the model) and the
+blocking calls the host spends the most time in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoprof.findings import Finding
+from autoprof.rules._common import blocked_by_call, ms, share, view
+from autoprof.trace.model import CUDA_RUNTIME, GPU_MEMCPY, HOST_CATEGORIES, Trace
+
+RULE_FINAL = "final_device_sync"
+RULE_BLOCKING = "blocking_calls"
+FINAL_MIN_NS = 1_000_000
+BLOCKING_SHARE = 0.10
+
+_ADVICE = {
+    "cudaMemcpyAsync": "Device→host copies block when the destination is pageable: avoid .item()/.cpu() "
+    "in the step, copy into pinned memory with non_blocking=True.",
+    "cudaMemcpy": "A synchronous copy: use pinned memory and non_blocking=True, or move the copy out of the step.",
+    "cudaFree": "cudaFree synchronizes the device: the caching allocator is releasing memory "
+    "(torch.cuda.empty_cache, fragmentation, or allocator settings); keep memory cached between steps.",
+    "cudaFreeHost": "Freeing pinned memory synchronizes: reuse pinned buffers.",
+}
+_DEFAULT_ADVICE = "Remove explicit synchronizations (torch.cuda.synchronize, .item(), printing device tensors) from the step."
+
+
+def check(trace: Trace, config: Any = None) -> list[Finding]:
+    v = view(trace)
+    findings: list[Finding] = []
+    krt = HOST_CATEGORIES.index(CUDA_RUNTIME)
+    sync = trace.name_id("cudaDeviceSynchronize")
+    window = v.window_ns
+    if sync >= 0:
+        # The final sync: the last cudaDeviceSynchronize, with no device work launched after it.
+        last = max((i for i in range(trace.n_host) if trace.h_name[i] == sync), key=lambda i: trace.h_ts[i], default=-1)
+        last_launch = max((trace.h_ts[h] for h in trace.d_launch_host if h >= 0), default=-1)
+        if last >= 0 and trace.h_ts[last] > last_launch and trace.h_dur[last] >= FINAL_MIN_NS:
+            d = trace.h_dur[last]
+            findings.append(
+                Finding(
+                    RULE_FINAL,
+                    "profiler-flush",
+                    "info",
+                    f"final cudaDeviceSynchronize: {ms(d):.1f} ms ({share(d, window + d):.0%} of the window) "
+                    "waiting for queued device work when the profiler stopped",
+                    "This is the profiler's flush, not the model: do not count it as step time.",
+                    {"final_sync_ms": ms(d), "final_sync_share": share(d, window + d)},
+                    ("cudaDeviceSynchronize",),
+                )
+            )
+    by_call = blocked_by_call(trace, v)
+    if not by_call or window <= 0:
+        return findings
+    name, t = max(by_call.items(), key=lambda kv: kv[1])
+    total_blocked = sum(by_call.values())
+    if total_blocked < BLOCKING_SHARE * window:
+        return findings
+    evidence: dict[str, Any] = {
+        "blocked_ms": ms(total_blocked),
+        "blocked_share": share(total_blocked, window),
+        "top_call_ms": ms(t),
+        "by_call_ms": {k: ms(n) for k, n in sorted(by_call.items(), key=lambda kv: -kv[1])},
+    }
+    if name.startswith("cudaMemcpy"):
+        kinds: dict[str, int] = {}
+        for d in trace.device_indices(GPU_MEMCPY):
+            h = trace.d_launch_host[d]
+            if h >= 0 and trace.host_name(h) == name and v.host_in[h]:
+                kinds[trace.device_name(d)] = kinds.get(trace.device_name(d), 0) + trace.h_dur[h]
+        evidence["copy_kinds_ms"] = {k: ms(n) for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:4]}
+    findings.append(
+        Finding(
+            RULE_BLOCKING,
+            "host-blocked",
+            "warning",
+            f"the host is blocked {share(total_blocked, window):.0%} of the window in synchronizing calls, "
+            f"most in {name} ({ms(t):.1f} ms)",
+            _ADVICE.get(name, _DEFAULT_ADVICE),
+            evidence,
+            tuple(k for k, _ in sorted(by_call.items(), key=lambda kv: -kv[1])[:4]),
+        )
+    )
+    return findings

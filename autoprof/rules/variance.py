@@ -1,0 +1,64 @@
+"""The same kernel running at different speeds across steps: per-step time of each kernel, and its
+coefficient of variation (clocks, thermals, contention, or data-dependent work)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from autoprof.findings import Finding
+from autoprof.rules._common import view
+from autoprof.rules.occupancy import short_kernel_name
+from autoprof.trace.model import KERNEL, Trace
+
+RULE = "kernel_time_variation"
+CV_THRESHOLD = 0.15
+MIN_SHARE = 0.01
+
+
+def check(trace: Trace, config: Any = None) -> list[Finding]:
+    v = view(trace)
+    n_steps = len(trace.steps)
+    if n_steps < 3:
+        return []
+    per: dict[int, list[int]] = {}
+    counts: dict[int, list[int]] = {}
+    total = 0
+    for d in trace.device_indices(KERNEL):
+        s = v.device_step[d]
+        if s < 0:
+            continue
+        nid = trace.d_name[d]
+        if "nccl" in trace.names[nid].lower():
+            continue  # a collective's time is set by the slowest peer, not by this device's clocks
+        per.setdefault(nid, [0] * n_steps)[s] += trace.d_dur[d]
+        counts.setdefault(nid, [0] * n_steps)[s] += 1
+        total += trace.d_dur[d]
+    varied: list[tuple[float, str, float, float]] = []
+    for nid, times in per.items():
+        c = counts[nid]
+        # Only a kernel that runs the same number of times in every step can be compared across steps.
+        if min(c) == 0 or len(set(c)) != 1 or sum(times) < MIN_SHARE * total:
+            continue
+        mean = statistics.fmean(times)
+        cv = statistics.pstdev(times) / mean if mean else 0.0
+        if cv >= CV_THRESHOLD:
+            varied.append((cv, short_kernel_name(trace.names[nid]), min(times) / 1000, max(times) / 1000))
+    if not varied:
+        return []
+    varied.sort(reverse=True)
+    top = varied[:5]
+    return [
+        Finding(
+            RULE,
+            "unstable-kernel-time",
+            "info",
+            f"{len(varied)} kernels vary across steps by a coefficient of variation ≥ {CV_THRESHOLD:.0%}; "
+            f"most: {top[0][1]} (CV {top[0][0]:.0%}, {top[0][2]:.0f}–{top[0][3]:.0f} µs per step)",
+            "Same work, different time: check GPU clocks and temperature (nvidia-smi -q -d CLOCK,PERFORMANCE), "
+            "other processes on the device, and data-dependent shapes.",
+            {"varied_kernel_count": len(varied), "max_cv_ratio": round(top[0][0], 4),
+             "kernels_cv_ratio": {name: round(cv, 4) for cv, name, _, _ in top}},
+            tuple(name for _, name, _, _ in top),
+        )
+    ]

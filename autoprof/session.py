@@ -1,0 +1,338 @@
+"""The one profiler per process: per-target schedules, step counting, the foreign-profiler guard, and
+closing a window (extract → analyse → emit).
+
+Threads: each target's schedule is driven by the thread that made its first outermost call (its *owner*).
+Calls of the same target from other threads run normally and are annotated while a window records, but do
+not count as steps, so concurrent callers can never corrupt the step count.
+
+Closing a window: the owner thread only stops the profiler (``stop_trace``); reading the raw kineto
+events, the analysis, the optional trace file and the records run on one background worker thread, which
+``atexit`` drains. With ``configure(background=False)`` everything runs on the calling thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gzip
+import os
+import queue
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.autograd.profiler as _autograd_profiler
+
+from autoprof import emit as _emit
+from autoprof.config import SWITCH, Config
+
+WAIT, WARMUP, ACTIVE, DONE = 0, 1, 2, 3
+_STEADY_KEEP = 16  # wall times of recent steady calls kept per target (bounded memory)
+
+
+def profiler_recording() -> bool:
+    """True while any torch profiler records (autoprof's own or the user's)."""
+    return bool(_autograd_profiler._is_profiler_enabled)
+
+
+class Target:
+    """Schedule and step state of one outermost decorated callable."""
+
+    __slots__ = (
+        "name", "skip_first", "wait", "warmup", "active", "repeat",
+        "calls", "pos", "done", "owner", "window", "first_call_ns", "recent_ns",
+        "win_steps", "win_walls", "warned_foreign", "lock",
+    )
+
+    def __init__(self, name: str, schedule: dict[str, int]) -> None:
+        self.name = name
+        self.skip_first = schedule["skip_first"]
+        self.wait = schedule["wait"]
+        self.warmup = schedule["warmup"]
+        self.active = schedule["active"]
+        self.repeat = schedule["repeat"]
+        self.calls = 0  # outermost calls by the owner thread
+        self.pos = 0  # position in the schedule; stays put while a window cannot open (deferred)
+        self.done = False
+        self.owner: int | None = None
+        self.window = 0  # index of the next window
+        self.first_call_ns: int | None = None
+        self.recent_ns: list[int] = []
+        self.win_steps: list[int] = []
+        self.win_walls: list[int] = []
+        self.warned_foreign = False
+        self.lock = threading.Lock()
+
+    def phase(self, pos: int) -> tuple[int, bool, bool]:
+        """(phase, first of its phase in this cycle, last active step of this cycle)."""
+        if pos < self.skip_first:
+            return WAIT, False, False
+        c = pos - self.skip_first
+        cycle = self.wait + self.warmup + self.active
+        if self.repeat and c // cycle >= self.repeat:
+            return DONE, False, False
+        k = c % cycle
+        if k < self.wait:
+            return WAIT, False, False
+        if k < self.wait + self.warmup:
+            return WARMUP, k == self.wait, False
+        return ACTIVE, k == self.wait + self.warmup, k == cycle - 1
+
+
+class _Window:
+    __slots__ = ("target", "prof", "started", "t_open")
+
+    def __init__(self, target: Target, prof: Any) -> None:
+        self.target = target
+        self.prof = prof
+        self.started = False
+        self.t_open = time.perf_counter_ns()
+
+
+class Session:
+    """Process-wide: at most one autoprof window at a time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.window: _Window | None = None
+        self.targets: dict[str, Target] = {}
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self.stats = {"windows": 0, "stall_ns_max": 0}
+
+    # -- targets ---------------------------------------------------------------------------------
+    def target(self, name: str, schedule: dict[str, int]) -> Target:
+        with self.lock:
+            t = self.targets.get(name)
+            if t is None:
+                t = self.targets[name] = Target(name, schedule)
+            return t
+
+    # -- window lifecycle (owner thread) -----------------------------------------------------------
+    def open(self, t: Target, cfg: Config) -> bool:
+        """Open a window for ``t`` (prepare the profiler). False: deferred (another window, or a foreign
+        profiler records)."""
+        with self.lock:
+            if self.window is not None:
+                return self.window.target is t
+            if profiler_recording():
+                self._foreign(t)
+                return False
+            from torch.profiler import ProfilerActivity, profile
+
+            activities = [ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(ProfilerActivity.CUDA)
+            prof = profile(activities=activities, record_shapes=cfg.record_shapes)
+            prof.prepare_trace()
+            # The first record_function of a process resolves its ops (~1 ms here): pay that now, outside
+            # the recorded steps, so it does not show up as the first step's host overhead.
+            with _autograd_profiler.record_function("autoprof.warmup"):
+                pass
+            self.window = _Window(t, prof)
+            return True
+
+    def start(self, t: Target) -> bool:
+        """Start recording (first active step). False when a foreign profiler took over meanwhile."""
+        with self.lock:
+            w = self.window
+            if w is None or w.target is not t:
+                return False
+            if w.started:
+                return True
+            if profiler_recording():
+                self._abandon(t)
+                return False
+            w.prof.start_trace()
+            w.started = True
+            return True
+
+    def close(self, t: Target, cfg: Config) -> None:
+        """Stop the profiler at the end of the window's last step and hand it to the worker."""
+        with self.lock:
+            w = self.window
+            if w is None or w.target is not t:
+                return
+            self.window = None
+        t0 = time.perf_counter_ns()
+        try:
+            w.prof.stop_trace()
+        except Exception as e:
+            _emit.emit("autoprof.error", "error", target=t.name, window=t.window, message=f"profiler stop failed: {e}",
+                       reason="profiler", error_type=type(e).__name__)
+            return
+        steps = list(t.win_steps)
+        walls = list(t.win_walls)
+        window = t.window
+        t.window += 1
+        t.win_steps.clear()
+        t.win_walls.clear()
+        stall = time.perf_counter_ns() - t0  # what the calling thread pays when work runs in the background
+        job = _WindowJob(t.name, window, steps, walls, w.prof, cfg, t.first_call_ns, _median(t.recent_ns), t.calls,
+                         stall)
+        self.stats["windows"] += 1
+        self.stats["stall_ns_max"] = max(self.stats["stall_ns_max"], stall)
+        if cfg.background:
+            self._submit(job.run)
+        else:
+            job.run()
+
+    def _foreign(self, t: Target) -> None:
+        if not t.warned_foreign:
+            t.warned_foreign = True
+            _emit.emit(
+                "autoprof.warning", "warning", target=t.name, window=t.window,
+                message="another torch.profiler is recording: autoprof does not start its own window (a second "
+                "profiler would silently wipe the first); its annotations land in your profile",
+                reason="foreign_profiler",
+            )
+
+    def _abandon(self, t: Target) -> None:
+        w = self.window
+        self.window = None
+        self._foreign(t)
+        if w is not None:
+            try:
+                w.prof.stop_trace()
+            except Exception:
+                pass
+
+    # -- worker ------------------------------------------------------------------------------------
+    def _submit(self, fn: Callable[[], None]) -> None:
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(target=self._work, name="autoprof-analysis", daemon=True)
+            self._worker.start()
+        self._queue.put(fn)
+
+    def _work(self) -> None:
+        while True:
+            fn = self._queue.get()
+            try:
+                if fn is None:
+                    return
+                fn()
+            except Exception:
+                pass  # jobs report their own failures
+            finally:
+                self._queue.task_done()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every closed window has been analysed and emitted. True when drained."""
+        if self._worker is None or not self._worker.is_alive():
+            return True
+        if timeout is None:
+            self._queue.join()
+            return True
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+    def shutdown(self) -> None:
+        """At exit: stop a window still recording (no profiler left running) and drain the worker."""
+        with self.lock:
+            w = self.window
+            self.window = None
+        if w is not None:
+            try:
+                w.prof.stop_trace()
+            except Exception:
+                pass
+        self.flush(timeout=30.0)
+
+
+def _median(v: list[int]) -> int | None:
+    return int(statistics.median(v)) if v else None
+
+
+class _WindowJob:
+    """Everything after ``stop_trace``: read events, keep the trace file, analyse, emit."""
+
+    def __init__(self, target: str, window: int, steps: list[int], walls: list[int], prof: Any, cfg: Config,
+                 first_call_ns: int | None, steady_ns: int | None, calls: int, stall_ns: int) -> None:
+        self.target, self.window, self.steps, self.walls = target, window, steps, walls
+        self.prof, self.cfg = prof, cfg
+        self.first_call_ns, self.steady_ns, self.calls = first_call_ns, steady_ns, calls
+        self.stall_ns = stall_ns
+
+    def run(self) -> None:
+        t0 = time.perf_counter_ns()
+        ctx = {"target": self.target, "window": self.window}
+        try:
+            from autoprof import engine
+
+            rank, _local, world = _emit.dist_info()
+            events = self.prof.profiler.kineto_results.events()
+            meta: dict[str, Any] = {"live": True}
+            if self.first_call_ns is not None and self.steady_ns:
+                meta["first_call_ns"] = self.first_call_ns
+                meta["steady_call_ns"] = self.steady_ns
+            trace = engine.live_trace(events, target=self.target, rank=rank, world_size=world, metadata=meta)
+            del events
+            path = self._keep_trace(rank)
+            findings, failures = engine.analyze_trace(trace, self.cfg)
+            overhead = time.perf_counter_ns() - t0 + self.stall_ns
+            _emit.emit(
+                "autoprof.window", "info", **ctx, source="live",
+                steps=self.steps,
+                step_wall_ms=[round(w / 1e6, 4) for w in self.walls],
+                top_ops=engine.top_ops(trace, self.cfg.top_ops),
+                event_count=trace.n_events,
+                autoprof_overhead_ms=round(overhead / 1e6, 3),
+                stall_ms=round(self.stall_ns / 1e6, 3),
+                calls_total=self.calls,
+                first_call_ms=round(self.first_call_ns / 1e6, 4) if self.first_call_ns is not None else None,
+                trace_path=path,
+            )
+            for f in findings:
+                _emit.emit("autoprof.finding", "warning" if f.severity != "info" else "info", **ctx, source="live",
+                           **f.to_record())
+            for name, err in failures:
+                _emit.emit("autoprof.error", "error", **ctx, message=f"rule {name} failed: {err}", reason="rule",
+                           error_type=type(err).__name__)
+        except Exception as e:
+            _emit.emit("autoprof.error", "error", **ctx, message=f"window analysis failed: {e}", reason="analysis",
+                       error_type=type(e).__name__)
+        finally:
+            self.prof = None
+
+    def _keep_trace(self, rank: int) -> str | None:
+        d = self.cfg.trace_dir
+        if not d:
+            return None
+        try:
+            out = Path(d)
+            out.mkdir(parents=True, exist_ok=True)
+            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.target)
+            final = out / f"{safe}.window{self.window}.rank{rank}.pt.trace.json.gz"
+            fd, tmp = tempfile.mkstemp(suffix=".json", dir=out)
+            os.close(fd)
+            try:
+                self.prof.export_chrome_trace(tmp)
+                with open(tmp, "rb") as src, gzip.open(str(final) + ".part", "wb", compresslevel=5) as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+                os.replace(str(final) + ".part", final)
+            finally:
+                for p in (tmp, str(final) + ".part"):
+                    if os.path.exists(p):
+                        os.unlink(p)
+            return str(final)
+        except Exception as e:
+            _emit.emit("autoprof.error", "error", target=self.target, window=self.window,
+                       message=f"could not keep the trace in {d}: {e}", reason="trace_dir", error_type=type(e).__name__)
+            return None
+
+
+SESSION = Session()
+atexit.register(SESSION.shutdown)
+
+
+def current_config() -> Config:
+    return SWITCH.config

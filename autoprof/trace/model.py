@@ -1,0 +1,382 @@
+"""The one trace model every rule reads. No torch import.
+
+A :class:`Trace` is built by a loader (``live`` from a closed profiler window, ``chrome`` from a saved
+file) through a :class:`TraceBuilder`, then frozen: events live in compact columns (``array`` of ints for
+times, interned name ids), the host-side op tree gets per-event parents and self times, device work is
+linked to the runtime call that launched it, and steps are resolved.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+# Normalized categories. Host-side ones first, device-side after.
+CPU_OP = "cpu_op"
+USER_ANNOTATION = "user_annotation"
+PYTHON_FUNCTION = "python_function"
+CUDA_RUNTIME = "cuda_runtime"
+CUDA_DRIVER = "cuda_driver"
+KERNEL = "kernel"
+GPU_MEMCPY = "gpu_memcpy"
+GPU_MEMSET = "gpu_memset"
+GPU_USER_ANNOTATION = "gpu_user_annotation"
+
+HOST_CATEGORIES = (CPU_OP, USER_ANNOTATION, PYTHON_FUNCTION, CUDA_RUNTIME, CUDA_DRIVER)
+DEVICE_CATEGORIES = (KERNEL, GPU_MEMCPY, GPU_MEMSET, GPU_USER_ANNOTATION)
+
+# Old (2021) and alternative spellings found in real traces, mapped to the current ones.
+CATEGORY_ALIASES: dict[str, str] = {
+    "cpu_op": CPU_OP,
+    "operator": CPU_OP,
+    "user_annotation": USER_ANNOTATION,
+    "python_function": PYTHON_FUNCTION,
+    "python": PYTHON_FUNCTION,
+    "cuda_runtime": CUDA_RUNTIME,
+    "runtime": CUDA_RUNTIME,
+    "cuda_driver": CUDA_DRIVER,
+    "driver": CUDA_DRIVER,
+    "kernel": KERNEL,
+    "gpu_memcpy": GPU_MEMCPY,
+    "memcpy": GPU_MEMCPY,
+    "gpu_memset": GPU_MEMSET,
+    "memset": GPU_MEMSET,
+    "gpu_user_annotation": GPU_USER_ANNOTATION,
+}
+
+FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu", "async"})
+
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def normalize_category(cat: str | None) -> str | None:
+    if not cat:
+        return None
+    return CATEGORY_ALIASES.get(cat.lower())
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: a ``ProfilerStep#N`` span (or a target annotation where a trace has none)."""
+
+    number: int
+    start_ns: int
+    end_ns: int
+    tid: int
+    host_index: int  # index of the step's own host event, -1 when synthesized
+
+    @property
+    def dur_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass
+class TraceBuilder:
+    """Collects events from a loader; :meth:`build` freezes them into a :class:`Trace`."""
+
+    source: str = "<memory>"
+    names: list[str] = field(default_factory=list)
+    _name_ids: dict[str, int] = field(default_factory=dict)
+    threads: list[tuple[Any, Any]] = field(default_factory=list)
+    _thread_ids: dict[tuple[Any, Any], int] = field(default_factory=dict)
+    # host columns
+    h_name: array = field(default_factory=lambda: array("l"))
+    h_cat: array = field(default_factory=lambda: array("b"))
+    h_ts: array = field(default_factory=lambda: array("q"))
+    h_dur: array = field(default_factory=lambda: array("q"))
+    h_tid: array = field(default_factory=lambda: array("l"))
+    h_corr: array = field(default_factory=lambda: array("q"))
+    h_shapes: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    # device columns
+    d_name: array = field(default_factory=lambda: array("l"))
+    d_cat: array = field(default_factory=lambda: array("b"))
+    d_ts: array = field(default_factory=lambda: array("q"))
+    d_dur: array = field(default_factory=lambda: array("q"))
+    d_device: array = field(default_factory=lambda: array("l"))
+    d_stream: array = field(default_factory=lambda: array("q"))
+    d_corr: array = field(default_factory=lambda: array("q"))
+    d_launch: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # grid/block per kernel
+    rank: int = 0
+    world_size: int = 1
+    device_properties: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def intern(self, name: str) -> int:
+        i = self._name_ids.get(name)
+        if i is None:
+            i = len(self.names)
+            self._name_ids[name] = i
+            self.names.append(name)
+        return i
+
+    def thread(self, pid: Any, tid: Any) -> int:
+        key = (pid, tid)
+        i = self._thread_ids.get(key)
+        if i is None:
+            i = len(self.threads)
+            self._thread_ids[key] = i
+            self.threads.append(key)
+        return i
+
+    def add_host(
+        self,
+        cat: str,
+        name: str,
+        ts_ns: int,
+        dur_ns: int,
+        tid: int,
+        corr: int = -1,
+        shapes: tuple[Any, Any] | None = None,
+    ) -> int:
+        i = len(self.h_ts)
+        self.h_name.append(self.intern(name))
+        self.h_cat.append(HOST_CATEGORIES.index(cat))
+        self.h_ts.append(ts_ns)
+        self.h_dur.append(max(dur_ns, 0))
+        self.h_tid.append(tid)
+        self.h_corr.append(corr)
+        if shapes is not None:
+            self.h_shapes[i] = shapes
+        return i
+
+    def add_device(
+        self,
+        cat: str,
+        name: str,
+        ts_ns: int,
+        dur_ns: int,
+        device: int,
+        stream: int,
+        corr: int = -1,
+        launch: tuple[Any, ...] | None = None,
+    ) -> int:
+        i = len(self.d_ts)
+        self.d_name.append(self.intern(name))
+        self.d_cat.append(DEVICE_CATEGORIES.index(cat))
+        self.d_ts.append(ts_ns)
+        self.d_dur.append(max(dur_ns, 0))
+        self.d_device.append(device)
+        self.d_stream.append(stream)
+        self.d_corr.append(corr)
+        if launch is not None:
+            self.d_launch[i] = launch
+        return i
+
+    def build(self, target: str | None = None) -> Trace:
+        return Trace(self, target)
+
+
+class Trace:
+    """A frozen, analysable trace. Times are integer nanoseconds."""
+
+    def __init__(self, b: TraceBuilder, target: str | None = None) -> None:
+        self.source = b.source
+        self.names = b.names
+        self._name_ids = b._name_ids
+        self.threads = b.threads
+        self.rank = b.rank
+        self.world_size = b.world_size
+        self.device_properties = b.device_properties
+        self.metadata = b.metadata
+        self.shapes = b.h_shapes
+        self.launch_config = b.d_launch
+        # Host events sorted per thread by (ts, -dur) so that parents precede children.
+        n = len(b.h_ts)
+        order = sorted(range(n), key=lambda i: (b.h_tid[i], b.h_ts[i], -b.h_dur[i]))
+        remap = {old: new for new, old in enumerate(order)}
+        self.h_name = array("l", (b.h_name[i] for i in order))
+        self.h_cat = array("b", (b.h_cat[i] for i in order))
+        self.h_ts = array("q", (b.h_ts[i] for i in order))
+        self.h_dur = array("q", (b.h_dur[i] for i in order))
+        self.h_tid = array("l", (b.h_tid[i] for i in order))
+        self.h_corr = array("q", (b.h_corr[i] for i in order))
+        self.shapes = {remap[k]: v for k, v in b.h_shapes.items()}
+        self.h_parent = array("l", [-1]) * n
+        self.h_self = array("q", self.h_dur)
+        self._build_tree()
+        # Device events sorted by time.
+        m = len(b.d_ts)
+        dorder = sorted(range(m), key=lambda i: (b.d_ts[i], b.d_dur[i]))
+        dremap = {old: new for new, old in enumerate(dorder)}
+        self.d_name = array("l", (b.d_name[i] for i in dorder))
+        self.d_cat = array("b", (b.d_cat[i] for i in dorder))
+        self.d_ts = array("q", (b.d_ts[i] for i in dorder))
+        self.d_dur = array("q", (b.d_dur[i] for i in dorder))
+        self.d_device = array("l", (b.d_device[i] for i in dorder))
+        self.d_stream = array("q", (b.d_stream[i] for i in dorder))
+        self.d_corr = array("q", (b.d_corr[i] for i in dorder))
+        self.launch_config = {dremap[k]: v for k, v in b.d_launch.items()}
+        # Launch links: device event -> host runtime/driver call with the same correlation id.
+        by_corr: dict[int, int] = {}
+        rt, drv = HOST_CATEGORIES.index(CUDA_RUNTIME), HOST_CATEGORIES.index(CUDA_DRIVER)
+        for i in range(n):
+            c = self.h_corr[i]
+            if c >= 0 and self.h_cat[i] in (rt, drv):
+                by_corr[c] = i
+        self.d_launch_host = array("l", (by_corr.get(c, -1) if c >= 0 else -1 for c in self.d_corr))
+        self.steps = self._find_steps(target)
+        self.target = target
+
+    # -- construction helpers -------------------------------------------------------------------
+    def _build_tree(self) -> None:
+        n = len(self.h_ts)
+        stack: list[int] = []
+        cur_tid = None
+        ts, dur, parent, selft, tids = self.h_ts, self.h_dur, self.h_parent, self.h_self, self.h_tid
+        for i in range(n):
+            t = tids[i]
+            if t != cur_tid:
+                stack.clear()
+                cur_tid = t
+            start = ts[i]
+            end = start + dur[i]
+            # Only an event that ends within an open one nests in it; a partial overlap is a sibling.
+            while stack and (ts[stack[-1]] + dur[stack[-1]] <= start or ts[stack[-1]] + dur[stack[-1]] < end):
+                stack.pop()
+            if stack:
+                p = stack[-1]
+                parent[i] = p
+                selft[p] -= dur[i]
+            stack.append(i)
+        for i in range(n):
+            if selft[i] < 0:
+                selft[i] = 0
+
+    def _find_steps(self, target: str | None) -> list[Step]:
+        steps: list[Step] = []
+        for i in range(len(self.h_ts)):
+            m = _STEP_RE.match(self.names[self.h_name[i]])
+            if m:
+                steps.append(Step(int(m.group(1)), self.h_ts[i], self.h_ts[i] + self.h_dur[i], self.h_tid[i], i))
+        if not steps and target:
+            tid_ = self._name_ids.get(target)
+            k = 0
+            for i in range(len(self.h_ts)):
+                if self.h_name[i] == tid_ and self.h_parent[i] < 0:
+                    steps.append(Step(k, self.h_ts[i], self.h_ts[i] + self.h_dur[i], self.h_tid[i], i))
+                    k += 1
+        steps.sort(key=lambda s: s.start_ns)
+        if steps:
+            # A step left open when the profiler stopped can claim to run far past the trace: clamp each
+            # step to the last recorded activity that is not itself a step.
+            step_idx = {s.host_index for s in steps}
+            last = max((self.h_ts[i] + self.h_dur[i] for i in range(len(self.h_ts)) if i not in step_idx), default=0)
+            if len(self.d_ts):
+                last = max(last, max(t + d for t, d in zip(self.d_ts, self.d_dur)))
+            if last:
+                steps = [
+                    s if s.end_ns <= last else Step(s.number, s.start_ns, max(last, s.start_ns), s.tid, s.host_index)
+                    for s in steps
+                ]
+        return steps
+
+    # -- queries --------------------------------------------------------------------------------
+    @property
+    def n_host(self) -> int:
+        return len(self.h_ts)
+
+    @property
+    def n_device(self) -> int:
+        return len(self.d_ts)
+
+    @property
+    def n_events(self) -> int:
+        return len(self.h_ts) + len(self.d_ts)
+
+    @property
+    def has_device(self) -> bool:
+        k = DEVICE_CATEGORIES.index(KERNEL)
+        return any(c == k for c in self.d_cat)
+
+    def name_id(self, name: str) -> int:
+        return self._name_ids.get(name, -1)
+
+    def host_name(self, i: int) -> str:
+        return self.names[self.h_name[i]]
+
+    def host_cat(self, i: int) -> str:
+        return HOST_CATEGORIES[self.h_cat[i]]
+
+    def device_name(self, i: int) -> str:
+        return self.names[self.d_name[i]]
+
+    def device_cat(self, i: int) -> str:
+        return DEVICE_CATEGORIES[self.d_cat[i]]
+
+    def host_indices(self, cat: str) -> Iterator[int]:
+        k = HOST_CATEGORIES.index(cat)
+        return (i for i, c in enumerate(self.h_cat) if c == k)
+
+    def device_indices(self, *cats: str) -> Iterator[int]:
+        ks = {DEVICE_CATEGORIES.index(c) for c in cats}
+        return (i for i, c in enumerate(self.d_cat) if c in ks)
+
+    def children(self, i: int) -> Iterator[int]:
+        """Direct children of host event ``i`` (they follow it in the sorted columns)."""
+        end = self.h_ts[i] + self.h_dur[i]
+        tid = self.h_tid[i]
+        j = i + 1
+        n = len(self.h_ts)
+        while j < n and self.h_tid[j] == tid and self.h_ts[j] < end:
+            if self.h_parent[j] == i:
+                yield j
+            j += 1
+
+    def span_ns(self) -> tuple[int, int]:
+        """The window: first step start to last step end, or all host events where there are no steps."""
+        if self.steps:
+            return self.steps[0].start_ns, max(s.end_ns for s in self.steps)
+        if not len(self.h_ts):
+            if len(self.d_ts):
+                return self.d_ts[0], max(t + d for t, d in zip(self.d_ts, self.d_dur))
+            return 0, 0
+        return min(self.h_ts), max(t + d for t, d in zip(self.h_ts, self.h_dur))
+
+    def step_of_host(self) -> array:
+        """For each host event, the index into ``steps`` of the step whose span holds it, else -1.
+
+        A step lies on one thread but other threads (autograd's backward thread, a data loader) work
+        inside its time span too, so membership is by time.
+        """
+        out = array("l", [-1]) * len(self.h_ts)
+        if not self.steps:
+            return out
+        starts = [s.start_ns for s in self.steps]
+        import bisect
+
+        for i, t in enumerate(self.h_ts):
+            k = bisect.bisect_right(starts, t) - 1
+            if k >= 0 and t < self.steps[k].end_ns:
+                out[i] = k
+        return out
+
+    def step_of_device(self, host_step: array | None = None) -> array:
+        """For each device event, the step whose host code launched it (by correlation), else -1."""
+        hs = host_step if host_step is not None else self.step_of_host()
+        return array("l", (hs[h] if h >= 0 else -1 for h in self.d_launch_host))
+
+    def device_name_for(self, prefix: str) -> str | None:
+        for p in self.device_properties:
+            name = p.get("name")
+            if isinstance(name, str) and name.startswith(prefix):
+                return name
+        return None
+
+
+def union_ns(intervals: list[tuple[int, int]]) -> int:
+    """Total length covered by a list of (start, end) intervals."""
+    if not intervals:
+        return 0
+    intervals.sort()
+    total = 0
+    cs, ce = intervals[0]
+    for s, e in intervals[1:]:
+        if s > ce:
+            total += ce - cs
+            cs, ce = s, e
+        elif e > ce:
+            ce = e
+    return total + (ce - cs)
