@@ -2,28 +2,26 @@
 
 ``import autoprof`` is enough: the module itself is callable, so ``@autoprof`` and ``@autoprof(...)``
 work on it directly, next to ``autoprof.section``, ``autoprof.configure`` and ``autoprof.analyze``.
+
+The live side (``autoprof``, ``section``, ``flush``) imports torch on first use; the offline side
+(``analyze``, the ``autoprof analyze`` command) never does.
 """
 
 from __future__ import annotations
 
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autoprof.config import Config, ConfigError, configure
 from autoprof.engine import analyze
 from autoprof.findings import Finding
-from autoprof.instrument import autoprof, section
-from autoprof.session import SESSION as _SESSION
 from autoprof.trace.chrome import TraceError
 
+if TYPE_CHECKING:
+    from autoprof.instrument import autoprof, section
+
 __version__ = "0.1.0"
-
-
-def flush(timeout: float | None = None) -> bool:
-    """Wait until every closed window has been analysed and its records written. True when done."""
-    return _SESSION.flush(timeout)
-
 
 __all__ = [
     "Config",
@@ -39,11 +37,32 @@ __all__ = [
 ]
 
 
+def flush(timeout: float | None = None) -> bool:
+    """Wait until every closed window has been analysed and its records written. True when done."""
+    if "autoprof.session" not in sys.modules:
+        return True
+    from autoprof.session import SESSION
+
+    return SESSION.flush(timeout)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("autoprof", "section"):
+        from autoprof import instrument
+
+        value = getattr(instrument, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'autoprof' has no attribute {name!r}")
+
+
 class _CallableModule(types.ModuleType):
     """Lets ``@autoprof`` and ``@autoprof(...)`` work on the module object itself."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return autoprof(*args, **kwargs)
+        from autoprof.instrument import autoprof as _autoprof
+
+        return _autoprof(*args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallableModule

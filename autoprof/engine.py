@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,30 +45,36 @@ class FileResult:
     world_size: int = 1
     findings: list[Finding] = field(default_factory=list)
     error: str | None = None
+    exc: TraceError | None = None
     failures: list[tuple[str, BaseException]] = field(default_factory=list)
     event_count: int = 0
     steps: list[int] = field(default_factory=list)
 
 
-def analyze_files(paths: Sequence[str | os.PathLike[str]], config: Any = None) -> list[FileResult]:
+def analyze_files(
+    paths: Sequence[str | os.PathLike[str]],
+    config: Any = None,
+    progress: Callable[[str], AbstractContextManager[Any]] | None = None,
+) -> list[FileResult]:
     """Analyse trace files or directories of them. Bad inputs become results with ``error`` set; the good
-    ones are still analysed."""
+    ones are still analysed. ``progress(label)`` wraps each file's load (the CLI shows a note on a terminal)."""
     results: list[FileResult] = []
     for p in paths:
         try:
             files = chrome.find_trace_files(p)
         except TraceError as e:
-            results.append(FileResult(str(p), error=str(e)))
+            results.append(FileResult(str(p), error=str(e), exc=e))
             continue
         for f in files:
             try:
-                trace = chrome.load(f)
+                with progress(str(f)) if progress else nullcontext():
+                    trace = chrome.load(f)
             except TraceError as e:
-                results.append(FileResult(str(f), error=str(e)))
+                results.append(FileResult(str(f), error=str(e), exc=e))
                 continue
             findings, failures = run_rules(trace, config)
             results.append(
-                FileResult(str(f), trace.rank, trace.world_size, findings, None, failures, trace.n_events,
+                FileResult(str(f), trace.rank, trace.world_size, findings, None, None, failures, trace.n_events,
                            [s.number for s in trace.steps])
             )
     return results
@@ -76,14 +83,14 @@ def analyze_files(paths: Sequence[str | os.PathLike[str]], config: Any = None) -
 def analyze(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], config: Any = None) -> list[Finding]:
     """Findings of saved chrome traces (a file, several files, or a directory of per-rank traces).
 
-    Raises :class:`autoprof.trace.chrome.TraceError` (a ``ValueError`` naming the file) when an input cannot
-    be read; use :func:`analyze_files` to keep the good files' findings when some are bad.
+    Raises :class:`autoprof.TraceError` (a ``ValueError`` whose message names the file) when an input cannot
+    be read; :func:`analyze_files` keeps the good files' findings when some are bad.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[Finding] = []
     for r in analyze_files(paths, config):
-        if r.error:
-            raise TraceError(r.path, r.error.split(": ", 1)[-1])
+        if r.exc is not None:
+            raise r.exc
         out.extend(r.findings)
     return out

@@ -46,33 +46,44 @@ def _internal_error(where: str, target: str | None, e: BaseException) -> None:
 class _Step:
     """What the owner thread does around one outermost call of a target (entered only when not idle)."""
 
-    __slots__ = ("t", "rf", "advance", "last", "step")
+    __slots__ = ("t", "rf", "advance", "last", "step", "recording")
 
     def __init__(self, t: Target) -> None:
         self.t = t
         self.rf: list[Any] = []
         self.advance = True
         self.last = False
+        self.recording = False
         self.step = t.calls
         cfg = SWITCH.config
         phase, _first, last = t.phase(t.pos)
         if phase == DONE:
             t.done = True
-            return
-        if phase == WAIT:
+        if phase in (DONE, WAIT):
+            if _ap._is_profiler_enabled:
+                self.annotate()
             return
         if not SESSION.open(t, cfg):
             self._defer()
-            return
-        if phase == ACTIVE:
+        elif phase == ACTIVE:
             if not SESSION.start(t):
                 self._defer()
+            else:
+                self.last = last
+                self.recording = True
+                for name in (f"ProfilerStep#{self.step}", t.name):
+                    rf = _record_function(name)
+                    rf.__enter__()
+                    self.rf.append(rf)
                 return
-            self.last = last
-            for name in (f"ProfilerStep#{self.step}", t.name):
-                rf = _record_function(name)
-                rf.__enter__()
-                self.rf.append(rf)
+        if _ap._is_profiler_enabled:
+            # someone else's profiler records: annotate the call so it lands in that profile
+            self.annotate()
+
+    def annotate(self) -> None:
+        rf = _record_function(self.t.name)
+        rf.__enter__()
+        self.rf.append(rf)
 
     def _defer(self) -> None:
         # Back to the start of this cycle's warmup: a window is all of its steps or nothing.
@@ -86,7 +97,7 @@ class _Step:
         t = self.t
         for rf in reversed(self.rf):
             rf.__exit__(None, None, None)
-        if self.rf:
+        if self.recording:
             t.win_steps.append(self.step)
             t.win_walls.append(wall_ns)
         if self.advance:
@@ -127,13 +138,13 @@ class _Instrument:
 
     def enter(self) -> tuple[int, Any]:
         """Returns (mode, state): 0 plain, 1 nested annotation, 2 owner step."""
-        t = self.target or self.get_target()
         if _depth():
             if _ap._is_profiler_enabled:
                 rf = _record_function(self.name)
                 rf.__enter__()
                 return 1, rf
             return 0, None
+        t = self.target or self.get_target()
         me = _get_ident()
         if t.owner != me:
             if t.owner is None:
@@ -148,7 +159,7 @@ class _Instrument:
                     return 1, rf
                 return 0, None
         _tls.d = 1
-        if t.done:
+        if t.done and not _ap._is_profiler_enabled:
             return 2, None
         try:
             return 2, _Step(t)

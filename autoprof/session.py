@@ -196,7 +196,7 @@ class Session:
         w = self.window
         self.window = None
         self._foreign(t)
-        if w is not None:
+        if w is not None and w.started:  # a prepared, never started profiler needs no stop
             try:
                 w.prof.stop_trace()
             except Exception:
@@ -240,7 +240,7 @@ class Session:
         with self.lock:
             w = self.window
             self.window = None
-        if w is not None:
+        if w is not None and w.started:
             try:
                 w.prof.stop_trace()
             except Exception:

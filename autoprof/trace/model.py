@@ -267,10 +267,18 @@ class Trace:
             if len(self.d_ts):
                 last = max(last, max(t + d for t, d in zip(self.d_ts, self.d_dur)))
             if last:
-                steps = [
-                    s if s.end_ns <= last else Step(s.number, s.start_ns, max(last, s.start_ns), s.tid, s.host_index)
-                    for s in steps
-                ]
+                clamped = []
+                for s in steps:
+                    if s.end_ns > last:
+                        end = max(last, s.start_ns)
+                        i = s.host_index
+                        cut = s.end_ns - end
+                        if i >= 0:
+                            self.h_dur[i] -= cut
+                            self.h_self[i] = max(self.h_self[i] - cut, 0)
+                        s = Step(s.number, s.start_ns, end, s.tid, i)
+                    clamped.append(s)
+                steps = clamped
         return steps
 
     # -- queries --------------------------------------------------------------------------------

@@ -1,0 +1,143 @@
+"""``autoprof analyze PATH...``: the live path's verdicts from saved chrome traces.
+
+Exit status: 0 analysed (no finding at or above ``--fail-on``); 1 a finding at or above ``--fail-on``;
+2 bad input (any file that cannot be read; the good ones are still analysed) or bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import IO, Any
+
+from autoprof import __version__
+from autoprof.emit import build_record
+from autoprof.engine import FileResult, analyze_files
+from autoprof.findings import SEVERITIES, severity_rank
+
+_COLORS = {"info": "\033[36m", "warning": "\033[33m", "critical": "\033[31m", "error": "\033[31m"}
+_RESET = "\033[0m"
+_BOLD = "\033[1m"
+
+
+class _Progress:
+    """A one-line note on stderr for loads longer than about a second, only when stderr is a terminal."""
+
+    def __init__(self, label: str, stream: IO[str]) -> None:
+        self.label = label
+        self.stream = stream
+        self._done = threading.Event()
+        self._shown = False
+        self._thread: threading.Thread | None = None
+        if stream.isatty():
+            self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        t0 = time.monotonic()
+        if self._done.wait(1.0):
+            return
+        self._shown = True
+        while not self._done.wait(0.25):
+            self.stream.write(f"\rautoprof: loading {self.label} … {time.monotonic() - t0:.0f} s")
+            self.stream.flush()
+
+    def __enter__(self) -> _Progress:
+        if self._thread:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._done.set()
+        if self._thread:
+            self._thread.join()
+        if self._shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def _records(r: FileResult) -> list[dict[str, Any]]:
+    out = []
+    for f in r.findings:
+        out.append(
+            build_record(
+                "autoprof.finding", "warning" if f.severity != "info" else "info",
+                target=r.path, window=None, source=r.path, rank=r.rank, world_size=r.world_size, trace_rank=r.rank,
+                **f.to_record(),
+            )
+        )
+    for name, e in r.failures:
+        out.append(build_record("autoprof.error", "error", target=r.path, window=None, source=r.path, rank=r.rank,
+                                world_size=r.world_size, message=f"rule {name} failed: {e}", reason="rule",
+                                error_type=type(e).__name__))
+    return out
+
+
+def _table(results: list[FileResult], out: IO[str], color: bool) -> None:
+    def c(text: str, sev: str) -> str:
+        return f"{_COLORS.get(sev, '')}{text}{_RESET}" if color else text
+
+    for r in sorted((r for r in results if r.error is None), key=lambda r: (r.rank, r.path)):
+        head = f"{r.path}  (rank {r.rank} of {r.world_size}, {r.event_count} events, "
+        head += f"steps {r.steps[0]}–{r.steps[-1]})" if r.steps else "no ProfilerStep)"
+        out.write((f"{_BOLD}{head}{_RESET}" if color else head) + "\n")
+        if not r.findings:
+            out.write("  no findings\n")
+        width = max((len(f.rule) for f in r.findings), default=0)
+        for f in r.findings:
+            out.write(f"  {c(f'{f.severity:<8}', f.severity)} {f.rule:<{width}}  {f.message}\n")
+            out.write(f"  {'':<8} {'':<{width}}  → {f.advice}\n")
+        for name, e in r.failures:
+            out.write(f"  {c('error   ', 'error')} {name:<{width}}  rule failed: {e}\n")
+        out.write("\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="autoprof", description="Find out why a PyTorch program is slow.")
+    parser.add_argument("--version", action="version", version=f"autoprof {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    a = sub.add_parser("analyze", help="analyse saved torch.profiler chrome traces (.json, .json.gz, or a directory)")
+    a.add_argument("paths", nargs="+", metavar="PATH")
+    a.add_argument("--json", action="store_true", help="print JSON records, one per line (the live path's records)")
+    a.add_argument("--fail-on", choices=SEVERITIES, default=None,
+                   help="exit 1 when a finding at or above this severity exists")
+    a.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    if args.command != "analyze":
+        parser.print_usage(sys.stderr)
+        return 2
+    out, err = sys.stdout, sys.stderr
+    try:
+        results = analyze_files(args.paths, progress=lambda label: _Progress(label, err))
+    except KeyboardInterrupt:
+        err.write("autoprof: interrupted\n")
+        return 130
+    bad = [r for r in results if r.error]
+    for r in bad:
+        err.write(f"autoprof: {r.error}\n")
+    if args.json:
+        for r in results:
+            if r.error is None:
+                for rec in _records(r):
+                    out.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
+    else:
+        color = args.color == "always" or (args.color == "auto" and out.isatty())
+        _table(results, out, color)
+    out.flush()
+    if bad:
+        return 2
+    if args.fail_on:
+        floor = severity_rank(args.fail_on)
+        if any(severity_rank(f.severity) >= floor for r in results for f in r.findings):
+            return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

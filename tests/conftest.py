@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from autoprof import config as _config
+from autoprof import emit
+from autoprof.findings import record_schema
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_TRACES = Path(os.environ.get("AUTOPROF_SHARED_TRACES", REPO.parent / "shared" / "traces"))
+
+
+def shared_trace(rel: str) -> Path:
+    """A real GPU trace from ../shared/traces; skips (with the reason) where that folder is absent."""
+    p = SHARED_TRACES / rel
+    if not p.exists():
+        pytest.skip(f"real GPU trace {rel} not found: ../shared/traces is absent here ({SHARED_TRACES})")
+    return p
+
+
+_validator = jsonschema.Draft202012Validator(record_schema())
+
+
+def validate_record(rec: dict[str, Any]) -> None:
+    errors = sorted(_validator.iter_errors(rec), key=lambda e: list(e.path))
+    assert not errors, f"record does not match the schema: {errors[0].message} in {rec}"
+
+
+class Records:
+    """Records autoprof wrote to a sink file during a test; every one is validated against the schema."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def all(self) -> list[dict[str, Any]]:
+        import autoprof
+
+        autoprof.flush()
+        if not self.path.exists():
+            return []
+        out = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        for r in out:
+            validate_record(r)
+        return out
+
+    def of(self, event: str, **match: Any) -> list[dict[str, Any]]:
+        return [r for r in self.all() if r["event"] == event and all(r.get(k) == v for k, v in match.items())]
+
+    def findings(self, target: str | None = None) -> dict[str, dict[str, Any]]:
+        recs = self.of("autoprof.finding", **({"target": target} if target else {}))
+        return {r["rule"]: r for r in recs}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_autoprof(monkeypatch: pytest.MonkeyPatch) -> Any:
+    for k in list(os.environ):
+        if k.startswith("AUTOPROF_") and k != "AUTOPROF_SHARED_TRACES":
+            monkeypatch.delenv(k)
+    _config._reset_for_tests()
+    emit.reset_output()
+    yield
+    import sys
+
+    if "autoprof.session" in sys.modules:
+        from autoprof.session import SESSION
+
+        SESSION.shutdown()
+        SESSION.targets.clear()
+    _config._reset_for_tests()
+    emit.reset_output()
+
+
+@pytest.fixture
+def records(tmp_path: Path) -> Records:
+    """Send records to a file for this test (analysis on the calling thread, for determinism)."""
+    import autoprof
+
+    path = tmp_path / "records.jsonl"
+    autoprof.configure(sink=str(path), background=False)
+    return Records(path)

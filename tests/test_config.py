@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+import autoprof
+from autoprof import config
+from autoprof.config import ConfigError, from_env, parse_bool
+
+
+@pytest.mark.parametrize("raw,expected", [("true", True), ("TRUE", True), ("False", False), ("false", False)])
+def test_parse_bool_accepts_only_true_false(raw: str, expected: bool) -> None:
+    assert parse_bool("X", raw, not expected) is expected
+
+
+@pytest.mark.parametrize("raw", ["1", "yes", "on", "0", "tru"])
+def test_parse_bool_other_values_warn_once_and_keep_default(raw: str) -> None:
+    config._warned.clear()
+    with pytest.warns(RuntimeWarning, match="not 'true' or 'false'"):
+        assert parse_bool("AUTOPROF_X", raw, False) is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert parse_bool("AUTOPROF_X", raw, True) is True  # no second warning
+
+
+def test_from_env_reads_switches_and_schedule() -> None:
+    cfg = from_env({"AUTOPROF_DISABLE": "true", "AUTOPROF_LOG": "/tmp/x.jsonl", "AUTOPROF_ACTIVE": "5",
+                    "AUTOPROF_WAIT": "0"})
+    assert cfg.enabled is False
+    assert cfg.sink == "/tmp/x.jsonl"
+    assert (cfg.active, cfg.wait) == (5, 0)
+
+
+def test_from_env_bad_int_warns_and_keeps_default() -> None:
+    config._warned.clear()
+    with pytest.warns(RuntimeWarning, match="AUTOPROF_ACTIVE"):
+        cfg = from_env({"AUTOPROF_ACTIVE": "zero"})
+    assert cfg.active == config.DEFAULT_ACTIVE
+
+
+def test_configure_rejects_bad_options_with_one_line_and_changes_nothing() -> None:
+    before = config.SWITCH.config
+    with pytest.raises(ConfigError) as e:
+        autoprof.configure(active=0)
+    assert "\n" not in str(e.value) and "active" in str(e.value)
+    with pytest.raises(ConfigError, match="unknown option"):
+        autoprof.configure(bogus=1)
+    assert config.SWITCH.config is before
+
+
+def test_configure_enabled_false_switches_off() -> None:
+    autoprof.configure(enabled=False)
+    assert config.SWITCH.enabled is False
+    autoprof.configure(enabled=True)
+    assert config.SWITCH.enabled is True
+
+
+def test_public_face_is_sorted_and_complete() -> None:
+    assert autoprof.__all__ == sorted(autoprof.__all__)
+    for name in autoprof.__all__:
+        assert hasattr(autoprof, name), name
+    from autoprof import autoprof as deco
+
+    assert callable(deco) and callable(autoprof)
