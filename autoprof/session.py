@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import gzip
+import json
 import os
 import queue
 import shutil
@@ -85,11 +86,12 @@ class Target:
 
 
 class _Window:
-    __slots__ = ("target", "prof", "started", "t_open")
+    __slots__ = ("target", "prof", "started", "t_open", "cpu_peak")
 
-    def __init__(self, target: Target, prof: Any) -> None:
+    def __init__(self, target: Target, prof: Any, cpu_peak: float | None) -> None:
         self.target = target
         self.prof = prof
+        self.cpu_peak = cpu_peak
         self.started = False
         self.t_open = time.perf_counter_ns()
 
@@ -126,15 +128,17 @@ class Session:
             from torch.profiler import ProfilerActivity, profile
 
             activities = [ProfilerActivity.CPU]
-            if torch.cuda.is_available():
+            cuda = torch.cuda.is_available()
+            if cuda:
                 activities.append(ProfilerActivity.CUDA)
+            cpu_peak = None if cuda else _cpu_peak_flops()
             prof = profile(activities=activities, record_shapes=cfg.record_shapes)
             prof.prepare_trace()
             # The first record_function of a process resolves its ops (~1 ms here): pay that now, outside
             # the recorded steps, so it does not show up as the first step's host overhead.
             with _autograd_profiler.record_function("autoprof.warmup"):
                 pass
-            self.window = _Window(t, prof)
+            self.window = _Window(t, prof, cpu_peak)
             return True
 
     def start(self, t: Target) -> bool:
@@ -150,6 +154,12 @@ class Session:
                 return False
             w.prof.start_trace()
             w.started = True
+            try:  # name the target inside the trace, so the offline analysis reads it as the live one did
+                w.prof.add_metadata_json("autoprof_target", json.dumps(t.name))
+                if w.cpu_peak:
+                    w.prof.add_metadata_json("autoprof_cpu_peak_flops", json.dumps(w.cpu_peak))
+            except Exception:
+                pass
             return True
 
     def close(self, t: Target, cfg: Config) -> None:
@@ -174,7 +184,7 @@ class Session:
         t.win_walls.clear()
         stall = time.perf_counter_ns() - t0  # what the calling thread pays when work runs in the background
         job = _WindowJob(t.name, window, steps, walls, w.prof, cfg, t.first_call_ns, _median(t.recent_ns), t.calls,
-                         stall)
+                         stall, w.cpu_peak)
         self.stats["windows"] += 1
         self.stats["stall_ns_max"] = max(self.stats["stall_ns_max"], stall)
         if cfg.background:
@@ -248,6 +258,29 @@ class Session:
         self.flush(timeout=30.0)
 
 
+_PEAK: list[float] = []
+
+
+def _cpu_peak_flops() -> float | None:
+    """Calibrated CPU matmul peak (FLOP/s): best of three 1024×1024 float32 matmuls, once per process,
+    on the calling thread when the first window opens (~50 ms here), so no training work competes with it.
+    The figure is written into the window's trace, so an offline analysis of a kept trace reads it too."""
+    if not _PEAK:
+        try:
+            n = 1024
+            a, b = torch.randn(n, n), torch.randn(n, n)
+            torch.mm(a, b)
+            best = float("inf")
+            for _ in range(3):
+                t0 = time.perf_counter()
+                torch.mm(a, b)
+                best = min(best, time.perf_counter() - t0)
+            _PEAK.append(2 * n**3 / best)
+        except Exception:
+            _PEAK.append(0.0)
+    return _PEAK[0] or None
+
+
 def _median(v: list[int]) -> int | None:
     return int(statistics.median(v)) if v else None
 
@@ -256,11 +289,13 @@ class _WindowJob:
     """Everything after ``stop_trace``: read events, keep the trace file, analyse, emit."""
 
     def __init__(self, target: str, window: int, steps: list[int], walls: list[int], prof: Any, cfg: Config,
-                 first_call_ns: int | None, steady_ns: int | None, calls: int, stall_ns: int) -> None:
+                 first_call_ns: int | None, steady_ns: int | None, calls: int, stall_ns: int,
+                 cpu_peak: float | None) -> None:
         self.target, self.window, self.steps, self.walls = target, window, steps, walls
         self.prof, self.cfg = prof, cfg
         self.first_call_ns, self.steady_ns, self.calls = first_call_ns, steady_ns, calls
         self.stall_ns = stall_ns
+        self.cpu_peak = cpu_peak
 
     def run(self) -> None:
         t0 = time.perf_counter_ns()
@@ -271,6 +306,8 @@ class _WindowJob:
             rank, _local, world = _emit.dist_info()
             events = self.prof.profiler.kineto_results.events()
             meta: dict[str, Any] = {"live": True}
+            if self.cpu_peak:
+                meta["cpu_peak_flops"] = self.cpu_peak
             if self.first_call_ns is not None and self.steady_ns:
                 meta["first_call_ns"] = self.first_call_ns
                 meta["steady_call_ns"] = self.steady_ns

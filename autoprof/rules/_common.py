@@ -34,6 +34,15 @@ BLOCKING_CALLS = frozenset(
     }
 )
 DATALOADER_PREFIX = "enumerate(DataLoader)"
+# Host events of torch.compile's per-call wrapper (some are recorded as cpu_op, but are not op math).
+COMPILE_WRAPPER_PREFIXES = (
+    "TorchDynamo",
+    "Torch-Compiled Region",
+    "Pregraph bytecode",
+    "AOTDispatcher",
+    "## Call CompiledFxGraph",
+    "CompiledFunction",
+)
 OCCUPANCY_PREFIX = "cudaOccupancyMaxActiveBlocksPerMultiprocessor"
 
 Intervals = list[tuple[int, int]]
@@ -183,8 +192,13 @@ def blocked_by_call(trace: Trace, v: View) -> dict[str, int]:
 
 
 def op_self_ns(trace: Trace, v: View) -> int:
+    """Self time of the ops in the window: where op math runs (compile wrappers excluded)."""
     k = HOST_CATEGORIES.index(CPU_OP)
-    return sum(trace.h_self[i] for i in range(trace.n_host) if trace.h_cat[i] == k and v.host_in[i])
+    wrappers = {trace.name_id(n) for n in trace.names if n.startswith(COMPILE_WRAPPER_PREFIXES)}
+    return sum(
+        trace.h_self[i] for i in range(trace.n_host)
+        if trace.h_cat[i] == k and v.host_in[i] and trace.h_name[i] not in wrappers
+    )
 
 
 def shape_of(trace: Trace, i: int) -> tuple[list[Any], list[Any]]:

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import us, view
+from autoprof.rules._common import COMPILE_WRAPPER_PREFIXES, us, view
 from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, Trace
 
 RULE_OVERHEAD = "compile_overhead"
@@ -25,14 +25,6 @@ RULE_COMPILING = "compilation_in_window"
 _REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 _LOOKUP = "TorchDynamo Cache Lookup"
 _CALL = "## Call CompiledFxGraph"
-_WRAPPER_PREFIXES = (
-    "TorchDynamo",
-    "Torch-Compiled Region",
-    "Pregraph bytecode",
-    "AOTDispatcher",
-    "## Call CompiledFxGraph",
-    "CompiledFunction",
-)
 _COMPILE_WORK = (
     "entire_frame_compile",
     "inductor_compile",
@@ -100,14 +92,14 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
                 graph_host = sum(
                     trace.h_dur[j] for j in desc
                     if trace.h_parent[j] == i and trace.h_cat[j] == kcpu
-                    and not trace.host_name(j).startswith(_WRAPPER_PREFIXES)
+                    and not trace.host_name(j).startswith(COMPILE_WRAPPER_PREFIXES)
                 )
             if by_device:
                 compute = sum(trace.d_dur[d] for j in [i, *desc] for d in by_device.get(j, ()))
             else:
                 compute = sum(
                     trace.h_self[j] for j in graph
-                    if trace.h_cat[j] == kcpu and not trace.host_name(j).startswith(_WRAPPER_PREFIXES)
+                    if trace.h_cat[j] == kcpu and not trace.host_name(j).startswith(COMPILE_WRAPPER_PREFIXES)
                 )
             wrapper_total += lk + max(trace.h_dur[i] - graph_host, 0)
             compute_total += compute

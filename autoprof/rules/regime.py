@@ -12,10 +12,11 @@ Verdicts, first match wins: input-bound (input ≥ 25 %); compute-bound (device 
 overhead-bound (the host is active for longer than the device is busy); sync-bound (blocked ≥ 30 %);
 otherwise ``mixed``.
 
-CPU-only windows have no device column. There, the op kernels' own time (self time of ``cpu_op`` events,
-where the math runs) is compared with the step time; the rest is Python, dispatch and framework work.
-Compute-bound when ops' self time is ≥ 70 % of the step time, overhead-bound when it is < 50 %, mixed
-between (see docs/rules.md for why).
+CPU-only windows have no device column. Where matmul-family ops dominate the window and a calibrated
+peak is known (the live path measures one matmul per process), the achieved FLOP/s over the whole step
+time decides: ≥ 50 % of the peak compute-bound, < 20 % overhead-bound, mixed between. Otherwise the op
+kernels' own time (self time of ``cpu_op`` events) is compared with the step time: ≥ 70 % compute-bound,
+< 50 % overhead-bound (see docs/rules.md for why).
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ from autoprof.rules._common import (
     host_intervals,
     merge,
     op_self_ns,
+    shape_of,
     share,
     subtract,
     total,
     us,
     view,
 )
-from autoprof.trace.model import CPU_OP, CUDA_RUNTIME, PYTHON_FUNCTION, Trace
+from autoprof.rules._flops import MATMUL_FAMILY, matmul_flops
+from autoprof.trace.model import CPU_OP, CUDA_RUNTIME, HOST_CATEGORIES, PYTHON_FUNCTION, Trace
 
 RULE = "bound_regime"
 
@@ -45,6 +48,9 @@ INPUT_BOUND = 0.25
 SYNC_BOUND = 0.30
 CPU_COMPUTE = 0.70
 CPU_OVERHEAD = 0.50
+CPU_EFF_COMPUTE = 0.50
+CPU_EFF_OVERHEAD = 0.20
+MATMUL_DOMINATES = 0.50
 
 _ADVICE = {
     "compute-bound": "The device is the bottleneck: reduce or speed up its work (mixed precision, fused "
@@ -141,6 +147,25 @@ def _device_verdict(trace: Trace, v: Any, evidence: dict[str, Any]) -> Finding:
     return Finding(RULE, verdict, severity, msg, _ADVICE[verdict], evidence)
 
 
+def _matmul_work(trace: Trace, v: Any) -> tuple[int, int]:
+    """(FLOPs, self ns) of the outermost matmul-family ops in the window whose shapes were recorded."""
+    kcpu = HOST_CATEGORIES.index(CPU_OP)
+    fam = {trace.name_id(n) for n in MATMUL_FAMILY} - {-1}
+    flops = t = 0
+    for i in range(trace.n_host):
+        if trace.h_cat[i] != kcpu or trace.h_name[i] not in fam or not v.host_in[i]:
+            continue
+        p = trace.h_parent[i]
+        if p >= 0 and trace.h_name[p] in fam:
+            continue  # counted at the outermost matmul op (matmul → mm, linear → addmm)
+        dims, _ = shape_of(trace, i)
+        f = matmul_flops(trace.host_name(i), dims) if dims else None
+        if f:
+            flops += f
+            t += trace.h_dur[i]
+    return flops, t
+
+
 def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any]) -> Finding:
     window = v.host_window_ns
     if trace.steps:
@@ -155,14 +180,31 @@ def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any]) -> Finding:
     ops = op_self_ns(trace, v)
     ratio = ops / window if window else 0.0
     evidence.update(window_us=us(window), op_self_us=us(ops), op_self_share=round(ratio, 4), device="cpu")
-    if ratio >= CPU_COMPUTE:
-        verdict = "compute-bound"
-        msg = f"compute-bound (CPU): op kernels take {ratio:.0%} of the step time"
-    elif ratio < CPU_OVERHEAD:
-        verdict = "overhead-bound"
-        msg = f"overhead-bound (CPU): op kernels take only {ratio:.0%} of the step time; the rest is Python and dispatch"
+    peak = trace.metadata.get("cpu_peak_flops")
+    flops, mm_ns = _matmul_work(trace, v)
+    if isinstance(peak, (int, float)) and peak > 0 and flops and window and mm_ns >= MATMUL_DOMINATES * ops:
+        # Matmul-dominated window with a calibrated peak: achieved FLOP/s over the whole step time.
+        eff = flops / (window / 1e9) / peak
+        evidence.update(matmul_flop_count=flops, achieved_flops_per_s=round(flops / (window / 1e9), 1),
+                        peak_flops_per_s=round(float(peak), 1), flop_efficiency_ratio=round(eff, 4), method="flops")
+        if eff >= CPU_EFF_COMPUTE:
+            verdict, msg = "compute-bound", f"compute-bound (CPU): the step reaches {eff:.0%} of the calibrated matmul peak"
+        elif eff < CPU_EFF_OVERHEAD:
+            verdict = "overhead-bound"
+            msg = (f"overhead-bound (CPU): the step reaches only {eff:.0%} of the calibrated matmul peak; op kernels "
+                   f"take {ratio:.0%} of the step, the rest is Python and dispatch")
+        else:
+            verdict, msg = "mixed", f"mixed (CPU): the step reaches {eff:.0%} of the calibrated matmul peak"
     else:
-        verdict = "mixed"
-        msg = f"mixed (CPU): op kernels take {ratio:.0%} of the step time"
+        evidence["method"] = "op_share"
+        if ratio >= CPU_COMPUTE:
+            verdict = "compute-bound"
+            msg = f"compute-bound (CPU): op kernels take {ratio:.0%} of the step time"
+        elif ratio < CPU_OVERHEAD:
+            verdict = "overhead-bound"
+            msg = f"overhead-bound (CPU): op kernels take only {ratio:.0%} of the step time; the rest is Python and dispatch"
+        else:
+            verdict = "mixed"
+            msg = f"mixed (CPU): op kernels take {ratio:.0%} of the step time"
     severity = "warning" if verdict == "overhead-bound" else "info"
     return Finding(RULE, verdict, severity, msg, _CPU_ADVICE[verdict], evidence)

@@ -94,6 +94,8 @@ def _int(v: Any, default: int = -1) -> int:
 
 def from_document(doc: dict[str, Any], source: str = "<memory>", target: str | None = None) -> Trace:
     """Build a :class:`Trace` from a parsed chrome-trace document."""
+    if target is None and isinstance(doc.get("autoprof_target"), str):
+        target = doc["autoprof_target"]  # a window kept by autoprof's trace_dir
     b = TraceBuilder(source=source)
     dist = doc.get("distributedInfo")
     if isinstance(dist, dict):
@@ -103,6 +105,9 @@ def from_document(doc: dict[str, Any], source: str = "<memory>", target: str | N
     if isinstance(props, list):
         b.device_properties = [p for p in props if isinstance(p, dict)]
     b.metadata = {k: v for k, v in doc.items() if k not in ("traceEvents", "deviceProperties") and not isinstance(v, (list, dict))}
+    peak = doc.get("autoprof_cpu_peak_flops")
+    if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0:
+        b.metadata["cpu_peak_flops"] = float(peak)
     host_cats = set(HOST_CATEGORIES)
     dev_cats = set(DEVICE_CATEGORIES)
     flows_s: dict[int, tuple[int, int]] = {}

@@ -1,0 +1,192 @@
+"""The chrome loader: old and new schemas, ns fractions, instants, flows, and bad input (incl. fuzzing)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import shared_trace
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from autoprof.trace import chrome
+from autoprof.trace.chrome import TraceError
+from autoprof.trace.model import Trace
+
+
+def _write(tmp_path: Path, doc: Any, name: str = "t.json", gz: bool = False) -> Path:
+    p = tmp_path / name
+    data = json.dumps(doc).encode()
+    p.write_bytes(gzip.compress(data) if gz else data)
+    return p
+
+
+def _events() -> list[dict[str, Any]]:
+    return [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 1, "ts": 100.0, "dur": 50.5},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 101.25, "dur": 10.125,
+         "args": {"Input Dims": [[4, 4], [4, 4]], "Input type": ["float", "float"]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 102.0, "dur": 3,
+         "args": {"correlation": 9}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 160.0, "dur": 4,
+         "args": {"correlation": 9, "device": 0, "stream": 7, "grid": [1, 1, 1], "block": [32, 1, 1]}},
+        {"ph": "i", "name": "Iteration Start", "pid": 1, "tid": 1, "ts": 99, "s": "t"},
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
+    ]
+
+
+def test_minimal_trace_tree_self_times_and_links(tmp_path: Path) -> None:
+    t = chrome.load(_write(tmp_path, {"traceEvents": _events(), "distributedInfo": {"rank": 2, "world_size": 4}}))
+    assert (t.rank, t.world_size) == (2, 4)
+    assert [s.number for s in t.steps] == [7]
+    mm = next(i for i in range(t.n_host) if t.host_name(i) == "aten::mm")
+    assert t.h_ts[mm] == 101_250 and t.h_dur[mm] == 10_125  # integer ns, fractions kept
+    assert t.h_self[mm] == 10_125 - 3_000  # the launch inside it is a child
+    assert t.host_name(t.h_parent[mm]) == "ProfilerStep#7"
+    assert t.shapes[mm][0] == [[4, 4], [4, 4]]
+    assert t.device_name(0) == "gemm" and t.host_name(t.d_launch_host[0]) == "cudaLaunchKernel"
+    # device work ran after the step ended, yet belongs to it by launch
+    assert t.d_ts[0] > t.steps[0].end_ns and t.step_of_device()[0] == 0
+
+
+def test_flow_events_link_when_correlation_is_missing(tmp_path: Path) -> None:
+    ev = _events()
+    del ev[2]["args"]["correlation"]
+    del ev[3]["args"]["correlation"]
+    ev += [
+        {"ph": "s", "id": 42, "pid": 1, "tid": 1, "ts": 102.0, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 42, "pid": 0, "tid": 7, "ts": 160.0, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    ]
+    t = chrome.load(_write(tmp_path, {"traceEvents": ev}))
+    assert t.host_name(t.d_launch_host[0]) == "cudaLaunchKernel"
+
+
+def test_2021_category_names_and_string_tids() -> None:
+    t = chrome.load(shared_trace("kineto/v100_resnet50_dataloader_workers0_2021schema.json.gz"))
+    cats = {t.host_cat(i) for i in range(t.n_host)}
+    assert {"cpu_op", "cuda_runtime"} <= cats
+    assert {t.device_cat(d) for d in range(t.n_device)} >= {"kernel", "gpu_memset", "gpu_memcpy"}
+
+
+def test_plain_json_and_bare_event_list(tmp_path: Path) -> None:
+    a = chrome.load(_write(tmp_path, {"traceEvents": _events()}, "a.json"))
+    b = chrome.load(_write(tmp_path, _events(), "b.json.gz", gz=True))
+    assert a.n_events == b.n_events == 4
+
+
+@pytest.mark.parametrize(
+    "content,problem",
+    [
+        (b"", "empty file"),
+        (b"   \n", "empty file"),
+        (b'{"traceEvents": [', "not valid JSON"),
+        (b'{"foo": 1}', "no 'traceEvents'"),
+        (b'{"traceEvents": {"a": 1}}', "'traceEvents' is not a list"),
+        (b'{"traceEvents": [1, 2]}', "event 0 is not an object"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a"}]}', "has no 'ts'"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "x"}]}', "non-numeric 'ts'"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": "x"}]}', "non-numeric 'dur'"),
+        (b"\x1f\x8b\x08\x00garbage", "corrupt or truncated gzip"),
+    ],
+)
+def test_bad_input_raises_one_line_naming_the_file(tmp_path: Path, content: bytes, problem: str) -> None:
+    p = tmp_path / "bad.json"
+    p.write_bytes(content)
+    with pytest.raises(TraceError) as e:
+        chrome.load(p)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(str(p)) and problem in msg
+
+
+def test_truncated_gzip_of_a_real_trace(tmp_path: Path) -> None:
+    data = shared_trace("hta/a100_triton_compiled_tiny.json.gz").read_bytes()
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceError, match="corrupt or truncated gzip"):
+        chrome.load(p)
+
+
+def test_missing_file_and_empty_directory(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="no such file"):
+        chrome.load(tmp_path / "nope.json")
+    with pytest.raises(TraceError, match="no trace files"):
+        chrome.find_trace_files(tmp_path)
+
+
+def test_open_step_is_clamped_to_the_last_activity() -> None:
+    t = chrome.load(shared_trace("hta/a100_triton_compiled_tiny.json.gz"))
+    (step,) = t.steps
+    assert step.dur_ns < 5_000_000  # the file says 13.3 s; its activity ends ~1.8 ms after the step starts
+
+
+# -- fuzzing: the loader returns a Trace or raises TraceError, nothing else ---------------------------
+
+_scalar = st.one_of(st.none(), st.booleans(), st.integers(-10**18, 10**18), st.floats(allow_nan=True),
+                    st.text(max_size=8))
+_event = st.dictionaries(
+    st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id"]),
+    st.one_of(_scalar, st.sampled_from(["X", "i", "s", "f", "M", "cpu_op", "kernel", "Runtime", "ac2g"]),
+              st.dictionaries(st.sampled_from(["correlation", "Input Dims", "grid", "block", "device", "stream"]),
+                              st.one_of(_scalar, st.lists(st.integers(0, 4), max_size=3)), max_size=4)),
+    max_size=9,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=st.lists(st.one_of(_event, _scalar), max_size=30), top=st.sampled_from(["dict", "list", "other"]))
+def test_fuzz_generated_event_lists(events: list[Any], top: str) -> None:
+    doc: Any = {"traceEvents": events} if top == "dict" else events if top == "list" else {"x": events}
+    try:
+        text = json.dumps(doc, allow_nan=True)
+    except (TypeError, ValueError):
+        return
+    _load_bytes(text.encode())
+
+
+_REAL: list[bytes] = []
+
+
+def _real_bytes() -> bytes:
+    if not _REAL:
+        _REAL.append(gzip.decompress(shared_trace("hta/a100_triton_compiled_tiny.json.gz").read_bytes()))
+    return _REAL[0]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_fuzz_mutated_real_trace(data: Any) -> None:
+    raw = bytearray(_real_bytes())
+    for _ in range(data.draw(st.integers(1, 8))):
+        op = data.draw(st.sampled_from(["flip", "cut", "dup", "del"]))
+        pos = data.draw(st.integers(0, max(len(raw) - 1, 0)))
+        if op == "flip" and raw:
+            raw[pos] = data.draw(st.integers(0, 255))
+        elif op == "cut":
+            del raw[pos:]
+        elif op == "dup":
+            raw[pos:pos] = raw[pos : pos + data.draw(st.integers(1, 64))]
+        elif op == "del" and raw:
+            del raw[pos : pos + data.draw(st.integers(1, 64))]
+    _load_bytes(bytes(raw))
+    _load_bytes(gzip.compress(bytes(raw)))
+
+
+def _load_bytes(b: bytes) -> None:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        f.write(b)
+        f.flush()
+        try:
+            t = chrome.load(f.name)
+        except TraceError as e:
+            assert "\n" not in str(e)
+            return
+        assert isinstance(t, Trace)
+        from autoprof.rules import run_rules
+
+        _findings, failures = run_rules(t)
+        assert failures == [], failures

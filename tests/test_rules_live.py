@@ -1,0 +1,125 @@
+"""Live CPU scenarios: real torch.profiler windows through @autoprof, no mocks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import autoprof
+
+FAST = dict(skip_first=1, wait=0, warmup=1, active=3)
+
+
+def run(fn: Any, *args: Any, calls: int = 6) -> None:
+    for _ in range(calls):
+        fn(*args)
+
+
+def seed_step(n: int, name: str) -> Any:
+    torch.manual_seed(0)
+    x, w, b = torch.randn(n, n), torch.randn(n, n), torch.randn(n)
+
+    @autoprof(name=name, **FAST)
+    def step() -> torch.Tensor:
+        return torch.add(torch.matmul(x, w), b)
+
+    return step
+
+
+def test_small_matmul_is_overhead_bound_large_is_compute_bound(records: Any) -> None:
+    run(seed_step(64, "mm64"))
+    run(seed_step(1024, "mm1024"), calls=6)
+    small = records.findings("mm64")["bound_regime"]
+    large = records.findings("mm1024")["bound_regime"]
+    assert small["verdict"] == "overhead-bound", small
+    assert large["verdict"] == "compute-bound", large
+    assert small["evidence"]["op_self_share"] < large["evidence"]["op_self_share"]
+    assert large["evidence"]["op_self_share"] >= 0.7
+    for f in (small, large):
+        assert f["evidence"]["self_cpu_total_us"] > 0 and f["evidence"]["device"] == "cpu"
+
+
+def test_manual_bias_add_is_unfused_and_linear_is_not(records: Any) -> None:
+    x, w, b = torch.randn(32, 16), torch.randn(16, 8), torch.randn(8)
+    lin = torch.nn.Linear(16, 8)
+
+    @autoprof(name="manual", **FAST)
+    def manual() -> torch.Tensor:
+        return x @ w + b
+
+    @autoprof(name="linear", **FAST)
+    def linear() -> torch.Tensor:
+        return lin(x)
+
+    run(manual)
+    run(linear)
+    unf = records.findings("manual")["unfused_bias_add"]
+    assert unf["evidence"]["unfused_count"] == 3  # one per recorded step
+    assert unf["evidence"]["shape_checked_count"] == 3
+    assert "addmm" in unf["advice"]
+    lf = records.findings("linear")
+    assert "unfused_bias_add" not in lf
+
+
+def test_batched_matmul_is_reported_as_information(records: Any) -> None:
+    a, c = torch.randn(4, 8, 16), torch.randn(4, 16, 8)
+
+    @autoprof(name="bmm3d", **FAST)
+    def f() -> torch.Tensor:
+        return torch.matmul(a, c)
+
+    run(f)
+    bmm = records.findings("bmm3d")["batched_matmul"]
+    assert bmm["severity"] == "info" and bmm["evidence"]["bmm_count"] == 3
+    assert "[4, 8, 16]" in bmm["evidence"]["input_shapes"][0]
+
+
+def test_cold_first_call_reported_from_wall_clock(records: Any) -> None:
+    import time
+
+    state = {"n": 0}
+
+    @autoprof(name="cold", **FAST)
+    def f() -> int:
+        state["n"] += 1
+        if state["n"] == 1:
+            time.sleep(0.05)  # the first call pays a one-off cost, and is not profiled (skip_first)
+        return state["n"]
+
+    run(f)
+    cold = records.findings("cold")["cold_first_step"]
+    assert cold["verdict"] == "cold-start"
+    assert cold["evidence"]["first_step_ms"] >= 50
+    assert cold["evidence"]["from_wall_clock"] is True
+
+
+@pytest.mark.slow
+def test_compiled_small_op_warns_compile_overhead_large_does_not(records: Any) -> None:
+    from torch import _dynamo
+
+    _dynamo.reset()
+
+    def seed(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.add(torch.matmul(x, w), b)
+
+    compiled = torch.compile(seed)
+    for n, name in ((64, "c64"), (768, "c768")):
+        x, w, b = torch.randn(n, n), torch.randn(n, n), torch.randn(n)
+        compiled(x, w, b)  # compile outside the window
+
+        @autoprof(name=name, skip_first=1, wait=0, warmup=2, active=5)
+        def step(x: torch.Tensor = x, w: torch.Tensor = w, b: torch.Tensor = b) -> torch.Tensor:
+            return compiled(x, w, b)
+
+        run(step, calls=9)
+    small = records.findings("c64")
+    large = records.findings("c768")
+    assert "compile_overhead" in small, list(small)
+    ev = small["compile_overhead"]["evidence"]
+    assert ev["compute_side"] == "cpu" and ev["wrapper_per_call_us"] > ev["compute_per_call_us"]
+    assert "compile_overhead" not in large, large.get("compile_overhead")
+    # inductor turns add(matmul) into one addmm: dispatcher-level fusion, information only
+    assert small["compiled_addmm"]["severity"] == "info"
+    assert "unfused_bias_add" not in small
