@@ -1,0 +1,36 @@
+"""The seed's experiment: torch.add(torch.matmul(x, w), b) in a decorated step, at 64×64 and at 2048×2048.
+
+Run:  python examples/quickstart.py
+autoprof writes its JSON records to stderr (one per line): an ``autoprof.window`` record per recording
+window and an ``autoprof.finding`` per verdict. At 64×64 the step is overhead-bound (Python and dispatch
+dominate); at 2048×2048 it is compute-bound. Both show the unfused bias add (matmul, then add).
+"""
+
+from __future__ import annotations
+
+import torch
+
+import autoprof
+
+
+def make_step(n: int):  # noqa: ANN201 - an example
+    torch.manual_seed(0)
+    x, w, b = torch.randn(n, n), torch.randn(n, n), torch.randn(n)
+
+    @autoprof(name=f"seed_step_{n}x{n}")
+    def step() -> torch.Tensor:
+        return torch.add(torch.matmul(x, w), b)
+
+    return step
+
+
+def main() -> None:
+    for n in (64, 2048):
+        step = make_step(n)
+        for _ in range(8):  # defaults: skip the cold first call, wait 1, warm up 1, record 3
+            step()
+    autoprof.flush()  # wait for the background analysis before the script ends
+
+
+if __name__ == "__main__":
+    main()
