@@ -1,0 +1,80 @@
+"""ns per call of a trivial function, side by side in one run: bare, bare wrapt passthrough, and @autoprof
+disabled (at decoration time and at call time), idle (after its windows) and in the wait phase.
+
+Run:  python benchmarks/overhead.py
+Target: idle @autoprof adds at most 1 µs per call over the bare call; disabled adds nothing.
+Each figure is the best of several interleaved repeats (min is the least noisy estimate on shared machines).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import timeit
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import wrapt  # noqa: E402
+
+import autoprof  # noqa: E402
+
+N = 200_000
+REPEATS = 7
+
+
+def bare(x: int) -> int:
+    return x
+
+
+@wrapt.decorator
+def _passthrough(wrapped, instance, args, kwargs):  # type: ignore[no-untyped-def]
+    return wrapped(*args, **kwargs)
+
+
+def main() -> None:
+    autoprof.configure(sink=os.devnull, background=False)
+    wrapt_fn = _passthrough(bare)
+
+    autoprof.configure(enabled=False)
+    disabled_at_decoration = autoprof(bare)
+    autoprof.configure(enabled=True)
+
+    disabled_at_call = autoprof(name="disabled_at_call")(bare)
+    idle = autoprof(name="idle", skip_first=0, wait=0, warmup=1, active=1)(bare)
+    for i in range(3):
+        idle(i)  # its one window opens and closes: from here on it is idle
+    waiting = autoprof(name="waiting", skip_first=0, wait=10**12, warmup=1, active=1)(bare)
+
+    def disabled_call(x: int) -> int:
+        return disabled_at_call(x)
+
+    cases = {
+        "bare function": bare,
+        "wrapt passthrough": wrapt_fn,
+        "@autoprof disabled (decoration)": disabled_at_decoration,
+        "@autoprof disabled (call time)": None,
+        "@autoprof idle (after windows)": idle,
+        "@autoprof wait phase": waiting,
+    }
+    best = {k: float("inf") for k in cases}
+    for _ in range(REPEATS):
+        for name, fn in cases.items():
+            if fn is None:
+                autoprof.configure(enabled=False)
+                t = timeit.timeit(lambda: disabled_at_call(1), number=N)
+                autoprof.configure(enabled=True)
+            else:
+                t = timeit.timeit(lambda fn=fn: fn(1), number=N)
+            best[name] = min(best[name], t / N * 1e9)
+    base = best["bare function"]
+    print(f"{'case':34s} {'ns/call':>9s} {'ratio':>7s} {'added ns':>9s}")
+    for name, ns in best.items():
+        print(f"{name:34s} {ns:9.1f} {ns / base:7.2f} {ns - base:9.1f}")
+    added = best["@autoprof idle (after windows)"] - base
+    print(f"\nidle target (<= 1000 ns added): {'met' if added <= 1000 else 'NOT met'} ({added:.0f} ns)")
+    print(f"disabled at decoration is the original function: {disabled_at_decoration is bare}")
+    autoprof.flush()
+
+
+if __name__ == "__main__":
+    main()
