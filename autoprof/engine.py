@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,15 +12,18 @@ from autoprof.findings import Finding
 from autoprof.rules import run_rules
 from autoprof.trace import chrome, live
 from autoprof.trace.chrome import TraceError
-from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, Trace
-
-
-def live_trace(events: Iterable[Any], **kw: Any) -> Trace:
-    return live.from_kineto_events(events, **kw)
+from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, Trace, gc_paused
 
 
 def analyze_trace(trace: Trace, config: Any = None) -> tuple[list[Finding], list[tuple[str, BaseException]]]:
-    return run_rules(trace, config)
+    with gc_paused():
+        return run_rules(trace, config)
+
+
+def window_trace(kineto_results: Any, **kw: Any) -> Trace:
+    """A closed window's Trace, read from ``prof.profiler.kineto_results`` (raw events, no FunctionEvents)."""
+    with gc_paused():
+        return live.from_kineto_events(kineto_results.events(), **kw)
 
 
 def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:

@@ -304,15 +304,14 @@ class _WindowJob:
             from autoprof import engine
 
             rank, _local, world = _emit.dist_info()
-            events = self.prof.profiler.kineto_results.events()
             meta: dict[str, Any] = {"live": True}
             if self.cpu_peak:
                 meta["cpu_peak_flops"] = self.cpu_peak
             if self.first_call_ns is not None and self.steady_ns:
                 meta["first_call_ns"] = self.first_call_ns
                 meta["steady_call_ns"] = self.steady_ns
-            trace = engine.live_trace(events, target=self.target, rank=rank, world_size=world, metadata=meta)
-            del events
+            trace = engine.window_trace(self.prof.profiler.kineto_results, target=self.target, rank=rank,
+                                        world_size=world, metadata=meta)
             path = self._keep_trace(rank)
             findings, failures = engine.analyze_trace(trace, self.cfg)
             overhead = time.perf_counter_ns() - t0 + self.stall_ns

@@ -194,10 +194,10 @@ def blocked_by_call(trace: Trace, v: View) -> dict[str, int]:
 def op_self_ns(trace: Trace, v: View) -> int:
     """Self time of the ops in the window: where op math runs (compile wrappers excluded)."""
     k = HOST_CATEGORIES.index(CPU_OP)
-    wrappers = {trace.name_id(n) for n in trace.names if n.startswith(COMPILE_WRAPPER_PREFIXES)}
+    wrappers = {nid for nid, n in enumerate(trace.names) if n.startswith(COMPILE_WRAPPER_PREFIXES)}
     return sum(
-        trace.h_self[i] for i in range(trace.n_host)
-        if trace.h_cat[i] == k and v.host_in[i] and trace.h_name[i] not in wrappers
+        s for s, c, inside, nid in zip(trace.h_self, trace.h_cat, v.host_in, trace.h_name)
+        if c == k and inside and nid not in wrappers
     )
 
 

@@ -50,18 +50,28 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     regions: list[tuple[int, int, int]] = []  # (index, frame, compile id)
     lookups: dict[int, list[int]] = {}
     compile_work: list[int] = []
-    for i in range(trace.n_host):
-        if not v.host_in[i]:
-            continue
-        n = trace.host_name(i)
+    # Match names once per distinct name, then compare interned ids per event.
+    region_ids: dict[int, tuple[int, int]] = {}
+    work_ids: set[int] = set()
+    for nid, n in enumerate(trace.names):
         m = _REGION.match(n)
         if m:
-            regions.append((i, int(m.group(1)), int(m.group(2))))
-        elif n == _LOOKUP:
+            region_ids[nid] = (int(m.group(1)), int(m.group(2)))
+        elif n.startswith(_COMPILE_WORK):
+            work_ids.add(nid)
+    lookup_id = trace.name_id(_LOOKUP)
+    if not region_ids and not work_ids:
+        return []
+    for i in range(trace.n_host):
+        nid = trace.h_name[i]
+        if not v.host_in[i]:
+            continue
+        if nid in region_ids:
+            f, c = region_ids[nid]
+            regions.append((i, f, c))
+        elif nid == lookup_id:
             lookups.setdefault(trace.h_tid[i], []).append(i)
-        elif n.startswith(_COMPILE_WORK) and not any(
-            trace.host_name(p).startswith(_COMPILE_WORK) for p in _ancestors(trace, i)
-        ):
+        elif nid in work_ids and not any(trace.h_name[p] in work_ids for p in _ancestors(trace, i)):
             compile_work.append(i)
     findings: list[Finding] = []
     if regions:

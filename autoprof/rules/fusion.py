@@ -41,11 +41,10 @@ def matmul_out_shape(a: list[Any], b: list[Any]) -> list[int] | None:
     return batch + [a[-2], b[-1]]
 
 
-def _is_backward(trace: Trace, i: int) -> bool:
+def _is_backward(trace: Trace, i: int, backward_ids: set[int]) -> bool:
     p = trace.h_parent[i]
     while p >= 0:
-        n = trace.host_name(p)
-        if "Backward" in n or n.startswith("autograd::engine"):
+        if trace.h_name[p] in backward_ids:
             return True
         p = trace.h_parent[p]
     return False
@@ -61,16 +60,18 @@ def _ancestor_with(trace: Trace, i: int, markers: tuple[str, ...]) -> str | None
     return None
 
 
-def _next_op(trace: Trace, i: int, kcpu: int) -> int:
+def _next_op(trace: Trace, i: int, kcpu: int, view_ids: set[int]) -> int:
     """The next cpu_op after ``i`` on the same thread with the same parent, skipping view-only ops."""
     parent, tid = trace.h_parent[i], trace.h_tid[i]
+    parents, cats, tids, names = trace.h_parent, trace.h_cat, trace.h_tid, trace.h_name
     j = i + 1
     n = trace.n_host
-    while j < n and trace.h_tid[j] == tid:
-        if trace.h_parent[j] == parent and trace.h_cat[j] == kcpu:
-            if trace.host_name(j) not in _VIEW_OPS:
+    end = trace.h_ts[parent] + trace.h_dur[parent] if parent >= 0 else None
+    while j < n and tids[j] == tid:
+        if parents[j] == parent and cats[j] == kcpu:
+            if names[j] not in view_ids:
                 return j
-        elif parent >= 0 and trace.h_ts[j] >= trace.h_ts[parent] + trace.h_dur[parent]:
+        elif end is not None and trace.h_ts[j] >= end:
             return -1
         j += 1
     return -1
@@ -81,6 +82,10 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     kcpu = HOST_CATEGORIES.index(CPU_OP)
     prod_ids = {trace.name_id(n) for n in _PRODUCERS} - {-1}
     addmm_id = trace.name_id("aten::addmm")
+    view_ids = {trace.name_id(n) for n in _VIEW_OPS} - {-1}
+    consumer_ids = {trace.name_id(n) for n in _CONSUMERS} - {-1}
+    matmul_id = trace.name_id("aten::matmul")
+    backward_ids = {nid for nid, n in enumerate(trace.names) if "Backward" in n or n.startswith("autograd::engine")}
     pairs: list[tuple[int, int]] = []
     addmm: list[int] = []
     shapes_checked = 0
@@ -94,12 +99,12 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
         if nid not in prod_ids:
             continue
         p = trace.h_parent[i]
-        if p >= 0 and trace.host_name(p) == "aten::matmul":
+        if p >= 0 and trace.h_name[p] == matmul_id:
             continue  # the matmul above it is the producer
-        if _is_backward(trace, i):
+        if backward_ids and _is_backward(trace, i, backward_ids):
             continue
-        j = _next_op(trace, i, kcpu)
-        if j < 0 or trace.host_name(j) not in _CONSUMERS or v.host_step[j] != v.host_step[i]:
+        j = _next_op(trace, i, kcpu, view_ids)
+        if j < 0 or trace.h_name[j] not in consumer_ids or v.host_step[j] != v.host_step[i]:
             continue
         dims, _ = shape_of(trace, i)
         add_dims, _ = shape_of(trace, j)

@@ -21,6 +21,7 @@ kernels' own time (self time of ``cpu_op`` events) is compared with the step tim
 
 from __future__ import annotations
 
+from itertools import compress
 from typing import Any
 
 from autoprof.findings import Finding
@@ -73,11 +74,7 @@ _CPU_ADVICE = {
 
 
 def _self_totals(trace: Trace, v: Any) -> tuple[int, int]:
-    self_cpu = sum(trace.h_self[i] for i in range(trace.n_host) if v.host_in[i])
-    self_dev = 0
-    for s, e in ((trace.d_ts[i], trace.d_ts[i] + trace.d_dur[i]) for i in range(trace.n_device) if v.device_in[i]):
-        self_dev += e - s
-    return self_cpu, self_dev
+    return sum(compress(trace.h_self, v.host_in)), sum(compress(trace.d_dur, v.device_in))
 
 
 def check(trace: Trace, config: Any = None) -> list[Finding]:

@@ -21,6 +21,7 @@ from autoprof.trace.model import (
     HOST_CATEGORIES,
     Trace,
     TraceBuilder,
+    gc_paused,
     normalize_category,
 )
 
@@ -185,6 +186,11 @@ def from_document(doc: dict[str, Any], source: str = "<memory>", target: str | N
 
 def load(path: str | os.PathLike[str], target: str | None = None) -> Trace:
     """Load one chrome-trace file. Raises :class:`TraceError` (one line, names the file) on bad input."""
+    with gc_paused():
+        return _load(path, target)
+
+
+def _load(path: str | os.PathLike[str], target: str | None) -> Trace:
     doc = load_json(path)
     try:
         return from_document(doc, source=str(path), target=target)
