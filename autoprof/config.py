@@ -70,7 +70,7 @@ class Config:
 
 
 def check_schedule_value(key: str, value: Any) -> int:
-    low = 1 if key in ("active", "repeat") else 0
+    low = 1 if key == "active" else 0  # repeat=0: windows forever
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigError(f"{key} must be an integer >= {low}, not {value!r}")
     return value
