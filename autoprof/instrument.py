@@ -19,7 +19,7 @@ import wrapt
 
 from autoprof import emit as _emit
 from autoprof.config import SCHEDULE_KEYS, SWITCH, ConfigError, check_schedule_value
-from autoprof.session import ACTIVE, DONE, SESSION, WAIT, _STEADY_KEEP, Target
+from autoprof.session import _STEADY_KEEP, ACTIVE, DONE, SESSION, WAIT, Target
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,7 +48,7 @@ def _internal_error(where: str, target: str | None, e: BaseException) -> None:
 class _Step:
     """What the owner thread does around one outermost call of a target (entered only when not idle)."""
 
-    __slots__ = ("t", "rf", "advance", "last", "step", "recording")
+    __slots__ = ("advance", "last", "recording", "rf", "step", "t")
 
     def __init__(self, t: Target) -> None:
         self.t = t

@@ -45,9 +45,23 @@ class Target:
     """Schedule and step state of one outermost decorated callable."""
 
     __slots__ = (
-        "name", "skip_first", "wait", "warmup", "active", "repeat",
-        "calls", "pos", "done", "owner", "window", "first_call_ns", "recent_ns",
-        "win_steps", "win_walls", "warned_foreign", "lock",
+        "active",
+        "calls",
+        "done",
+        "first_call_ns",
+        "lock",
+        "name",
+        "owner",
+        "pos",
+        "recent_ns",
+        "repeat",
+        "skip_first",
+        "wait",
+        "warmup",
+        "warned_foreign",
+        "win_steps",
+        "win_walls",
+        "window",
     )
 
     def __init__(self, name: str, schedule: dict[str, int]) -> None:
@@ -86,7 +100,7 @@ class Target:
 
 
 class _Window:
-    __slots__ = ("target", "prof", "started", "t_open", "cpu_peak")
+    __slots__ = ("cpu_peak", "prof", "started", "t_open", "target")
 
     def __init__(self, target: Target, prof: Any, cpu_peak: float | None) -> None:
         self.target = target

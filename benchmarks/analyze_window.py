@@ -13,11 +13,11 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import torch  # noqa: E402
-from torch.autograd.profiler import record_function  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
+import torch
+from torch.autograd.profiler import record_function
+from torch.profiler import ProfilerActivity, profile
 
-from autoprof import engine  # noqa: E402
+from autoprof import engine
 
 
 def main() -> None:

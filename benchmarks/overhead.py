@@ -14,9 +14,9 @@ import timeit
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import wrapt  # noqa: E402
+import wrapt
 
-import autoprof  # noqa: E402
+import autoprof
 
 N = 200_000
 REPEATS = 7

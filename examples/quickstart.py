@@ -13,7 +13,7 @@ import torch
 import autoprof
 
 
-def make_step(n: int):  # noqa: ANN201 - an example
+def make_step(n: int):
     torch.manual_seed(0)
     x, w, b = torch.randn(n, n), torch.randn(n, n), torch.randn(n)
 

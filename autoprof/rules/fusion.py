@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import share, shape_of, us, view
+from autoprof.rules._common import shape_of, share, us, view
 from autoprof.trace.model import CPU_OP, GPU_MEMCPY, HOST_CATEGORIES, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"

@@ -11,7 +11,9 @@ from autoprof.rules._common import OCCUPANCY_PREFIX, view
 from autoprof.trace.model import CUDA_DRIVER, CUDA_RUNTIME, HOST_CATEGORIES, KERNEL, Trace
 
 RULE = "occupancy_query_launch"
-_HEAVY = ("gemm", "gemv", "conv", "cutlass", "cudnn", "cublas", "xmma", "wgrad", "dgrad", "fprop", "implicit", "winograd", "fft", "sm80_", "sm90_", "ampere_", "volta_", "turing_", "hopper_")
+_HEAVY = (
+    "gemm", "gemv", "conv", "cutlass", "cudnn", "cublas", "xmma", "wgrad", "dgrad", "fprop", "implicit", "winograd", "fft", "sm80_", "sm90_", "ampere_", "volta_", "turing_", "hopper_",
+)
 
 
 def short_kernel_name(name: str) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from autoprof.findings import Finding
 from autoprof.rules._common import blocked_by_call, ms, share, view
-from autoprof.trace.model import CUDA_RUNTIME, GPU_MEMCPY, HOST_CATEGORIES, Trace
+from autoprof.trace.model import GPU_MEMCPY, Trace
 
 RULE_FINAL = "final_device_sync"
 RULE_BLOCKING = "blocking_calls"
@@ -28,7 +28,6 @@ _DEFAULT_ADVICE = "Remove explicit synchronizations (torch.cuda.synchronize, .it
 def check(trace: Trace, config: Any = None) -> list[Finding]:
     v = view(trace)
     findings: list[Finding] = []
-    krt = HOST_CATEGORIES.index(CUDA_RUNTIME)
     sync = trace.name_id("cudaDeviceSynchronize")
     window = v.window_ns
     if sync >= 0:

@@ -119,7 +119,7 @@ def from_document(doc: dict[str, Any], source: str = "<memory>", target: str | N
         if not isinstance(ev, dict):
             raise TraceError(source, f"event {k} is not an object")
         ph = ev.get("ph")
-        if ph == "M" or ph is None and "ts" not in ev:
+        if ph == "M" or (ph is None and "ts" not in ev):
             continue
         cat_raw = ev.get("cat")
         if ph in ("s", "f"):
