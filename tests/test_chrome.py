@@ -82,7 +82,8 @@ def test_plain_json_and_bare_event_list(tmp_path: Path) -> None:
     [
         (b"", "empty file"),
         (b"   \n", "empty file"),
-        (b'{"traceEvents": [', "not valid JSON"),
+        (b'{"traceEvents": [', "truncated JSON"),
+        (b'{"traceEvents": [{"ph": "X",, }]}', "not valid JSON"),
         (b'{"foo": 1}', "no 'traceEvents'"),
         (b'{"traceEvents": {"a": 1}}', "'traceEvents' is not a list"),
         (b'{"traceEvents": [1, 2]}', "event 0 is not an object"),

@@ -67,7 +67,7 @@ def test_directory_of_per_rank_traces(tmp_path: Path) -> None:
         ("emptydir", "no trace files"),
         ("empty", "empty file"),
         ("truncgz", "corrupt or truncated gzip"),
-        ("truncjson", "not valid JSON"),
+        ("truncjson", "truncated JSON"),
         ("notatrace", "no 'traceEvents'"),
         ("wrongtypes", "'traceEvents' is not a list"),
         ("nots", "has no 'ts'"),
@@ -107,7 +107,7 @@ def test_one_bad_file_among_good_ones(tmp_path: Path) -> None:
     out = cli("analyze", str(good), str(bad), "--json")
     assert out.returncode == 2
     assert any(json.loads(x)["rule"] == "compile_overhead" for x in out.stdout.splitlines())  # good one analysed
-    assert f"autoprof: {bad}: not valid JSON" in out.stderr
+    assert f"autoprof: {bad}: truncated JSON" in out.stderr
 
 
 def test_usage_errors_exit_2() -> None:

@@ -166,16 +166,21 @@ def view(trace: Trace) -> View:
 
 def host_intervals(trace: Trace, v: View, names: frozenset[str] | None = None, prefix: str | None = None,
                    cat: str | None = None) -> Intervals:
+    """Merged spans of the window's host events of a category and/or with given names or a name prefix."""
     k = HOST_CATEGORIES.index(cat) if cat else -1
-    out: Intervals = []
-    for i in range(trace.n_host):
-        if not v.host_in[i] or (k >= 0 and trace.h_cat[i] != k):
-            continue
-        n = trace.names[trace.h_name[i]]
-        if (names is not None and n in names) or (prefix is not None and n.startswith(prefix)) or (
-            names is None and prefix is None
-        ):
-            out.append((trace.h_ts[i], trace.h_ts[i] + trace.h_dur[i]))
+    if names is None and prefix is None:
+        ids = None
+    else:
+        ids = {nid for nid, n in enumerate(trace.names)
+               if (names is not None and n in names) or (prefix is not None and n.startswith(prefix))}
+        if not ids:
+            return []
+    ts, dur = trace.h_ts, trace.h_dur
+    out = [
+        (ts[i], ts[i] + dur[i])
+        for i, (c, nid, inside) in enumerate(zip(trace.h_cat, trace.h_name, v.host_in))
+        if inside and (k < 0 or c == k) and (ids is None or nid in ids)
+    ]
     return merge(out)
 
 

@@ -254,6 +254,7 @@ class Trace:
                 by_corr[c] = i
         self.d_launch_host = array("l", (by_corr.get(c, -1) if c >= 0 else -1 for c in self.d_corr))
         self.steps = self._find_steps(target)
+        del self._ends
         self.target = target
 
     # -- construction helpers -------------------------------------------------------------------
@@ -283,15 +284,21 @@ class Trace:
                 child_sum[p] += dur[i]
             stack.append(i)
             stack_end.append(end)
+        self._ends = ends  # kept for _find_steps, then dropped
         self.h_parent = array("l", parent)
         self.h_self = array("q", [max(d - c, 0) for d, c in zip(dur, child_sum)])
 
     def _find_steps(self, target: str | None) -> list[Step]:
         steps: list[Step] = []
-        for i in range(len(self.h_ts)):
-            m = _STEP_RE.match(self.names[self.h_name[i]])
+        step_ids = {}
+        for nid, n in enumerate(self.names):  # match each distinct name once
+            m = _STEP_RE.match(n)
             if m:
-                steps.append(Step(int(m.group(1)), self.h_ts[i], self.h_ts[i] + self.h_dur[i], self.h_tid[i], i))
+                step_ids[nid] = int(m.group(1))
+        if step_ids:
+            for i, nid in enumerate(self.h_name):
+                if nid in step_ids:
+                    steps.append(Step(step_ids[nid], self.h_ts[i], self.h_ts[i] + self.h_dur[i], self.h_tid[i], i))
         if not steps and target:
             tid_ = self._name_ids.get(target)
             k = 0
@@ -304,7 +311,11 @@ class Trace:
             # A step left open when the profiler stopped can claim to run far past the trace: clamp each
             # step to the last recorded activity that is not itself a step.
             step_idx = {s.host_index for s in steps}
-            last = max((self.h_ts[i] + self.h_dur[i] for i in range(len(self.h_ts)) if i not in step_idx), default=0)
+            ends = self._ends
+            for i in step_idx:
+                if i >= 0:
+                    ends[i] = 0
+            last = max(ends, default=0)
             if len(self.d_ts):
                 last = max(last, max(t + d for t, d in zip(self.d_ts, self.d_dur)))
             if last:
