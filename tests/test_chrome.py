@@ -191,3 +191,25 @@ def _load_bytes(b: bytes) -> None:
 
         _findings, failures = run_rules(t)
         assert failures == [], failures
+
+
+def test_streaming_across_tiny_chunks_matches_a_whole_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = shared_trace("hta/a100_alexnet_cuda_sync.json.gz")
+    whole = chrome.load(p)
+    monkeypatch.setattr(chrome, "_CHUNK", 777)  # events and long kernel names straddle chunk borders
+    small = chrome.load(p)
+    assert small.n_events == whole.n_events
+    assert list(small.h_ts) == list(whole.h_ts) and list(small.d_launch_host) == list(whole.d_launch_host)
+    assert small.rank == whole.rank and small.device_properties == whole.device_properties
+
+
+def test_metadata_after_the_events_and_compact_json(tmp_path: Path) -> None:
+    ev = _events()
+    text = '{"traceEvents":' + json.dumps(ev, separators=(",", ":")) + ',"distributedInfo":{"rank":5,"world_size":8}}'
+    p = tmp_path / "c.json"
+    p.write_text(text)
+    t = chrome.load(p)
+    assert (t.rank, t.world_size) == (5, 8) and t.n_events == 4
+    p.write_text(text + "garbage")
+    with pytest.raises(TraceError, match="data after the document"):
+        chrome.load(p)
