@@ -48,6 +48,10 @@ class Config:
     #: Analyse windows on a background thread (the training thread only extracts events).
     background: bool = True
     top_ops: int = 10
+    #: Ranks that record windows (None: all). Other ranks pay only the idle cost.
+    ranks: tuple[int, ...] | None = None
+    #: How long the comparing rank waits for the other ranks' window summaries (background thread).
+    cross_rank_timeout_s: float = 30.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> Config:
@@ -63,6 +67,14 @@ class Config:
             check_schedule_value(key, getattr(self, key))
         if not isinstance(self.enabled, bool):
             raise ConfigError(f"enabled must be True or False, not {self.enabled!r}")
+        if self.ranks is not None and (
+            not isinstance(self.ranks, tuple) or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0
+                                                        for r in self.ranks)
+        ):
+            raise ConfigError(f"ranks must be a list of non-negative integers or None, not {self.ranks!r}")
+        t = self.cross_rank_timeout_s
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
+            raise ConfigError(f"cross_rank_timeout_s must be a number >= 0, not {t!r}")
         for key in ("sink", "trace_dir"):
             val = getattr(self, key)
             if val is not None and not isinstance(val, (str, os.PathLike)):
@@ -112,13 +124,49 @@ def _env_int(env: dict[str, str] | os._Environ[str], name: str, key: str, defaul
         return default
 
 
+def _env_ranks(raw: str | None) -> tuple[int, ...] | None:
+    if raw is None or raw.strip() == "" or raw.strip().lower() == "all":
+        return None
+    try:
+        ranks = tuple(sorted({int(x) for x in raw.split(",") if x.strip()}))
+        if any(r < 0 for r in ranks):
+            raise ValueError
+        return ranks
+    except ValueError:
+        if "AUTOPROF_RANKS" not in _warned:
+            _warned.add("AUTOPROF_RANKS")
+            warnings.warn(f"autoprof: AUTOPROF_RANKS={raw!r} is not a comma-separated list of ranks; profiling all ranks",
+                          RuntimeWarning, stacklevel=3)
+        return None
+
+
+def _env_float(env: dict[str, str] | os._Environ[str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        v = float(raw)
+        if v < 0 or v != v:
+            raise ValueError
+        return v
+    except ValueError:
+        if name not in _warned:
+            _warned.add(name)
+            warnings.warn(f"autoprof: {name}={raw!r} is not a number >= 0; using {default}", RuntimeWarning, stacklevel=3)
+        return default
+
+
 def from_env(env: dict[str, str] | os._Environ[str] | None = None) -> Config:
     """The configuration the environment asks for. Bad values warn once and keep the default."""
     e = os.environ if env is None else env
     disabled = parse_bool("AUTOPROF_DISABLE", e.get("AUTOPROF_DISABLE"), False)
     sink = e.get("AUTOPROF_LOG") or None
     trace_dir = e.get("AUTOPROF_TRACE_DIR") or None
+    ranks = _env_ranks(e.get("AUTOPROF_RANKS"))
+    timeout = _env_float(e, "AUTOPROF_CROSS_RANK_TIMEOUT", 30.0)
     return Config(
+        ranks=ranks,
+        cross_rank_timeout_s=timeout,
         enabled=not disabled,
         sink=sink,
         trace_dir=trace_dir,
@@ -159,6 +207,8 @@ def configure(**options: Any) -> Config:
     for key in ("sink", "trace_dir"):
         if isinstance(options.get(key), Path):
             options[key] = str(options[key])
+    if isinstance(options.get("ranks"), (list, set, frozenset)):
+        options["ranks"] = tuple(sorted(options["ranks"]))
     cfg = SWITCH.config.replace(**options)
     SWITCH.set(cfg)
     if "sink" in options or "logger" in options:

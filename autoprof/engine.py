@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules import run_rules
+from autoprof.rules import ranks, run_rules
 from autoprof.trace import chrome, live
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, Trace, gc_paused
@@ -52,6 +52,7 @@ class FileResult:
     failures: list[tuple[str, BaseException]] = field(default_factory=list)
     event_count: int = 0
     steps: list[int] = field(default_factory=list)
+    step_ns: list[int] = field(default_factory=list)
 
 
 def analyze_files(
@@ -78,9 +79,26 @@ def analyze_files(
             findings, failures = run_rules(trace, config)
             results.append(
                 FileResult(str(f), trace.rank, trace.world_size, findings, None, None, failures, trace.n_events,
-                           [s.number for s in trace.steps])
+                           [s.number for s in trace.steps], [s.dur_ns for s in trace.steps])
             )
+    _cross_rank(results)
     return results
+
+
+def _cross_rank(results: list[FileResult]) -> None:
+    """Per-rank traces of one job: the straggler and regime comparison, attached to the lowest rank's result
+    (as the lowest profiled rank emits it live)."""
+    good = [r for r in results if r.error is None and r.step_ns]
+    by_rank = {r.rank: r for r in good}
+    if len(by_rank) < 2 or len(by_rank) != len(good):
+        return  # not one job's per-rank traces (several files of one rank, or no steps)
+    summaries = []
+    for rank, r in by_rank.items():
+        verdict = next((f.verdict for f in r.findings if f.rule == ranks.RULE_REGIME_SOURCE), None)
+        s = ranks.summary_of(rank, r.step_ns, verdict)
+        if s:
+            summaries.append(s)
+    by_rank[min(by_rank)].findings.extend(ranks.check(summaries))
 
 
 def analyze(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], config: Any = None) -> list[Finding]:

@@ -19,10 +19,12 @@ import os
 import queue
 import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ import torch.autograd.profiler as _autograd_profiler
 
 from autoprof import emit as _emit
 from autoprof.config import SWITCH, Config
+from autoprof.rules import ranks
 
 WAIT, WARMUP, ACTIVE, DONE = 0, 1, 2, 3
 _STEADY_KEEP = 16  # wall times of recent steady calls kept per target (bounded memory)
@@ -127,6 +130,9 @@ class Session:
             t = self.targets.get(name)
             if t is None:
                 t = self.targets[name] = Target(name, schedule)
+                chosen = SWITCH.config.ranks
+                if chosen is not None and _emit.dist_info()[0] not in chosen:
+                    t.done = True  # a rank not chosen: only the idle path, never a window
             return t
 
     # -- window lifecycle (owner thread) -----------------------------------------------------------
@@ -347,6 +353,9 @@ class _WindowJob:
             for name, err in failures:
                 _emit.emit("autoprof.error", "error", **ctx, message=f"rule {name} failed: {err}", reason="rule",
                            error_type=type(err).__name__)
+            if world > 1:
+                verdict = next((f.verdict for f in findings if f.rule == ranks.RULE_REGIME_SOURCE), None)
+                _cross_rank(self.target, self.window, rank, world, self.walls, verdict, self.cfg)
         except Exception as e:
             _emit.emit("autoprof.error", "error", **ctx, message=f"window analysis failed: {e}", reason="analysis",
                        error_type=type(e).__name__)
@@ -378,6 +387,70 @@ class _WindowJob:
             _emit.emit("autoprof.error", "error", target=self.target, window=self.window,
                        message=f"could not keep the trace in {d}: {e}", reason="trace_dir", error_type=type(e).__name__)
             return None
+
+
+def _cross_rank(target: str, window: int, rank: int, world: int, walls: list[int], verdict: str | None,
+                cfg: Config) -> None:
+    """Compare this window across ranks through the default process group's key-value store.
+
+    Every profiled rank writes one small summary (median step time, regime) under
+    ``autoprof/<target>/<window>/<rank>``; the lowest profiled rank waits, on this background thread and at
+    most ``cross_rank_timeout_s``, for the others, then emits the straggler / regime findings. No collective
+    is issued, so ranks that are at different windows, excluded, or gone can never hang the job: the
+    comparison is skipped with one warning record. Cost: one store write per rank per window, plus one
+    wait and world_size reads on the comparing rank.
+    """
+    ctx = {"target": target, "window": window}
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return  # no process group: no cross-rank comparison
+    chosen = sorted(cfg.ranks) if cfg.ranks is not None else list(range(world))
+    chosen = [r for r in chosen if r < world]
+    if rank not in chosen:
+        return
+    if len(chosen) < 2:
+        _emit.emit("autoprof.warning", "warning", **ctx, reason="cross_rank_skipped",
+                   message=f"cross-rank comparison skipped: only rank(s) {chosen} of {world} are profiled")
+        return
+    summary = ranks.summary_of(rank, walls, verdict)
+    if summary is None:
+        return
+    prefix = f"autoprof/{target}/{window}/"
+    try:
+        from torch.distributed.distributed_c10d import _get_default_store
+
+        store = _get_default_store()
+        store.set(prefix + str(rank), json.dumps(summary.to_json()))
+        if rank != chosen[0]:
+            return
+        keys = [prefix + str(r) for r in chosen]
+        try:
+            store.wait(keys, timedelta(seconds=cfg.cross_rank_timeout_s))
+        except Exception:
+            missing = [r for r, k in zip(chosen, keys) if not _has(store, k)]
+            _emit.emit("autoprof.warning", "warning", **ctx, reason="cross_rank_skipped",
+                       message=f"cross-rank comparison skipped: rank(s) {missing} did not report window {window} of "
+                       f"{target} within {cfg.cross_rank_timeout_s:g} s (excluded, at another window, or gone)")
+            return
+        got = [ranks.RankSummary.from_json(json.loads(store.get(k))) for k in keys]
+        for k in keys:
+            try:
+                store.delete_key(k)
+            except Exception:
+                pass
+        for f in ranks.check(got):
+            _emit.emit("autoprof.finding", "warning" if f.severity != "info" else "info", **ctx, source="live",
+                       **f.to_record())
+    except Exception as e:
+        _emit.emit("autoprof.warning", "warning", **ctx, reason="cross_rank_skipped",
+                   message=f"cross-rank comparison skipped: {type(e).__name__}: {e}")
+
+
+def _has(store: Any, key: str) -> bool:
+    try:
+        return bool(store.check([key]))
+    except Exception:
+        return False
 
 
 SESSION = Session()

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules import bmm, cold, compile, fusion, gaps, occupancy, regime, sync, variance
+from autoprof.rules import bmm, cold, comm, compile, fusion, gaps, occupancy, regime, sync, variance
 from autoprof.trace.model import Trace
 
 Rule = Callable[[Trace, Any], list[Finding]]
@@ -20,6 +20,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("sync", sync.check),
     ("occupancy", occupancy.check),
     ("gaps", gaps.check),
+    ("comm", comm.check),
     ("variance", variance.check),
     ("bmm", bmm.check),
 )

@@ -1,0 +1,44 @@
+"""Communication not hidden behind compute: time in NCCL kernels during which no compute kernel runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoprof.findings import Finding
+from autoprof.rules._common import merge, share, subtract, total, us, view
+from autoprof.trace.model import KERNEL, Trace
+
+RULE = "exposed_communication"
+EXPOSED_WARN = 0.20  # of the window
+
+
+def check(trace: Trace, config: Any = None) -> list[Finding]:
+    v = view(trace)
+    comm, compute = [], []
+    for d in trace.device_indices(KERNEL):
+        if not v.device_in[d]:
+            continue
+        iv = (trace.d_ts[d], trace.d_ts[d] + trace.d_dur[d])
+        (comm if "nccl" in trace.device_name(d).lower() else compute).append(iv)
+    if not comm:
+        return []
+    comm_m = merge(comm)
+    exposed = total(subtract(comm_m, merge(compute)))
+    comm_t = total(comm_m)
+    window = v.window_ns
+    warn = exposed >= EXPOSED_WARN * window
+    return [
+        Finding(
+            RULE,
+            "exposed-communication" if warn else "communication",
+            "warning" if warn else "info",
+            f"communication (NCCL) takes {us(comm_t) / 1000:.1f} ms; {share(exposed, comm_t):.0%} of it is not "
+            f"overlapped by compute ({share(exposed, window):.0%} of the window)",
+            "Overlap communication with compute: DDP bucket sizes (bucket_cap_mb), FSDP prefetching, or fewer, "
+            "larger collectives.",
+            {"comm_us": us(comm_t), "exposed_comm_us": us(exposed), "exposed_comm_share": share(exposed, comm_t),
+             "exposed_window_share": share(exposed, window), "rank": trace.rank},
+            tuple(sorted({trace.device_name(d).split("(")[0][:60] for d in trace.device_indices(KERNEL)
+                          if "nccl" in trace.device_name(d).lower()})[:4]),
+        )
+    ]

@@ -1,0 +1,67 @@
+"""Two gloo ranks on CPU through torchrun: rank-aware records, per-rank traces, stragglers, never a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, validate_record
+
+import autoprof
+
+pytestmark = pytest.mark.slow
+
+
+def torchrun(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    log = tmp_path / "records.jsonl"
+    e = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
+    e.update(AUTOPROF_LOG=str(log), PYTHONPATH=str(REPO) + os.pathsep + e.get("PYTHONPATH", ""),
+             OMP_NUM_THREADS="1", **env)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(REPO / "examples" / "distributed.py"), *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=180)
+    recs = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    for r in recs:
+        validate_record(r)
+    return out, recs
+
+
+def test_two_ranks_straggler_named_live_and_offline(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    out, recs = torchrun(tmp_path, "--slow-rank", "1", "--trace-dir", str(traces))
+    assert out.returncode == 0, out.stderr[-3000:]
+    windows = {r["rank"]: r for r in recs if r["event"] == "autoprof.window"}
+    assert set(windows) == {0, 1}
+    for rank, w in windows.items():
+        assert w["world_size"] == 2 and w["local_rank"] == rank
+        assert w["trace_path"].endswith(f"train_step.window0.rank{rank}.pt.trace.json.gz")
+    strag = [r for r in recs if r.get("rule") == "straggler_ranks"]
+    assert len(strag) == 1 and strag[0]["rank"] == 0  # emitted once, by the lowest rank
+    assert strag[0]["evidence"]["straggler_ranks"] == [1]
+    files = sorted(traces.iterdir())
+    assert [f.name for f in files] == ["train_step.window0.rank0.pt.trace.json.gz",
+                                       "train_step.window0.rank1.pt.trace.json.gz"]
+    offline = [f for f in autoprof.analyze(traces) if f.rule == "straggler_ranks"]
+    assert len(offline) == 1 and offline[0].evidence["straggler_ranks"] == [1]
+
+
+def test_a_rank_that_stops_early_never_hangs_the_job(tmp_path: Path) -> None:
+    out, recs = torchrun(tmp_path, "--slow-rank", "-1", "--stop-early-rank", "1",
+                         AUTOPROF_CROSS_RANK_TIMEOUT="2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    warns = [r for r in recs if r["event"] == "autoprof.warning" and r["reason"] == "cross_rank_skipped"]
+    assert len(warns) == 1 and warns[0]["rank"] == 0 and "[1]" in warns[0]["message"]
+    assert not [r for r in recs if r.get("rule") == "straggler_ranks"]
+
+
+def test_excluded_rank_pays_only_the_idle_cost(tmp_path: Path) -> None:
+    out, recs = torchrun(tmp_path, "--slow-rank", "-1", AUTOPROF_RANKS="0")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert {r["rank"] for r in recs if r["event"] == "autoprof.window"} == {0}
+    warns = [r for r in recs if r["event"] == "autoprof.warning"]
+    assert len(warns) == 1 and "only rank(s) [0]" in warns[0]["message"]
