@@ -75,7 +75,7 @@ class _Step:
                 self.recording = True
                 for name in (f"ProfilerStep#{self.step}", t.name):
                     rf = _record_function(name)
-                    rf.__enter__()
+                    rf.__enter__()  # type: ignore[no-untyped-call]
                     self.rf.append(rf)
                 return
         if _ap._is_profiler_enabled:
@@ -84,7 +84,7 @@ class _Step:
 
     def annotate(self) -> None:
         rf = _record_function(self.t.name)
-        rf.__enter__()
+        rf.__enter__()  # type: ignore[no-untyped-call]
         self.rf.append(rf)
 
     def _defer(self) -> None:
@@ -143,7 +143,7 @@ class _Instrument:
         if _depth():
             if _ap._is_profiler_enabled:
                 rf = _record_function(self.name)
-                rf.__enter__()
+                rf.__enter__()  # type: ignore[no-untyped-call]
                 return 1, rf
             return 0, None
         t = self.target or self.get_target()
@@ -157,7 +157,7 @@ class _Instrument:
                 # another thread's call: not a step; annotated while recording
                 if _ap._is_profiler_enabled:
                     rf = _record_function(self.name)
-                    rf.__enter__()
+                    rf.__enter__()  # type: ignore[no-untyped-call]
                     return 1, rf
                 return 0, None
         _tls.d = 1
@@ -332,7 +332,7 @@ class section:  # noqa: N801 - used like a function: ``with autoprof.section("at
         if _ap._is_profiler_enabled and SWITCH.enabled:
             try:
                 rf = _record_function(self.name)
-                rf.__enter__()
+                rf.__enter__()  # type: ignore[no-untyped-call]
             except Exception as e:
                 _internal_error("section enter", self.name, e)
                 rf = None
@@ -372,5 +372,5 @@ class section:  # noqa: N801 - used like a function: ``with autoprof.section("at
                 with sec:
                     return await wrapped(*args, **kwargs)
 
-            return awrapper(func)  # type: ignore[no-any-return]
-        return wrapper(func)  # type: ignore[no-any-return]
+            return awrapper(func)  # type: ignore[no-any-return,return-value]
+        return wrapper(func)  # type: ignore[no-any-return,return-value]

@@ -20,7 +20,8 @@ def build(target_events: int = 1_000_000, source: Path = SOURCE) -> Path:
         return out
     if not source.exists():
         raise SystemExit(f"source trace not found: {source} (../shared/traces is absent)")
-    doc = json.load(gzip.open(source))
+    with gzip.open(source) as fh:
+        doc = json.load(fh)
     events = doc["traceEvents"]
     body = [e for e in events if e.get("ph") != "M"]
     meta = [e for e in events if e.get("ph") == "M"]

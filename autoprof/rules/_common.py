@@ -120,8 +120,8 @@ def share(part: float, whole: float) -> float:
 class View:
     """Per-trace derived facts, computed once and shared by the rules."""
 
-    host_step: array  # host event -> step index or -1
-    device_step: array  # device event -> step index or -1 (by launch correlation)
+    host_step: array[int]  # host event -> step index or -1
+    device_step: array[int]  # device event -> step index or -1 (by launch correlation)
     host_in: list[bool]  # host event inside the analysed window
     device_in: list[bool]  # device event launched from inside the window
     start_ns: int

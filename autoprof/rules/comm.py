@@ -14,7 +14,8 @@ EXPOSED_WARN = 0.20  # of the window
 
 def check(trace: Trace, config: Any = None) -> list[Finding]:
     v = view(trace)
-    comm, compute = [], []
+    comm: list[tuple[int, int]] = []
+    compute: list[tuple[int, int]] = []
     for d in trace.device_indices(KERNEL):
         if not v.device_in[d]:
             continue

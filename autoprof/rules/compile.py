@@ -115,31 +115,31 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
             compute_total += compute
             calls += 1
         wrapper = wrapper_total / calls
-        compute = compute_total / calls
+        compute_avg = compute_total / calls
         frames = sorted({f"{f}/{c}" for _, f, c in regions})
         evidence = {
             "compiled_calls_count": calls,
             "wrapper_per_call_us": us(wrapper),
-            "compute_per_call_us": us(compute),
-            "wrapper_to_compute_ratio": round(wrapper / compute, 3) if compute else None,
+            "compute_per_call_us": us(compute_avg),
+            "wrapper_to_compute_ratio": round(wrapper / compute_avg, 3) if compute_avg else None,
             "compute_side": "device" if by_device else "cpu",
             "regions": frames[:10],
         }
-        if wrapper > compute:
+        if wrapper > compute_avg:
             findings.append(
                 Finding(
                     RULE_OVERHEAD,
-                    "wrapper-exceeds-compute",
+                    "wrapper-exceeds-compute_avg",
                     "warning",
                     f"compile overhead: each compiled call spends {us(wrapper):.1f} µs in the compiled-region "
-                    f"wrapper (cache lookup, guards, AOT wrappers) against {us(compute):.1f} µs of compute it wraps",
+                    f"wrapper (cache lookup, guards, AOT wrappers) against {us(compute_avg):.1f} µs of compute it wraps",
                     "The ops are too small for torch.compile to pay off: compile a larger region (the whole "
                     "step or model), batch more work per call, or leave this function eager.",
                     evidence,
                     tuple(frames[:5]),
                 )
             )
-        recompiled = {}
+        recompiled: dict[int, set[int]] = {}
         for _, f, c in regions:
             recompiled.setdefault(f, set()).add(c)
         many = {f: sorted(cs) for f, cs in recompiled.items() if len(cs) > 1 or max(cs) > 0}

@@ -12,7 +12,8 @@ from autoprof.trace.model import CUDA_DRIVER, CUDA_RUNTIME, HOST_CATEGORIES, KER
 
 RULE = "occupancy_query_launch"
 _HEAVY = (
-    "gemm", "gemv", "conv", "cutlass", "cudnn", "cublas", "xmma", "wgrad", "dgrad", "fprop", "implicit", "winograd", "fft", "sm80_", "sm90_", "ampere_", "volta_", "turing_", "hopper_",
+    "gemm", "gemv", "conv", "cutlass", "cudnn", "cublas", "xmma", "wgrad", "dgrad", "fprop", "implicit",
+    "winograd", "fft", "sm80_", "sm90_", "ampere_", "volta_", "turing_", "hopper_",
 )
 
 
@@ -63,11 +64,11 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
         if trace.host_name(i).startswith(OCCUPANCY_PREFIX):
             pending[tid] = trace.h_parent[i]
             continue
-        d = kernel_of.get(i)
-        if d is None:
+        k = kernel_of.get(i)
+        if k is None:
             continue  # setup calls (cudaFuncSetAttribute, memsets ...) between the query and its launch
         if pending.pop(tid, None) == trace.h_parent[i]:
-            queried[short_kernel_name(trace.device_name(d))] += 1
+            queried[short_kernel_name(trace.device_name(k))] += 1
         else:
             unqueried += 1
     if not queried:

@@ -141,7 +141,7 @@ def _consume(b: TraceBuilder, events: Iterable[Any], source: str) -> None:
             if ts is None:
                 raise TraceError(source, f"event {k} ({cat_raw}) has no 'ts'")
             raise TraceError(source, f"event {k} ({cat_raw}) has a non-numeric 'ts'")
-        ts = int(round(ts * 1000))
+        ts = int(round(ts * 1000))  # type: ignore[operator]
         dur = ev.get("dur", 0)
         if type(dur) in num:
             dur = int(round(dur * 1000))
@@ -254,12 +254,12 @@ class _StreamReader:
         self._text: Any = None
         decoder = json.JSONDecoder()
         self._dec = decoder.raw_decode
-        self._scan = decoder.scan_once  # the C scanner raw_decode wraps: (value, end) or StopIteration
+        self._scan = decoder.scan_once  # type: ignore[attr-defined]  # the C scanner raw_decode wraps: (value, end) or StopIteration
         self._last: Any = None
 
     def __enter__(self) -> _StreamReader:
         try:
-            raw = open(self.path, "rb")  # noqa: SIM115
+            raw = open(self.path, "rb")
         except FileNotFoundError:
             raise TraceError(self.path, "no such file") from None
         except IsADirectoryError:
@@ -358,7 +358,7 @@ class _StreamReader:
                 ev, pos = self._last, self.pos
                 buf = self.buf
             yield ev
-            pos = ws(buf, pos).end()
+            pos = ws(buf, pos).end()  # type: ignore[union-attr]  # the pattern always matches
             if pos >= len(buf):
                 self.buf, self.pos = buf, pos
                 c = self._skip()
@@ -366,7 +366,7 @@ class _StreamReader:
             else:
                 c = buf[pos]
             if c == ",":
-                pos = ws(buf, pos + 1).end()
+                pos = ws(buf, pos + 1).end()  # type: ignore[union-attr]
                 if pos >= len(buf):
                     self.buf, self.pos = buf, pos
                     self._skip()

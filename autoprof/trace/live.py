@@ -47,7 +47,7 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
         b.metadata.update(metadata)
     # The hot loop writes straight into the builder's columns: one dict lookup per event for the
     # category, one for the thread, one for the name; kineto is asked only for what the rules read.
-    cat_of: dict[str, tuple[str, int, bool] | None] = {}
+    cat_of: dict[str, Any] = {}
     thread_of: dict[int, int] = {}
     ann = HOST_CATEGORIES.index(USER_ANNOTATION)
     h_name, h_cat, h_ts, h_dur, h_tid, h_corr = b.h_name, b.h_cat, b.h_ts, b.h_dur, b.h_tid, b.h_corr

@@ -110,21 +110,21 @@ class TraceBuilder:
     threads: list[tuple[Any, Any]] = field(default_factory=list)
     _thread_ids: dict[tuple[Any, Any], int] = field(default_factory=dict)
     # host columns
-    h_name: array = field(default_factory=lambda: array("l"))
-    h_cat: array = field(default_factory=lambda: array("b"))
-    h_ts: array = field(default_factory=lambda: array("q"))
-    h_dur: array = field(default_factory=lambda: array("q"))
-    h_tid: array = field(default_factory=lambda: array("l"))
-    h_corr: array = field(default_factory=lambda: array("q"))
+    h_name: array[int] = field(default_factory=lambda: array("l"))
+    h_cat: array[int] = field(default_factory=lambda: array("b"))
+    h_ts: array[int] = field(default_factory=lambda: array("q"))
+    h_dur: array[int] = field(default_factory=lambda: array("q"))
+    h_tid: array[int] = field(default_factory=lambda: array("l"))
+    h_corr: array[int] = field(default_factory=lambda: array("q"))
     h_shapes: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     # device columns
-    d_name: array = field(default_factory=lambda: array("l"))
-    d_cat: array = field(default_factory=lambda: array("b"))
-    d_ts: array = field(default_factory=lambda: array("q"))
-    d_dur: array = field(default_factory=lambda: array("q"))
-    d_device: array = field(default_factory=lambda: array("l"))
-    d_stream: array = field(default_factory=lambda: array("q"))
-    d_corr: array = field(default_factory=lambda: array("q"))
+    d_name: array[int] = field(default_factory=lambda: array("l"))
+    d_cat: array[int] = field(default_factory=lambda: array("b"))
+    d_ts: array[int] = field(default_factory=lambda: array("q"))
+    d_dur: array[int] = field(default_factory=lambda: array("q"))
+    d_device: array[int] = field(default_factory=lambda: array("l"))
+    d_stream: array[int] = field(default_factory=lambda: array("q"))
+    d_corr: array[int] = field(default_factory=lambda: array("q"))
     d_launch: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # grid/block per kernel
     rank: int = 0
     world_size: int = 1
@@ -355,7 +355,7 @@ class Trace:
         return self._name_ids.get(name, -1)
 
     def host_name(self, i: int) -> str:
-        return self.names[self.h_name[i]]
+        return self.names[self.h_name[i]]  # type: ignore[no-any-return]
 
     def host_cat(self, i: int) -> str:
         return HOST_CATEGORIES[self.h_cat[i]]
@@ -395,7 +395,7 @@ class Trace:
             return 0, 0
         return min(self.h_ts), max(t + d for t, d in zip(self.h_ts, self.h_dur))
 
-    def step_of_host(self) -> array:
+    def step_of_host(self) -> array[int]:
         """For each host event, the index into ``steps`` of the step whose span holds it, else -1.
 
         A step lies on one thread but other threads (autograd's backward thread, a data loader) work
@@ -413,7 +413,7 @@ class Trace:
                 out[i] = k
         return out
 
-    def step_of_device(self, host_step: array | None = None) -> array:
+    def step_of_device(self, host_step: array[int] | None = None) -> array[int]:
         """For each device event, the step whose host code launched it (by correlation), else -1."""
         hs = host_step if host_step is not None else self.step_of_host()
         return array("l", (hs[h] if h >= 0 else -1 for h in self.d_launch_host))
