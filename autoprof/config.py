@@ -52,6 +52,8 @@ class Config:
     ranks: tuple[int, ...] | None = None
     #: How long the comparing rank waits for the other ranks' window summaries (background thread).
     cross_rank_timeout_s: float = 30.0
+    #: Roofline peaks override: {"flops_per_s": ..., "bytes_per_s": ...} (else the GPU table / CPU calibration).
+    peaks: dict[str, float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> Config:
@@ -72,6 +74,11 @@ class Config:
                                                         for r in self.ranks)
         ):
             raise ConfigError(f"ranks must be a list of non-negative integers or None, not {self.ranks!r}")
+        if self.peaks is not None and not (
+            isinstance(self.peaks, dict)
+            and all(isinstance(self.peaks.get(k), (int, float)) and self.peaks[k] > 0 for k in ("flops_per_s", "bytes_per_s"))
+        ):
+            raise ConfigError(f"peaks must be {{'flops_per_s': >0, 'bytes_per_s': >0}} or None, not {self.peaks!r}")
         t = self.cross_rank_timeout_s
         if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
             raise ConfigError(f"cross_rank_timeout_s must be a number >= 0, not {t!r}")

@@ -105,7 +105,7 @@ class Target:
 class _Window:
     __slots__ = ("cpu_peak", "prof", "started", "t_open", "target")
 
-    def __init__(self, target: Target, prof: Any, cpu_peak: float | None) -> None:
+    def __init__(self, target: Target, prof: Any, cpu_peak: tuple[float, float] | None) -> None:
         self.target = target
         self.prof = prof
         self.cpu_peak = cpu_peak
@@ -151,7 +151,7 @@ class Session:
             cuda = torch.cuda.is_available()
             if cuda:
                 activities.append(ProfilerActivity.CUDA)
-            cpu_peak = None if cuda else _cpu_peak_flops()
+            cpu_peak = None if cuda else _cpu_peaks()
             prof = profile(activities=activities, record_shapes=cfg.record_shapes)
             prof.prepare_trace()
             # The first record_function of a process resolves its ops (~1 ms here): pay that now, outside
@@ -177,7 +177,8 @@ class Session:
             try:  # name the target inside the trace, so the offline analysis reads it as the live one did
                 w.prof.add_metadata_json("autoprof_target", json.dumps(t.name))
                 if w.cpu_peak:
-                    w.prof.add_metadata_json("autoprof_cpu_peak_flops", json.dumps(w.cpu_peak))
+                    w.prof.add_metadata_json("autoprof_cpu_peak_flops", json.dumps(w.cpu_peak[0]))
+                    w.prof.add_metadata_json("autoprof_cpu_peak_bytes_per_s", json.dumps(w.cpu_peak[1]))
             except Exception:
                 pass
             return True
@@ -278,13 +279,14 @@ class Session:
         self.flush(timeout=30.0)
 
 
-_PEAK: list[float] = []
+_PEAK: list[tuple[float, float]] = []
 
 
-def _cpu_peak_flops() -> float | None:
-    """Calibrated CPU matmul peak (FLOP/s): best of three 1024×1024 float32 matmuls, once per process,
-    on the calling thread when the first window opens (~50 ms here), so no training work competes with it.
-    The figure is written into the window's trace, so an offline analysis of a kept trace reads it too."""
+def _cpu_peaks() -> tuple[float, float] | None:
+    """Calibrated CPU peaks (matmul FLOP/s, copy bytes/s): best of three 1024×1024 float32 matmuls and
+    three 64 MB copies, once per process, on the calling thread when the first window opens (~60 ms
+    here), so no training work competes with it. The figures are written into the window's trace, so an
+    offline analysis of a kept trace reads them too."""
     if not _PEAK:
         try:
             n = 1024
@@ -295,10 +297,19 @@ def _cpu_peak_flops() -> float | None:
                 t0 = time.perf_counter()
                 torch.mm(a, b)
                 best = min(best, time.perf_counter() - t0)
-            _PEAK.append(2 * n**3 / best)
+            src = torch.empty(1 << 24)
+            dst = torch.empty_like(src)
+            dst.copy_(src)
+            best_copy = float("inf")
+            for _ in range(3):
+                t0 = time.perf_counter()
+                dst.copy_(src)
+                best_copy = min(best_copy, time.perf_counter() - t0)
+            _PEAK.append((2 * n**3 / best, 2 * src.numel() * src.element_size() / best_copy))
         except Exception:
-            _PEAK.append(0.0)
-    return _PEAK[0] or None
+            _PEAK.append((0.0, 0.0))
+    f, bw = _PEAK[0]
+    return (f, bw) if f and bw else None
 
 
 def _median(v: list[int]) -> int | None:
@@ -310,7 +321,7 @@ class _WindowJob:
 
     def __init__(self, target: str, window: int, steps: list[int], walls: list[int], prof: Any, cfg: Config,
                  first_call_ns: int | None, steady_ns: int | None, calls: int, stall_ns: int,
-                 cpu_peak: float | None) -> None:
+                 cpu_peak: tuple[float, float] | None) -> None:
         self.target, self.window, self.steps, self.walls = target, window, steps, walls
         self.prof, self.cfg = prof, cfg
         self.first_call_ns, self.steady_ns, self.calls = first_call_ns, steady_ns, calls
@@ -326,7 +337,7 @@ class _WindowJob:
             rank, _local, world = _emit.dist_info()
             meta: dict[str, Any] = {"live": True}
             if self.cpu_peak:
-                meta["cpu_peak_flops"] = self.cpu_peak
+                meta["cpu_peak_flops"], meta["cpu_peak_bytes_per_s"] = self.cpu_peak
             if self.first_call_ns is not None and self.steady_ns:
                 meta["first_call_ns"] = self.first_call_ns
                 meta["steady_call_ns"] = self.steady_ns

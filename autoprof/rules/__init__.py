@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules import bmm, cold, comm, compile, fusion, gaps, occupancy, regime, sync, variance
+from autoprof.rules import bmm, cold, comm, compile, fusion, gaps, occupancy, regime, roofline, sync, variance
 from autoprof.trace.model import Trace
 
 Rule = Callable[[Trace, Any], list[Finding]]
@@ -14,6 +14,7 @@ Rule = Callable[[Trace, Any], list[Finding]]
 #: Every rule, in the order their findings are reported.
 RULES: tuple[tuple[str, Rule], ...] = (
     ("regime", regime.check),
+    ("roofline", roofline.check),
     ("fusion", fusion.check),
     ("compile", compile.check),
     ("cold", cold.check),

@@ -39,6 +39,7 @@ from autoprof.rules._common import (
     us,
     view,
 )
+from autoprof.rules import roofline
 from autoprof.rules._flops import MATMUL_FAMILY, matmul_flops
 from autoprof.trace.model import CPU_OP, CUDA_RUNTIME, HOST_CATEGORIES, PYTHON_FUNCTION, Trace
 
@@ -89,11 +90,11 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
         "step_count": len(trace.steps),
     }
     if v.device_busy:
-        return [_device_verdict(trace, v, evidence)]
-    return [_cpu_verdict(trace, v, evidence)]
+        return [_device_verdict(trace, v, evidence, config)]
+    return [_cpu_verdict(trace, v, evidence, config)]
 
 
-def _device_verdict(trace: Trace, v: Any, evidence: dict[str, Any]) -> Finding:
+def _device_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = None) -> Finding:
     window = v.window_ns
     busy = total(v.device_busy)
     blocked_iv = host_intervals(trace, v, names=BLOCKING_CALLS, cat=CUDA_RUNTIME)
@@ -141,7 +142,29 @@ def _device_verdict(trace: Trace, v: Any, evidence: dict[str, Any]) -> Finding:
         verdict = "mixed"
         msg = f"mixed: device busy {share(busy, window):.0%}, host active {share(active, window):.0%}"
     severity = "info" if verdict in ("compute-bound", "mixed") else "warning"
-    return Finding(RULE, verdict, severity, msg, _ADVICE[verdict], evidence)
+    advice = _ADVICE[verdict]
+    if verdict == "compute-bound":
+        msg, advice = _roofline_split(trace, config, evidence, msg, advice)
+    return Finding(RULE, verdict, severity, msg, advice, evidence)
+
+
+def _roofline_split(trace: Trace, config: Any, evidence: dict[str, Any], msg: str, advice: str) -> tuple[str, str]:
+    """A device-bound window: say whether compute or memory bandwidth limits it, when the roofline decides."""
+    rf = roofline.analyse(trace, config)
+    decided = rf.decided() if rf else None
+    evidence["roofline_bound"] = decided or "unknown"
+    if rf is None:
+        return msg, advice
+    evidence["memory_bound_share"] = share(rf.memory_ns, rf.total_ns)
+    evidence["compute_bound_share"] = share(rf.compute_ns, rf.total_ns)
+    if decided == "memory":
+        return (msg + f"; memory-bandwidth-bound by the roofline ({share(rf.memory_ns, rf.total_ns):.0%} of op time "
+                "in memory-bound ops)", "Bandwidth, not FLOPs, is the limit: fuse elementwise chains "
+                "(torch.compile), use bf16/fp16, avoid materialising intermediates.")
+    if decided == "compute":
+        extra = f"; FLOP-bound by the roofline ({share(rf.compute_ns, rf.total_ns):.0%} of op time in compute-bound ops)"
+        return msg + extra, advice
+    return msg, advice
 
 
 def _matmul_work(trace: Trace, v: Any) -> tuple[int, int]:
@@ -163,7 +186,7 @@ def _matmul_work(trace: Trace, v: Any) -> tuple[int, int]:
     return flops, t
 
 
-def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any]) -> Finding:
+def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = None) -> Finding:
     window = v.host_window_ns
     if trace.steps:
         window = sum(s.dur_ns for s in trace.steps)
@@ -204,4 +227,7 @@ def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any]) -> Finding:
             verdict = "mixed"
             msg = f"mixed (CPU): op kernels take {ratio:.0%} of the step time"
     severity = "warning" if verdict == "overhead-bound" else "info"
-    return Finding(RULE, verdict, severity, msg, _CPU_ADVICE[verdict], evidence)
+    advice = _CPU_ADVICE[verdict]
+    if verdict == "compute-bound":
+        msg, advice = _roofline_split(trace, config, evidence, msg, advice)
+    return Finding(RULE, verdict, severity, msg, advice, evidence)

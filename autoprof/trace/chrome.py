@@ -75,9 +75,11 @@ def _apply_metadata(b: TraceBuilder, doc: dict[str, Any]) -> None:
     b.metadata.update(
         {k: v for k, v in doc.items() if k not in ("traceEvents", "deviceProperties") and not isinstance(v, (list, dict))}
     )
-    peak = doc.get("autoprof_cpu_peak_flops")
-    if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0:
-        b.metadata["cpu_peak_flops"] = float(peak)
+    for key, meta_key in (("autoprof_cpu_peak_flops", "cpu_peak_flops"),
+                          ("autoprof_cpu_peak_bytes_per_s", "cpu_peak_bytes_per_s")):
+        peak = doc.get(key)
+        if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0:
+            b.metadata[meta_key] = float(peak)
 
 
 def _target_of(doc: dict[str, Any], target: str | None) -> str | None:

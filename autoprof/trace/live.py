@@ -91,5 +91,5 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
         if c[0] == CPU_OP and (name in SHAPED_OPS or name.startswith(SHAPED_PREFIXES)):
             shp = ev.shapes()
             if shp:
-                shapes_out[i] = (shp, None)  # dtypes are not read by any rule yet: not fetched
+                shapes_out[i] = (shp, ev.dtypes())
     return b.build(target)

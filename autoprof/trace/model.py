@@ -49,11 +49,25 @@ CATEGORY_ALIASES: dict[str, str] = {
     "gpu_user_annotation": GPU_USER_ANNOTATION,
 }
 
-# Ops whose input shapes the rules read. The live loader asks kineto for shapes of these only: each
-# shapes()/dtypes() call costs a round trip per event, and most events' shapes are never read.
+# Ops whose input shapes and dtypes the rules read (fusion, FLOPs, roofline). Loaders keep shapes of these
+# only: the live loader asks kineto per event (a round trip each), and most ops' shapes are never read.
 SHAPED_OPS = frozenset(
-    {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul", "aten::linear",
-     "aten::add", "aten::add_"}
+    {
+        # matmul family
+        "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul", "aten::linear",
+        # elementwise
+        "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
+        "aten::relu", "aten::relu_", "aten::gelu", "aten::silu", "aten::sigmoid", "aten::tanh", "aten::exp",
+        "aten::neg", "aten::pow", "aten::sqrt", "aten::rsqrt", "aten::where", "aten::clamp", "aten::clamp_",
+        "aten::copy_", "aten::fill_", "aten::zero_", "aten::threshold_backward", "aten::sigmoid_backward",
+        "aten::gelu_backward", "aten::tanh_backward", "aten::silu_backward", "aten::addcmul_", "aten::addcdiv_",
+        "aten::lerp_", "aten::masked_fill", "aten::masked_fill_", "aten::cos", "aten::sin", "aten::abs",
+        "aten::native_dropout", "aten::dropout", "aten::mish", "aten::hardtanh",
+        # reductions and norms
+        "aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::norm", "aten::var", "aten::softmax",
+        "aten::_softmax", "aten::log_softmax", "aten::_log_softmax", "aten::layer_norm", "aten::native_layer_norm",
+        "aten::group_norm", "aten::batch_norm", "aten::native_layer_norm_backward", "aten::_softmax_backward_data",
+    }
 )
 SHAPED_PREFIXES = ("aten::conv", "aten::_conv", "aten::scaled_dot_product", "aten::_scaled_dot_product")
 

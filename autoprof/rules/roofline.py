@@ -1,0 +1,214 @@
+"""Roofline: is device-bound time limited by compute or by memory bandwidth?
+
+Per op (the outermost op of a known kind: matmul family, attention, elementwise, reductions/norms), from
+recorded shapes and dtypes: FLOPs and bytes (``_work.op_work``), arithmetic intensity (FLOP/byte), time
+(device time of the kernels it launched; on a CPU its own duration), achieved FLOP/s and bytes/s, the
+roofline it could reach (``min(peak_flops, intensity × peak_bandwidth)``), the fraction reached, the bound
+(compute when the intensity is at or above the ridge ``peak_flops / peak_bandwidth``, else memory), and the
+time lost against the roofline. Per window: device time split into compute-bound, memory-bound and unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoprof.findings import Finding
+from autoprof.rules._common import op_self_ns, shape_of, share, us, view
+from autoprof.rules._work import dtype_key, is_roofline_op, op_work
+from autoprof.rules.peaks import Peak, peak_for
+from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, KERNEL, Trace
+
+RULE = "roofline"
+DECIDES = 0.5  # share of the window's device time one bound must hold to decide
+_TF32_MARKERS = ("tf32", "s1688", "tensorop_s")
+
+_ADVICE = {
+    "memory": "Memory-bound: fuse it with its neighbours (torch.compile), keep data in lower precision "
+    "(bf16/fp16), or avoid materialising intermediates.",
+    "compute": "Compute-bound: use tensor cores (bf16/fp16, or TF32 via torch.backends.cuda.matmul.allow_tf32) "
+    "and shapes that are multiples of 8/16.",
+}
+
+
+@dataclass
+class OpStat:
+    name: str
+    shapes: str
+    dtype: str
+    bound: str
+    calls: int = 0
+    time_ns: int = 0
+    flops: float = 0.0
+    bytes: float = 0.0
+    ideal_ns: float = 0.0
+
+    def record(self, peak: Peak, pf: float) -> dict[str, Any]:
+        t = self.time_ns / 1e9
+        ai = self.flops / self.bytes if self.bytes else 0.0
+        roof = min(pf, ai * peak.bytes_per_s)
+        achieved = self.flops / t if t else 0.0
+        return {
+            "name": self.name,
+            "input_shapes": self.shapes,
+            "dtype": self.dtype,
+            "calls_count": self.calls,
+            "time_us": us(self.time_ns),
+            "intensity_flops_per_byte": round(ai, 4),
+            "achieved_flops_per_s": round(achieved, 1),
+            "achieved_bytes_per_s": round(self.bytes / t, 1) if t else 0.0,
+            "roofline_fraction_ratio": round(achieved / roof, 4) if roof else None,
+            "bound": self.bound,
+            "lost_us": us(max(self.time_ns - self.ideal_ns, 0)),
+            "advice": _ADVICE[self.bound],
+        }
+
+
+@dataclass
+class Roofline:
+    peak: Peak
+    total_ns: int
+    compute_ns: int = 0
+    memory_ns: int = 0
+    ops: dict[tuple[str, str, str], OpStat] = field(default_factory=dict)
+
+    @property
+    def unknown_ns(self) -> int:
+        return max(self.total_ns - self.compute_ns - self.memory_ns, 0)
+
+    def decided(self) -> str | None:
+        """'memory' or 'compute' when one bound holds most of the window's device time."""
+        if self.total_ns <= 0:
+            return None
+        if self.memory_ns >= DECIDES * self.total_ns:
+            return "memory"
+        if self.compute_ns >= DECIDES * self.total_ns:
+            return "compute"
+        return None
+
+
+def analyse(trace: Trace, config: Any = None) -> Roofline | None:
+    cached = trace.metadata.get("_roofline")
+    if isinstance(cached, Roofline) or cached is False:
+        return cached or None
+    r = _analyse(trace, config)
+    trace.metadata["_roofline"] = r if r is not None else False
+    return r
+
+
+def _analyse(trace: Trace, config: Any) -> Roofline | None:
+    peak = peak_for(trace.device_properties, trace.metadata, config)
+    if peak is None:
+        return None
+    v = view(trace)
+    kcpu = HOST_CATEGORIES.index(CPU_OP)
+    device = bool(v.device_busy)
+    launched: dict[int, list[int]] = {}
+    total = 0
+    if device:
+        for d in trace.device_indices(KERNEL):
+            if v.device_in[d]:
+                total += trace.d_dur[d]
+                h = trace.d_launch_host[d]
+                if h >= 0:
+                    launched.setdefault(h, []).append(d)
+    else:
+        total = op_self_ns(trace, v)
+    rf = Roofline(peak, total)
+    roof_ids = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
+    if not roof_ids or total <= 0:
+        return rf
+    for i in range(trace.n_host):
+        if trace.h_name[i] not in roof_ids or trace.h_cat[i] != kcpu or not v.host_in[i]:
+            continue
+        p, nested = trace.h_parent[i], False
+        while p >= 0:
+            if trace.h_name[p] in roof_ids:
+                nested = True
+                break
+            p = trace.h_parent[p]
+        if nested:
+            continue  # counted at the outermost roofline op (linear → addmm, layer_norm → native_layer_norm)
+        if device:
+            end = trace.h_ts[i] + trace.h_dur[i]
+            kernels = list(launched.get(i, ()))
+            j = i + 1
+            while j < trace.n_host and trace.h_tid[j] == trace.h_tid[i] and trace.h_ts[j] < end:
+                kernels.extend(launched.get(j, ()))
+                j += 1
+            t = sum(trace.d_dur[d] for d in kernels)
+        else:
+            kernels = []
+            t = trace.h_dur[i]
+        if t <= 0:
+            continue
+        dims, types = shape_of(trace, i)
+        name = trace.host_name(i)
+        w = op_work(name, dims, types) if dims else None
+        dt = dtype_key(types) or "fp32"
+        if dt == "fp32" and any(m in trace.device_name(d).lower() for d in kernels for m in _TF32_MARKERS):
+            dt = "tf32"
+        pf = peak.flops_for(dt) if w else None
+        if w is None or not pf or w[1] <= 0:
+            continue
+        flops, nbytes = w
+        bound = "compute" if flops / nbytes >= pf / peak.bytes_per_s else "memory"
+        key = (name, str(dims), dt)
+        st = rf.ops.get(key)
+        if st is None:
+            st = rf.ops[key] = OpStat(name, str(dims), dt, bound)
+        st.calls += 1
+        st.time_ns += t
+        st.flops += flops
+        st.bytes += nbytes
+        st.ideal_ns += max(flops / pf, nbytes / peak.bytes_per_s) * 1e9
+        if bound == "compute":
+            rf.compute_ns += t
+        else:
+            rf.memory_ns += t
+    # Ops run concurrently on several streams can sum past the busy time: keep the split within it.
+    if rf.compute_ns + rf.memory_ns > total:
+        scale = total / (rf.compute_ns + rf.memory_ns)
+        rf.compute_ns, rf.memory_ns = int(rf.compute_ns * scale), int(rf.memory_ns * scale)
+    return rf
+
+
+def check(trace: Trace, config: Any = None) -> list[Finding]:
+    rf = analyse(trace, config)
+    if rf is None or not rf.ops:
+        return []
+    by_time = sorted(rf.ops.values(), key=lambda s: -s.time_ns)[:10]
+    by_lost = sorted(rf.ops.values(), key=lambda s: -(s.time_ns - s.ideal_ns))[:5]
+    top = by_lost[0]
+    pf_top = rf.peak.flops_for(top.dtype) or 0.0
+    top_rec = top.record(rf.peak, pf_top)
+    decided = rf.decided()
+    verdict = f"{decided}-bound" if decided else "mixed"
+    msg = (
+        f"roofline ({rf.peak.name}): {share(rf.compute_ns, rf.total_ns):.0%} of op time compute-bound, "
+        f"{share(rf.memory_ns, rf.total_ns):.0%} memory-bound, {share(rf.unknown_ns, rf.total_ns):.0%} unknown; "
+        f"most time lost in {top.name} {top.shapes} ({top.bound}-bound, "
+        f"{(top_rec['roofline_fraction_ratio'] or 0):.0%} of its roofline)"
+    )
+    return [
+        Finding(
+            RULE,
+            verdict,
+            "info",
+            msg,
+            _ADVICE[top.bound],
+            {
+                "peak": rf.peak.name,
+                "peak_source": rf.peak.source,
+                "peak_bytes_per_s": rf.peak.bytes_per_s,
+                "peak_flops_per_s": dict(rf.peak.flops),
+                "op_time_us": us(rf.total_ns),
+                "compute_bound_share": share(rf.compute_ns, rf.total_ns),
+                "memory_bound_share": share(rf.memory_ns, rf.total_ns),
+                "unknown_share": share(rf.unknown_ns, rf.total_ns),
+                "ops": [s.record(rf.peak, rf.peak.flops_for(s.dtype) or 0.0) for s in by_time],
+                "top_lost": [s.record(rf.peak, rf.peak.flops_for(s.dtype) or 0.0) for s in by_lost],
+            },
+            tuple(f"{s.name} {s.shapes}" for s in by_lost),
+        )
+    ]
