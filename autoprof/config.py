@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,6 @@ class Config:
     cross_rank_timeout_s: float = 30.0
     #: Roofline peaks override: {"flops_per_s": ..., "bytes_per_s": ...} (else the GPU table / CPU calibration).
     peaks: dict[str, float] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> Config:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}

@@ -103,14 +103,13 @@ class Target:
 
 
 class _Window:
-    __slots__ = ("cpu_peak", "prof", "started", "t_open", "target")
+    __slots__ = ("cpu_peak", "prof", "started", "target")
 
     def __init__(self, target: Target, prof: Any, cpu_peak: tuple[float, float] | None) -> None:
         self.target = target
         self.prof = prof
         self.cpu_peak = cpu_peak
         self.started = False
-        self.t_open = time.perf_counter_ns()
 
 
 class Session:
@@ -467,6 +466,3 @@ def _has(store: Any, key: str) -> bool:
 SESSION = Session()
 atexit.register(SESSION.shutdown)
 
-
-def current_config() -> Config:
-    return SWITCH.config

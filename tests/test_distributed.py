@@ -24,7 +24,15 @@ def torchrun(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.Complet
              OMP_NUM_THREADS="1", **env)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            str(REPO / "examples" / "distributed.py"), *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=180)
+    for attempt in range(2):
+        if log.exists():
+            log.unlink()
+        out = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=180)
+        # Seen here about once in a few full-suite runs, also in a rank that never opened a profiler window:
+        # gloo's process teardown aborts ("terminate called without an active exception", exit -6) after the
+        # script's last line (a known upstream shutdown race). Run the job once more in that case only.
+        if out.returncode == 0 or "terminate called without an active exception" not in out.stderr or attempt:
+            break
     recs = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
     for r in recs:
         validate_record(r)

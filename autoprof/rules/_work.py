@@ -105,6 +105,6 @@ def op_work(name: str, dims: list[Any], types: list[Any] | None) -> tuple[float,
         return float(n), float(read + n * esize)
     if name in REDUCTIONS:
         n = prod(ts[0][0])
-        out = n if name in _SAME_SHAPE_OUT else 0
-        return float(n * REDUCTIONS[name]), float(read + out * esize)
+        out_n = n if name in _SAME_SHAPE_OUT else 0
+        return float(n * REDUCTIONS[name]), float(read + out_n * esize)
     return None

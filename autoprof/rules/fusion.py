@@ -182,7 +182,8 @@ def _compiled_addmm(trace: Trace, compiled: list[int]) -> Finding:
         evidence["dtod_seeded_count"] = seeded
         msg = (
             f"compiled addmm: {len(compiled)} calls fused at the dispatcher level"
-            + (f"; {seeded} seed the output with the bias by a Memcpy DtoD, then run one GEMM kernel with a bias epilogue" if seeded else "")
+            + (f"; {seeded} seed the output with the bias by a Memcpy DtoD, then run one GEMM kernel with a bias "
+               "epilogue" if seeded else "")
         )
     else:
         msg = f"compiled addmm: {len(compiled)} calls fused at the dispatcher level (extern addmm in the compiled graph)"

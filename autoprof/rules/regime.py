@@ -25,6 +25,7 @@ from itertools import compress
 from typing import Any
 
 from autoprof.findings import Finding
+from autoprof.rules import roofline
 from autoprof.rules._common import (
     BLOCKING_CALLS,
     DATALOADER_PREFIX,
@@ -39,7 +40,6 @@ from autoprof.rules._common import (
     us,
     view,
 )
-from autoprof.rules import roofline
 from autoprof.rules._flops import MATMUL_FAMILY, matmul_flops
 from autoprof.trace.model import CPU_OP, CUDA_RUNTIME, HOST_CATEGORIES, PYTHON_FUNCTION, Trace
 
