@@ -105,7 +105,9 @@ def test_compiled_small_op_warns_compile_overhead_large_does_not(records: Any) -
         return torch.add(torch.matmul(x, w), b)
 
     compiled = torch.compile(seed)
-    for n, name in ((64, "c64"), (768, "c768")):
+    # 32×32: the wrapper measured 2.0–2.3× the compute here; at 64×64 it is 1.3–1.8× (warns too, with a
+    # thinner margin on a loaded machine); at 768×768 the compute dwarfs it.
+    for n, name in ((32, "c_small"), (768, "c768")):
         x, w, b = torch.randn(n, n), torch.randn(n, n), torch.randn(n)
         compiled(x, w, b)  # compile outside the window
 
@@ -114,7 +116,7 @@ def test_compiled_small_op_warns_compile_overhead_large_does_not(records: Any) -
             return compiled(x, w, b)
 
         run(step, calls=9)
-    small = records.findings("c64")
+    small = records.findings("c_small")
     large = records.findings("c768")
     assert "compile_overhead" in small, list(small)
     ev = small["compile_overhead"]["evidence"]

@@ -50,46 +50,56 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
     cat_of: dict[str, Any] = {}
     thread_of: dict[int, int] = {}
     ann = HOST_CATEGORIES.index(USER_ANNOTATION)
-    h_name, h_cat, h_ts, h_dur, h_tid, h_corr = b.h_name, b.h_cat, b.h_ts, b.h_dur, b.h_tid, b.h_corr
+    name_add, cat_add, ts_add = b.h_name.append, b.h_cat.append, b.h_ts.append
+    dur_add, tid_add, corr_add = b.h_dur.append, b.h_tid.append, b.h_corr.append
     shapes_out = b.h_shapes
     intern = b.intern
     names = b._name_ids
+    shaped_name: dict[int, bool] = {}  # name id -> keep its shapes (cpu ops only)
+    i = -1
     for ev in events:
         at = ev.activity_type()
         c = cat_of.get(at, False)
         if c is False:
             cat = normalize_category(str(at))
             if cat in HOST_CATEGORIES:
-                c = (cat, HOST_CATEGORIES.index(cat), cat in (CUDA_RUNTIME, CUDA_DRIVER))
+                c = (HOST_CATEGORIES.index(cat), cat in (CUDA_RUNTIME, CUDA_DRIVER), cat == CPU_OP)
             elif cat in DEVICE_CATEGORIES:
-                c = (cat, -1, True)
+                c = (-1, cat, False)
             else:
                 c = None
             cat_of[at] = c
         if c is None:
             if not ev.is_user_annotation():
                 continue
-            c = (USER_ANNOTATION, ann, False)
+            c = (ann, False, False)
         name = ev.name()
-        if c[1] < 0:
-            b.add_device(c[0], name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()),
+        ci = c[0]
+        if ci < 0:
+            b.add_device(c[1], name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()),
                          int(ev.device_resource_id()), ev.correlation_id())
             continue
-        i = len(h_ts)
+        i += 1
         nid = names.get(name)
-        h_name.append(nid if nid is not None else intern(name))
-        h_cat.append(c[1])
-        h_ts.append(ev.start_ns())
+        if nid is None:
+            nid = intern(name)
+        name_add(nid)
+        cat_add(ci)
+        ts_add(ev.start_ns())
         d = ev.duration_ns()
-        h_dur.append(d if d > 0 else 0)
+        dur_add(d if d > 0 else 0)
         st = ev.start_thread_id()
         tid = thread_of.get(st)
         if tid is None:
             tid = thread_of[st] = b.thread("host", st)
-        h_tid.append(tid)
-        h_corr.append(ev.correlation_id() if c[2] else -1)
-        if c[0] == CPU_OP and (name in SHAPED_OPS or name.startswith(SHAPED_PREFIXES)):
-            shp = ev.shapes()
-            if shp:
-                shapes_out[i] = (shp, ev.dtypes())
+        tid_add(tid)
+        corr_add(ev.correlation_id() if c[1] else -1)
+        if c[2]:
+            keep = shaped_name.get(nid)
+            if keep is None:
+                keep = shaped_name[nid] = name in SHAPED_OPS or name.startswith(SHAPED_PREFIXES)
+            if keep:
+                shp = ev.shapes()
+                if shp:
+                    shapes_out[i] = (shp, ev.dtypes())
     return b.build(target)
