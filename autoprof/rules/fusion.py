@@ -118,6 +118,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     window = v.host_window_ns
     if pairs:
         t = sum(trace.h_dur[i] + trace.h_dur[j] for i, j in pairs)
+        t_add = sum(trace.h_dur[j] for _, j in pairs)  # roughly what one fused GEMM saves
         parents = sorted({trace.host_name(trace.h_parent[i]) for i, _ in pairs if trace.h_parent[i] >= 0})
         shapes = sorted({str(shape_of(trace, i)[0]) for i, _ in pairs if trace.shapes.get(i)})[:5]
         in_linear = any(trace.h_parent[i] >= 0 and trace.host_name(trace.h_parent[i]) == "aten::linear" for i, _ in pairs)
@@ -132,14 +133,16 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
                 RULE_UNFUSED,
                 "unfused",
                 "warning",
-                f"unfused bias add: {len(pairs)} matmul results feed a separate add "
-                f"({share(t, window):.1%} of the window)",
+                f"unfused bias add: {len(pairs)} matmul results feed a separate add; the adds take "
+                f"{share(t_add, window):.1%} of the window",
                 advice,
                 {
                     "unfused_count": len(pairs),
                     "shape_checked_count": shapes_checked,
                     "unfused_time_us": us(t),
                     "unfused_time_share": share(t, window),
+                    "separate_add_us": us(t_add),
+                    "separate_add_share": share(t_add, window),
                     "fused_addmm_count": len(addmm),
                     "input_shapes": shapes,
                     "parents": parents[:5],

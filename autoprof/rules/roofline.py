@@ -185,7 +185,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     decided = rf.decided()
     verdict = f"{decided}-bound" if decided else "mixed"
     msg = (
-        f"roofline ({rf.peak.name}): {share(rf.compute_ns, rf.total_ns):.0%} of op time compute-bound, "
+        f"roofline of the ops' own time ({rf.peak.name}): {share(rf.compute_ns, rf.total_ns):.0%} compute-bound, "
         f"{share(rf.memory_ns, rf.total_ns):.0%} memory-bound, {share(rf.unknown_ns, rf.total_ns):.0%} unknown; "
         f"most time lost in {top.name} {top.shapes} ({top.bound}-bound, "
         f"{(top_rec['roofline_fraction_ratio'] or 0):.0%} of its roofline)"
