@@ -166,7 +166,9 @@ class _Instrument:
         try:
             return 2, _Step(t)
         except Exception as e:
+            # Give this target up (one error record, then only the idle path) rather than fail every call.
             _internal_error("step start", self.name, e)
+            _give_up(t)
             return 2, None
 
     def leave(self, mode: int, state: Any, wall_ns: int) -> None:
@@ -183,6 +185,16 @@ class _Instrument:
                 state.finish(wall_ns)
         except Exception as e:
             _internal_error("step end", self.name, e)
+            if self.target is not None:
+                _give_up(self.target)
+
+
+def _give_up(t: Target) -> None:
+    t.done = True
+    try:
+        SESSION.drop(t)
+    except Exception:
+        pass
 
 
 def _make_sync(ins: _Instrument) -> Any:

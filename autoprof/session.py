@@ -212,6 +212,16 @@ class Session:
         else:
             job.run()
 
+    def drop(self, t: Target) -> None:
+        """Discard ``t``'s window without analysing it (after an internal failure): no profiler left running."""
+        with self.lock:
+            w = self.window
+            if w is None or w.target is not t:
+                return
+            self.window = None
+        if w.started:
+            w.prof.stop_trace()
+
     def _foreign(self, t: Target) -> None:
         if not t.warned_foreign:
             t.warned_foreign = True

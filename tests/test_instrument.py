@@ -471,3 +471,24 @@ def test_no_profiler_left_running_at_exit(tmp_path: Any) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "recording before exit: True" in out.stdout
     assert "recording at exit: False" in out.stdout
+
+
+def test_an_internal_failure_gives_the_target_up_once(records: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"n": 0}
+
+    def broken_start(self: Any, t: Any) -> bool:
+        calls["n"] += 1
+        raise OSError("profiler exploded")
+
+    monkeypatch.setattr(type(SESSION), "start", broken_start)
+
+    @autoprof(name="given_up", **FAST)
+    def f(x: int) -> int:
+        return x
+
+    for i in range(20):
+        assert f(i) == i
+    assert calls["n"] == 1  # not retried on every call
+    assert len(records.of("autoprof.error", target="given_up")) == 1
+    assert SESSION.window is None  # nothing left open for other targets
+    assert SESSION.targets["given_up"].done

@@ -55,12 +55,16 @@ def is_roofline_op(name: str) -> bool:
 def _tensors(dims: list[Any], types: list[Any] | None) -> list[tuple[list[int], int]]:
     """(shape, element size) of each tensor input (scalars and lists skipped)."""
     out = []
-    for k, d in enumerate(dims):
-        t = types[k] if types and k < len(types) else None
-        size = DTYPE_BYTES.get(t) if isinstance(t, str) else None
-        if size is None or not isinstance(d, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in d):
-            continue
-        out.append((d, size))
+    if not types:
+        return out
+    for d, t in zip(dims, types):
+        size = DTYPE_BYTES.get(t) if type(t) is str else None
+        if size is not None and type(d) is list:
+            for x in d:
+                if type(x) is not int:
+                    break
+            else:
+                out.append((d, size))
     return out
 
 

@@ -118,23 +118,27 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
     roof_ids = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
     if not roof_ids or total <= 0:
         return rf
-    for i in range(trace.n_host):
-        if trace.h_name[i] not in roof_ids or trace.h_cat[i] != kcpu or not v.host_in[i]:
+    tf32_ids = {nid for nid, n in enumerate(trace.names) if any(m in n.lower() for m in _TF32_MARKERS)}
+    n_host, h_name, h_parent, h_tid, h_ts = trace.n_host, trace.h_name, trace.h_parent, trace.h_tid, trace.h_ts
+    candidates = [i for i, nid in enumerate(h_name) if nid in roof_ids]
+    for i in candidates:
+        if trace.h_cat[i] != kcpu or not v.host_in[i]:
             continue
-        p, nested = trace.h_parent[i], False
+        p, nested = h_parent[i], False
         while p >= 0:
-            if trace.h_name[p] in roof_ids:
+            if h_name[p] in roof_ids:
                 nested = True
                 break
-            p = trace.h_parent[p]
+            p = h_parent[p]
         if nested:
             continue  # counted at the outermost roofline op (linear → addmm, layer_norm → native_layer_norm)
         if device:
-            end = trace.h_ts[i] + trace.h_dur[i]
+            end = h_ts[i] + trace.h_dur[i]
             kernels = list(launched.get(i, ()))
             j = i + 1
-            while j < trace.n_host and trace.h_tid[j] == trace.h_tid[i] and trace.h_ts[j] < end:
-                kernels.extend(launched.get(j, ()))
+            while j < n_host and h_tid[j] == h_tid[i] and h_ts[j] < end:
+                if j in launched:
+                    kernels.extend(launched[j])
                 j += 1
             t = sum(trace.d_dur[d] for d in kernels)
         else:
@@ -146,7 +150,7 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
         name = trace.host_name(i)
         w = op_work(name, dims, types) if dims else None
         dt = dtype_key(types) or "fp32"
-        if dt == "fp32" and any(m in trace.device_name(d).lower() for d in kernels for m in _TF32_MARKERS):
+        if dt == "fp32" and any(trace.d_name[d] in tf32_ids for d in kernels):
             dt = "tf32"
         pf = peak.flops_for(dt) if w else None
         if w is None or not pf or w[1] <= 0:
