@@ -54,7 +54,7 @@ def is_roofline_op(name: str) -> bool:
 
 def _tensors(dims: list[Any], types: list[Any] | None) -> list[tuple[list[int], int]]:
     """(shape, element size) of each tensor input (scalars and lists skipped)."""
-    out = []
+    out: list[tuple[list[int], int]] = []
     if not types:
         return out
     for d, t in zip(dims, types):
