@@ -76,7 +76,7 @@ def analyze_files(
             except TraceError as e:
                 results.append(FileResult(str(f), error=str(e), exc=e))
                 continue
-            findings, failures = run_rules(trace, config)
+            findings, failures = analyze_trace(trace, config)
             results.append(
                 FileResult(str(f), trace.rank, trace.world_size, findings, None, None, failures, trace.n_events,
                            [s.number for s in trace.steps], [s.dur_ns for s in trace.steps])

@@ -164,26 +164,6 @@ def view(trace: Trace) -> View:
     return v
 
 
-def host_intervals(trace: Trace, v: View, names: frozenset[str] | None = None, prefix: str | None = None,
-                   cat: str | None = None) -> Intervals:
-    """Merged spans of the window's host events of a category and/or with given names or a name prefix."""
-    k = HOST_CATEGORIES.index(cat) if cat else -1
-    if names is None and prefix is None:
-        ids = None
-    else:
-        ids = {nid for nid, n in enumerate(trace.names)
-               if (names is not None and n in names) or (prefix is not None and n.startswith(prefix))}
-        if not ids:
-            return []
-    ts, dur = trace.h_ts, trace.h_dur
-    out = [
-        (ts[i], ts[i] + dur[i])
-        for i, (c, nid, inside) in enumerate(zip(trace.h_cat, trace.h_name, v.host_in))
-        if inside and (k < 0 or c == k) and (ids is None or nid in ids)
-    ]
-    return merge(out)
-
-
 def blocked_by_call(trace: Trace, v: View) -> dict[str, int]:
     """Host ns spent in each blocking runtime call within the window."""
     k = HOST_CATEGORIES.index(CUDA_RUNTIME)

@@ -30,7 +30,6 @@ from autoprof.rules._common import (
     BLOCKING_CALLS,
     DATALOADER_PREFIX,
     blocked_by_call,
-    host_intervals,
     merge,
     op_self_ns,
     shape_of,
@@ -94,16 +93,33 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     return [_cpu_verdict(trace, v, evidence, config)]
 
 
+def _host_spans(trace: Trace, v: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
+    """One pass: merged spans of blocking runtime calls, of data loading, and of host activity (ops, runtime
+    calls, Python functions). Only top-level activity spans are kept: a child lies inside its parent."""
+    blocking = {nid for nid, n in enumerate(trace.names) if n in BLOCKING_CALLS}
+    loading = {nid for nid, n in enumerate(trace.names) if n.startswith(DATALOADER_PREFIX)}
+    kop, krt, kpy = (HOST_CATEGORIES.index(c) for c in (CPU_OP, CUDA_RUNTIME, PYTHON_FUNCTION))
+    active_cats = {kop, krt, kpy}
+    blocked, inp, active = [], [], []
+    ts, dur, parent, cat = trace.h_ts, trace.h_dur, trace.h_parent, trace.h_cat
+    for i, (nid, c, inside) in enumerate(zip(trace.h_name, cat, v.host_in)):
+        if not inside:
+            continue
+        if c == krt and nid in blocking:
+            blocked.append((ts[i], ts[i] + dur[i]))
+        if nid in loading:
+            inp.append((ts[i], ts[i] + dur[i]))
+        if c in active_cats:
+            p = parent[i]
+            if p < 0 or cat[p] not in active_cats:
+                active.append((ts[i], ts[i] + dur[i]))
+    return merge(blocked), merge(inp), merge(active)
+
+
 def _device_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = None) -> Finding:
     window = v.window_ns
     busy = total(v.device_busy)
-    blocked_iv = host_intervals(trace, v, names=BLOCKING_CALLS, cat=CUDA_RUNTIME)
-    input_iv = host_intervals(trace, v, prefix=DATALOADER_PREFIX)
-    active_iv = merge(
-        host_intervals(trace, v, cat=CPU_OP)
-        + host_intervals(trace, v, cat=CUDA_RUNTIME)
-        + host_intervals(trace, v, cat=PYTHON_FUNCTION)
-    )
+    blocked_iv, input_iv, active_iv = _host_spans(trace, v)
     active = total(subtract(active_iv, merge(blocked_iv + input_iv)))
     blocked, inp = total(blocked_iv), total(input_iv)
     by_call = blocked_by_call(trace, v)
