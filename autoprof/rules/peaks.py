@@ -82,5 +82,5 @@ def peak_for(trace_device_properties: list[dict[str, Any]], metadata: dict[str, 
     if isinstance(cf, (int, float)) and isinstance(cb, (int, float)) and cf > 0 and cb > 0:
         cf = float(cf)
         return Peak("CPU (calibrated)", {"fp32": cf, "tf32": cf, "fp16": cf, "bf16": cf, "fp64": cf / 2}, float(cb),
-                    "measured once per process: a 1024×1024 float32 matmul and a 64 MB copy")
+                    "measured once per process: a 1024×1024 float32 matmul and a 32 MB copy")
     return None
