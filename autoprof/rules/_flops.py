@@ -15,9 +15,12 @@ MATMUL_FAMILY = frozenset(
 
 
 def _dims(x: Any) -> list[int] | None:
-    if isinstance(x, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in x):
-        return x
-    return None
+    if type(x) is not list:
+        return None
+    for d in x:
+        if type(d) is not int or d < 0:
+            return None
+    return x
 
 
 def matmul_flops(name: str, inputs: list[Any]) -> int | None:

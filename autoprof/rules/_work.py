@@ -112,3 +112,28 @@ def op_work(name: str, dims: list[Any], types: list[Any] | None) -> tuple[float,
         out_n = n if name in _SAME_SHAPE_OUT else 0
         return float(n * REDUCTIONS[name]), float(read + out_n * esize)
     return None
+
+
+class WorkCache:
+    """Per op name, the last few distinct (shapes, dtypes) and their work: a training window repeats the same
+    shapes, and comparing lists is far cheaper than formatting or recomputing them."""
+
+    __slots__ = ("_by_name",)
+
+    def __init__(self) -> None:
+        self._by_name: dict[int, list[tuple[Any, Any, tuple[float, float] | None, str | None, str]]] = {}
+
+    def get(self, nid: int, name: str, dims: list[Any], types: list[Any] | None
+            ) -> tuple[tuple[float, float] | None, str | None, str]:
+        """(work or None, dtype key, shapes as text)."""
+        entries = self._by_name.setdefault(nid, [])
+        for d, t, w, dk, text in entries:
+            if d == dims and t == types:
+                return w, dk, text
+        w = op_work(name, dims, types) if dims else None
+        dk = dtype_key(types)
+        text = str(dims)
+        entries.append((dims, types, w, dk, text))
+        if len(entries) > 8:
+            del entries[0]
+        return w, dk, text

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import shape_of, share, us, view
+from autoprof.rules._common import share, us, view
 from autoprof.trace.model import CPU_OP, GPU_MEMCPY, HOST_CATEGORIES, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"
@@ -86,6 +86,9 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     consumer_ids = {trace.name_id(n) for n in _CONSUMERS} - {-1}
     matmul_id = trace.name_id("aten::matmul")
     backward_ids = {nid for nid, n in enumerate(trace.names) if "Backward" in n or n.startswith("autograd::engine")}
+    shapes_of = trace.shapes
+    last_dims: Any = None
+    last_out: list[int] | None = None
     pairs: list[tuple[int, int]] = []
     addmm: list[int] = []
     shapes_checked = 0
@@ -106,10 +109,13 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
         j = _next_op(trace, i, kcpu, view_ids)
         if j < 0 or trace.h_name[j] not in consumer_ids or v.host_step[j] != v.host_step[i]:
             continue
-        dims, _ = shape_of(trace, i)
-        add_dims, _ = shape_of(trace, j)
+        si, sj = shapes_of.get(i), shapes_of.get(j)
+        dims = si[0] if si and type(si[0]) is list else None
+        add_dims = sj[0] if sj and type(sj[0]) is list else None
         if dims and add_dims:
-            out = matmul_out_shape(dims[0], dims[1]) if len(dims) >= 2 else None
+            if dims != last_dims:  # a window repeats the same shapes: reuse the last output shape
+                last_dims, last_out = dims, (matmul_out_shape(dims[0], dims[1]) if len(dims) >= 2 else None)
+            out = last_out
             if out is None or add_dims[0] != out:
                 continue
             shapes_checked += 1
@@ -120,7 +126,13 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
         t = sum(trace.h_dur[i] + trace.h_dur[j] for i, j in pairs)
         t_add = sum(trace.h_dur[j] for _, j in pairs)  # roughly what one fused GEMM saves
         parents = sorted({trace.host_name(trace.h_parent[i]) for i, _ in pairs if trace.h_parent[i] >= 0})
-        shapes = sorted({str(shape_of(trace, i)[0]) for i, _ in pairs if trace.shapes.get(i)})[:5]
+        shapes: list[str] = []  # the first few distinct input shapes
+        for i, _ in pairs[:1000]:
+            s = trace.shapes.get(i)
+            if s and str(s[0]) not in shapes:
+                shapes.append(str(s[0]))
+                if len(shapes) == 5:
+                    break
         in_linear = any(trace.h_parent[i] >= 0 and trace.host_name(trace.h_parent[i]) == "aten::linear" for i, _ in pairs)
         advice = (
             "Use torch.addmm(b, x, w) or nn.Linear (one fused GEMM with the bias in its epilogue), or "

@@ -217,7 +217,12 @@ def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = N
     ratio = ops / window if window else 0.0
     evidence.update(window_us=us(window), op_self_us=us(ops), op_self_share=round(ratio, 4), device="cpu")
     peak = trace.metadata.get("cpu_peak_flops")
-    flops, mm_ns = _matmul_work(trace, v)
+    rf = roofline.analyse(trace, config)
+    if rf is not None:  # the roofline pass already has each outermost op's FLOPs and time
+        mm = [st for st in rf.ops.values() if st.name in MATMUL_FAMILY]
+        flops, mm_ns = int(sum(st.flops for st in mm)), sum(st.time_ns for st in mm)
+    else:
+        flops, mm_ns = _matmul_work(trace, v)
     if isinstance(peak, (int, float)) and peak > 0 and flops and window and mm_ns >= MATMUL_DOMINATES * ops:
         # Matmul-dominated window with a calibrated peak: achieved FLOP/s over the whole step time.
         eff = flops / (window / 1e9) / peak

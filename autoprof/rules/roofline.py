@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import op_self_ns, shape_of, share, us, view
-from autoprof.rules._work import dtype_key, is_roofline_op, op_work
+from autoprof.rules._common import op_self_ns, share, us, view
+from autoprof.rules._work import WorkCache, is_roofline_op
 from autoprof.rules.peaks import Peak, peak_for
 from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, KERNEL, Trace
 
@@ -121,6 +121,10 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
     tf32_ids = {nid for nid, n in enumerate(trace.names) if any(m in n.lower() for m in _TF32_MARKERS)}
     n_host, h_name, h_parent, h_tid, h_ts = trace.n_host, trace.h_name, trace.h_parent, trace.h_tid, trace.h_ts
     candidates = [i for i, nid in enumerate(h_name) if nid in roof_ids]
+    cache = WorkCache()
+    memo: dict[tuple[int, str, str], Any] = {}
+    shapes_get = trace.shapes.get
+    names = trace.names
     for i in candidates:
         if trace.h_cat[i] != kcpu or not v.host_in[i]:
             continue
@@ -146,27 +150,40 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
             t = trace.h_dur[i]
         if t <= 0:
             continue
-        dims, types = shape_of(trace, i)
-        name = trace.host_name(i)
-        w = op_work(name, dims, types) if dims else None
-        dt = dtype_key(types) or "fp32"
-        if dt == "fp32" and any(trace.d_name[d] in tf32_ids for d in kernels):
-            dt = "tf32"
-        pf = peak.flops_for(dt) if w else None
-        if w is None or not pf or w[1] <= 0:
+        shp = shapes_get(i)
+        dims = shp[0] if shp and type(shp[0]) is list else []
+        types = shp[1] if shp and type(shp[1]) is list else []
+        nid = h_name[i]
+        w, dk, shapes_text = cache.get(nid, names[nid], dims, types)
+        if w is None:
             continue
-        flops, nbytes = w
-        bound = "compute" if flops / nbytes >= pf / peak.bytes_per_s else "memory"
-        key = (name, str(dims), dt)
-        st = rf.ops.get(key)
-        if st is None:
-            st = rf.ops[key] = OpStat(name, str(dims), dt, bound)
+        dt = dk or "fp32"
+        if dt == "fp32" and kernels and any(trace.d_name[d] in tf32_ids for d in kernels):
+            dt = "tf32"
+        mk = (nid, shapes_text, dt)
+        m = memo.get(mk, False)
+        if m is False:
+            pf = peak.flops_for(dt)
+            flops, nbytes = w
+            if not pf or nbytes <= 0:
+                m = None
+            else:
+                bound = "compute" if flops / nbytes >= pf / peak.bytes_per_s else "memory"
+                name = names[nid]
+                st = rf.ops.get((name, shapes_text, dt))
+                if st is None:
+                    st = rf.ops[(name, shapes_text, dt)] = OpStat(name, shapes_text, dt, bound)
+                m = (st, flops, nbytes, max(flops / pf, nbytes / peak.bytes_per_s) * 1e9, bound == "compute")
+            memo[mk] = m
+        if m is None:
+            continue
+        st, flops, nbytes, ideal, is_compute = m
         st.calls += 1
         st.time_ns += t
         st.flops += flops
         st.bytes += nbytes
-        st.ideal_ns += max(flops / pf, nbytes / peak.bytes_per_s) * 1e9
-        if bound == "compute":
+        st.ideal_ns += ideal
+        if is_compute:
             rf.compute_ns += t
         else:
             rf.memory_ns += t

@@ -22,6 +22,7 @@ from autoprof.trace.model import (
     CUDA_DRIVER,
     CUDA_RUNTIME,
     DEVICE_CATEGORIES,
+    DROPPED_OPS,
     FLOW_CATEGORIES,
     HOST_CATEGORIES,
     SHAPED_OPS,
@@ -154,6 +155,8 @@ def _consume(b: TraceBuilder, events: Iterable[Any], source: str) -> None:
         name = ev.get("name")
         if type(name) is not str:
             name = str(name)
+        elif name in DROPPED_OPS and cat == CPU_OP:
+            continue
         args = ev.get("args")
         if type(args) is not dict:
             args = {}

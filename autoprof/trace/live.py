@@ -14,6 +14,7 @@ from autoprof.trace.model import (
     CUDA_DRIVER,
     CUDA_RUNTIME,
     DEVICE_CATEGORIES,
+    DROPPED_OPS,
     HOST_CATEGORIES,
     SHAPED_OPS,
     SHAPED_PREFIXES,
@@ -74,6 +75,8 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
                 continue
             c = (ann, False, False)
         name = ev.name()
+        if c[2] and name in DROPPED_OPS:
+            continue
         ci = c[0]
         if ci < 0:
             b.add_device(c[1], name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()),

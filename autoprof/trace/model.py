@@ -69,6 +69,10 @@ SHAPED_OPS = frozenset(
         "aten::group_norm", "aten::batch_norm", "aten::native_layer_norm_backward", "aten::_softmax_backward_data",
     }
 )
+# No-op ops that return their input for ordinary tensors (three per matmul). Both loaders drop them: they
+# carry no work, no rule reads them, and their sub-microsecond spans fold into the parent op's self time.
+DROPPED_OPS = frozenset({"aten::resolve_conj", "aten::resolve_neg"})
+
 SHAPED_PREFIXES = ("aten::conv", "aten::_conv", "aten::scaled_dot_product", "aten::_scaled_dot_product")
 
 FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu", "async"})
