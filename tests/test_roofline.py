@@ -18,7 +18,11 @@ FAST = dict(skip_first=0, wait=0, warmup=1, active=3)
 
 
 def test_every_roofline_op_keeps_its_shapes_in_the_loaders() -> None:
+    from autoprof.rules._work import REDUCTIONS
+    from autoprof.trace.model import REDUCTION_OPS
+
     assert ROOFLINE_OPS <= SHAPED_OPS
+    assert set(REDUCTIONS) == REDUCTION_OPS  # a FLOP count for every reduction the loaders keep
 
 
 def test_work_formulas() -> None:

@@ -30,9 +30,9 @@ def seed_step(n: int, name: str) -> Any:
 
 def test_small_matmul_is_overhead_bound_large_is_compute_bound(records: Any) -> None:
     run(seed_step(64, "mm64"))
-    run(seed_step(1024, "mm1024"), calls=6)
+    run(seed_step(2048, "mm2048"), calls=6)  # the seed's compute-heavy size: efficiency ~0.6–1.1 here
     small = records.findings("mm64")["bound_regime"]
-    large = records.findings("mm1024")["bound_regime"]
+    large = records.findings("mm2048")["bound_regime"]
     assert small["verdict"] == "overhead-bound", small
     assert large["verdict"] == "compute-bound", large
     assert small["evidence"]["op_self_share"] < large["evidence"]["op_self_share"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 from math import prod
 from typing import Any
 
-MATMUL_FAMILY = frozenset(
-    {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear", "aten::addbmm"}
-)
+from autoprof.trace.model import MATMUL_OPS
+
+MATMUL_FAMILY = MATMUL_OPS
 
 
 def _dims(x: Any) -> list[int] | None:

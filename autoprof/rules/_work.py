@@ -13,6 +13,7 @@ from typing import Any
 
 from autoprof.rules._flops import matmul_flops
 from autoprof.rules.fusion import matmul_out_shape
+from autoprof.trace.model import ELEMENTWISE_OPS, MATMUL_OPS
 
 DTYPE_BYTES = {
     "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "int": 4, "long int": 8, "long": 8,
@@ -24,15 +25,7 @@ DTYPE_PEAK_KEY = {
     "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8",
 }
 
-ELEMENTWISE = frozenset({
-    "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
-    "aten::relu", "aten::relu_", "aten::gelu", "aten::silu", "aten::sigmoid", "aten::tanh", "aten::exp",
-    "aten::neg", "aten::pow", "aten::sqrt", "aten::rsqrt", "aten::where", "aten::clamp", "aten::clamp_",
-    "aten::copy_", "aten::fill_", "aten::zero_", "aten::threshold_backward", "aten::sigmoid_backward",
-    "aten::gelu_backward", "aten::tanh_backward", "aten::silu_backward", "aten::addcmul_", "aten::addcdiv_",
-    "aten::lerp_", "aten::masked_fill", "aten::masked_fill_", "aten::cos", "aten::sin", "aten::abs",
-    "aten::native_dropout", "aten::dropout", "aten::mish", "aten::hardtanh",
-})
+ELEMENTWISE = ELEMENTWISE_OPS
 REDUCTIONS = {  # FLOPs per input element
     "aten::sum": 1, "aten::mean": 1, "aten::amax": 1, "aten::max": 1, "aten::norm": 2, "aten::var": 3,
     "aten::softmax": 5, "aten::_softmax": 5, "aten::log_softmax": 5, "aten::_log_softmax": 5,
@@ -42,8 +35,7 @@ REDUCTIONS = {  # FLOPs per input element
 _SAME_SHAPE_OUT = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax", "aten::layer_norm",
                    "aten::native_layer_norm", "aten::group_norm", "aten::batch_norm",
                    "aten::native_layer_norm_backward", "aten::_softmax_backward_data"}
-MATMULS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
-                     "aten::linear"})
+MATMULS = MATMUL_OPS
 ATTENTION = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product")
 ROOFLINE_OPS = MATMULS | ELEMENTWISE | frozenset(REDUCTIONS)
 

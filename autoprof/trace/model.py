@@ -51,11 +51,11 @@ CATEGORY_ALIASES: dict[str, str] = {
 
 # Ops whose input shapes and dtypes the rules read (fusion, FLOPs, roofline). Loaders keep shapes of these
 # only: the live loader asks kineto per event (a round trip each), and most ops' shapes are never read.
-SHAPED_OPS = frozenset(
+MATMUL_OPS = frozenset(
+    {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul", "aten::linear"}
+)
+ELEMENTWISE_OPS = frozenset(
     {
-        # matmul family
-        "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul", "aten::linear",
-        # elementwise
         "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
         "aten::relu", "aten::relu_", "aten::gelu", "aten::silu", "aten::sigmoid", "aten::tanh", "aten::exp",
         "aten::neg", "aten::pow", "aten::sqrt", "aten::rsqrt", "aten::where", "aten::clamp", "aten::clamp_",
@@ -63,12 +63,17 @@ SHAPED_OPS = frozenset(
         "aten::gelu_backward", "aten::tanh_backward", "aten::silu_backward", "aten::addcmul_", "aten::addcdiv_",
         "aten::lerp_", "aten::masked_fill", "aten::masked_fill_", "aten::cos", "aten::sin", "aten::abs",
         "aten::native_dropout", "aten::dropout", "aten::mish", "aten::hardtanh",
-        # reductions and norms
+    }
+)
+REDUCTION_OPS = frozenset(
+    {
         "aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::norm", "aten::var", "aten::softmax",
         "aten::_softmax", "aten::log_softmax", "aten::_log_softmax", "aten::layer_norm", "aten::native_layer_norm",
         "aten::group_norm", "aten::batch_norm", "aten::native_layer_norm_backward", "aten::_softmax_backward_data",
     }
 )
+SHAPED_OPS = MATMUL_OPS | ELEMENTWISE_OPS | REDUCTION_OPS
+
 # No-op ops that return their input for ordinary tensors (three per matmul). Both loaders drop them: they
 # carry no work, no rule reads them, and their sub-microsecond spans fold into the parent op's self time.
 DROPPED_OPS = frozenset({"aten::resolve_conj", "aten::resolve_neg"})
