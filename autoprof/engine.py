@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from autoprof.config import SWITCH
 from autoprof.findings import Finding
 from autoprof.rules import ranks, run_rules
 from autoprof.trace import chrome, live
@@ -62,6 +63,8 @@ def analyze_files(
 ) -> list[FileResult]:
     """Analyse trace files or directories of them. Bad inputs become results with ``error`` set; the good
     ones are still analysed. ``progress(label)`` wraps each file's load (the CLI shows a note on a terminal)."""
+    if config is None:
+        config = SWITCH.config  # e.g. peaks set with autoprof.configure(peaks=...)
     results: list[FileResult] = []
     for p in paths:
         try:

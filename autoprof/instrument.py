@@ -257,6 +257,27 @@ def _make_async(ins: _Instrument) -> Any:
     return wrapper
 
 
+class _ModuleProxy(wrapt.FunctionWrapper):  # type: ignore[misc,type-arg]
+    """``autoprof(model)``: a transparent proxy whose calls are steps. Pickling (``torch.save``,
+    ``copy.deepcopy``) yields the plain module, without the instrumentation."""
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return self.__wrapped__.__reduce_ex__(protocol)
+
+    def __reduce__(self) -> Any:
+        return self.__wrapped__.__reduce__()
+
+    def __copy__(self) -> Any:
+        import copy
+
+        return copy.copy(self.__wrapped__)
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        import copy
+
+        return copy.deepcopy(self.__wrapped__, memo)
+
+
 def _qualname(obj: Any) -> str:
     if isinstance(obj, (classmethod, staticmethod)):
         obj = obj.__func__
@@ -300,7 +321,7 @@ def instrument(obj: Any, name: str | None, schedule: dict[str, int]) -> Any:
     if inspect.iscoroutinefunction(fn):
         return wrapt.decorator(_make_async(ins))(obj)
     if isinstance(obj, torch.nn.Module):
-        return wrapt.FunctionWrapper(obj, _make_sync(ins))
+        return _ModuleProxy(obj, _make_sync(ins))
     if not callable(fn):
         raise TypeError(f"autoprof can only decorate callables, not {type(obj).__name__}")
     return wrapt.decorator(_make_sync(ins))(obj)

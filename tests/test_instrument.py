@@ -492,3 +492,17 @@ def test_an_internal_failure_gives_the_target_up_once(records: Any, monkeypatch:
     assert len(records.of("autoprof.error", target="given_up")) == 1
     assert SESSION.window is None  # nothing left open for other targets
     assert SESSION.targets["given_up"].done
+
+
+def test_instrumented_module_instance_pickles_as_the_plain_module(records: Any, tmp_path: Any) -> None:
+    import copy
+
+    model = torch.nn.Linear(4, 2)
+    wrapped = autoprof(model, name="picklable", **FAST)
+    path = tmp_path / "m.pt"
+    torch.save(wrapped, path)  # whole-module save, as users do
+    loaded = torch.load(path, weights_only=False)
+    assert type(loaded) is torch.nn.Linear
+    assert torch.equal(loaded.weight, model.weight)
+    clone = copy.deepcopy(wrapped)
+    assert type(clone) is torch.nn.Linear and clone.weight is not model.weight
