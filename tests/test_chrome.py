@@ -213,3 +213,29 @@ def test_metadata_after_the_events_and_compact_json(tmp_path: Path) -> None:
     p.write_text(text + "garbage")
     with pytest.raises(TraceError, match="data after the document"):
         chrome.load(p)
+
+
+def test_compiled_addmm_dtod_then_gemm_is_dispatcher_fusion(tmp_path: Path) -> None:
+    """A hand-made shape of the compiled-addmm launch sequence (no shared trace has one: issue 7)."""
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "pid": 1, "tid": 1, "ts": 1, "dur": 60},
+        {"ph": "X", "cat": "user_annotation", "name": "## Call CompiledFxGraph abc ##", "pid": 1, "tid": 1, "ts": 5,
+         "dur": 50},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10, "dur": 40,
+         "args": {"Input Dims": [[64], [64, 64], [64, 64]], "Input type": ["float", "float", "float"]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 12, "dur": 5,
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5,
+         "args": {"correlation": 2}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7, "ts": 30,
+         "dur": 2, "args": {"correlation": 1, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_bias",
+         "pid": 0, "tid": 7, "ts": 33, "dur": 8, "args": {"correlation": 2, "device": 0, "stream": 7}},
+    ]
+    from autoprof.rules import fusion
+
+    t = chrome.load(_write(tmp_path, {"traceEvents": ev}))
+    (f,) = [x for x in fusion.check(t) if x.rule == "compiled_addmm"]
+    assert f.severity == "info" and f.evidence["dtod_seeded_count"] == 1
+    assert "Memcpy DtoD" in f.message and f.subjects[0].startswith("sm90_xmma_gemm")

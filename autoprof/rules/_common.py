@@ -68,22 +68,6 @@ def total(iv: Intervals) -> int:
     return sum(e - s for s, e in iv)
 
 
-def intersect(a: Intervals, b: Intervals) -> Intervals:
-    """Intersection of two merged interval lists."""
-    out: Intervals = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        s = max(a[i][0], b[j][0])
-        e = min(a[i][1], b[j][1])
-        if s < e:
-            out.append((s, e))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
-
-
 def subtract(a: Intervals, b: Intervals) -> Intervals:
     """``a`` minus ``b`` (both merged)."""
     out: Intervals = []
@@ -162,6 +146,33 @@ def view(trace: Trace) -> View:
     v = View(hs, ds, host_in, device_in, start, end, dev_end, merge(busy))
     trace.metadata["_view"] = v
     return v
+
+
+def launches_by_host(trace: Trace) -> dict[int, list[int]]:
+    """Host runtime/driver call -> the device events it launched (by correlation). Cached per trace."""
+    cached = trace.metadata.get("_launches")
+    if isinstance(cached, dict):
+        return cached
+    out: dict[int, list[int]] = {}
+    for d, h in enumerate(trace.d_launch_host):
+        if h >= 0:
+            out.setdefault(h, []).append(d)
+    trace.metadata["_launches"] = out
+    return out
+
+
+def launched_under(trace: Trace, i: int, by_host: dict[int, list[int]]) -> list[int]:
+    """Device events launched by host event ``i`` or by anything nested in it (same thread, within its span)."""
+    found = list(by_host.get(i, ()))
+    end = trace.h_ts[i] + trace.h_dur[i]
+    tids, ts, n = trace.h_tid, trace.h_ts, trace.n_host
+    tid = tids[i]
+    j = i + 1
+    while j < n and tids[j] == tid and ts[j] < end:
+        if j in by_host:
+            found.extend(by_host[j])
+        j += 1
+    return found
 
 
 def blocked_by_call(trace: Trace, v: View) -> dict[str, int]:

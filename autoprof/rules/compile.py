@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import COMPILE_WRAPPER_PREFIXES, us, view
+from autoprof.rules._common import COMPILE_WRAPPER_PREFIXES, launched_under, launches_by_host, us, view
 from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, Trace
 
 RULE_OVERHEAD = "compile_overhead"
@@ -75,12 +75,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
             compile_work.append(i)
     findings: list[Finding] = []
     if regions:
-        by_device: dict[int, list[int]] = {}
-        if trace.n_device:
-            for d in range(trace.n_device):
-                h = trace.d_launch_host[d]
-                if h >= 0:
-                    by_device.setdefault(h, []).append(d)
+        by_device = launches_by_host(trace) if trace.n_device else {}
         lookup_ts = {t: [trace.h_ts[j] for j in ls] for t, ls in lookups.items()}
         wrapper_total = compute_total = 0
         calls = 0
@@ -105,7 +100,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
                     and not trace.host_name(j).startswith(COMPILE_WRAPPER_PREFIXES)
                 )
             if by_device:
-                compute = sum(trace.d_dur[d] for j in [i, *desc] for d in by_device.get(j, ()))
+                compute = sum(trace.d_dur[d] for d in launched_under(trace, i, by_device))
             else:
                 compute = sum(
                     trace.h_self[j] for j in graph

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import share, us, view
+from autoprof.rules._common import launched_under, launches_by_host, share, us, view
 from autoprof.trace.model import CPU_OP, GPU_MEMCPY, HOST_CATEGORIES, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"
@@ -173,19 +173,10 @@ def _compiled_addmm(trace: Trace, compiled: list[int]) -> Finding:
     evidence: dict[str, Any] = {"compiled_addmm_count": len(compiled)}
     subjects: set[str] = set()
     if trace.has_device:
-        by_host: dict[int, list[int]] = {}
-        for d in range(trace.n_device):
-            h = trace.d_launch_host[d]
-            if h >= 0:
-                by_host.setdefault(h, []).append(d)
+        by_host = launches_by_host(trace)
         seeded = 0
         for i in compiled:
-            end = trace.h_ts[i] + trace.h_dur[i]
-            launched = list(by_host.get(i, ()))
-            j = i + 1
-            while j < trace.n_host and trace.h_tid[j] == trace.h_tid[i] and trace.h_ts[j] < end:
-                launched.extend(by_host.get(j, ()))
-                j += 1
+            launched = launched_under(trace, i, by_host)
             launched.sort(key=lambda d: trace.d_ts[d])
             cats = [trace.device_cat(d) for d in launched]
             names = [trace.device_name(d) for d in launched]

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import op_self_ns, share, us, view
+from autoprof.rules._common import launched_under, launches_by_host, op_self_ns, share, us, view
 from autoprof.rules._work import WorkCache, is_roofline_op
 from autoprof.rules.peaks import Peak, peak_for
-from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, KERNEL, Trace
+from autoprof.trace.model import CPU_OP, DEVICE_CATEGORIES, HOST_CATEGORIES, KERNEL, Trace
 
 RULE = "roofline"
 DECIDES = 0.5  # share of the window's device time one bound must hold to decide
@@ -103,15 +103,11 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
     v = view(trace)
     kcpu = HOST_CATEGORIES.index(CPU_OP)
     device = bool(v.device_busy)
-    launched: dict[int, list[int]] = {}
+    by_host = launches_by_host(trace) if device else {}
     total = 0
     if device:
-        for d in trace.device_indices(KERNEL):
-            if v.device_in[d]:
-                total += trace.d_dur[d]
-                h = trace.d_launch_host[d]
-                if h >= 0:
-                    launched.setdefault(h, []).append(d)
+        kernel = DEVICE_CATEGORIES.index(KERNEL)
+        total = sum(dur for dur, c, inside in zip(trace.d_dur, trace.d_cat, v.device_in) if c == kernel and inside)
     else:
         total = op_self_ns(trace, v)
     rf = Roofline(peak, total)
@@ -119,7 +115,7 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
     if not roof_ids or total <= 0:
         return rf
     tf32_ids = {nid for nid, n in enumerate(trace.names) if any(m in n.lower() for m in _TF32_MARKERS)}
-    n_host, h_name, h_parent, h_tid, h_ts = trace.n_host, trace.h_name, trace.h_parent, trace.h_tid, trace.h_ts
+    h_name, h_parent = trace.h_name, trace.h_parent
     candidates = [i for i, nid in enumerate(h_name) if nid in roof_ids]
     cache = WorkCache()
     memo: dict[tuple[int, str, str], Any] = {}
@@ -137,13 +133,7 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
         if nested:
             continue  # counted at the outermost roofline op (linear → addmm, layer_norm → native_layer_norm)
         if device:
-            end = h_ts[i] + trace.h_dur[i]
-            kernels = list(launched.get(i, ()))
-            j = i + 1
-            while j < n_host and h_tid[j] == h_tid[i] and h_ts[j] < end:
-                if j in launched:
-                    kernels.extend(launched[j])
-                j += 1
+            kernels = [d for d in launched_under(trace, i, by_host) if trace.d_cat[d] == kernel and v.device_in[d]]
             t = sum(trace.d_dur[d] for d in kernels)
         else:
             kernels = []
