@@ -45,7 +45,7 @@ class Config:
     warmup: int = DEFAULT_WARMUP
     active: int = DEFAULT_ACTIVE
     repeat: int = DEFAULT_REPEAT
-    #: Analyse windows on a background thread (the training thread only extracts events).
+    #: Analyse windows on a background thread (the training thread only stops the profiler).
     background: bool = True
     top_ops: int = 10
     #: Ranks that record windows (None: all). Other ranks pay only the idle cost.
