@@ -29,7 +29,7 @@ _now = time.perf_counter_ns
 _record_function = _ap.record_function
 # is_dynamo_compiling is a plain ``return False`` that dynamo folds to True while tracing: the cheapest
 # way for a wrapper to step aside inside a compiled region without a graph break.
-_is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
+_is_compiling = getattr(torch.compiler, "is_dynamo_compiling", None) or torch.compiler.is_compiling
 
 
 def _depth() -> int:
