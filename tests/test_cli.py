@@ -124,3 +124,37 @@ def test_python_api_analyze() -> None:
     assert {f.rule: f.verdict for f in fs}["bound_regime"] == "input-bound"
     with pytest.raises(autoprof.TraceError, match="no such file"):
         autoprof.analyze("/nonexistent/trace.json")
+
+
+def test_progress_note_only_when_stderr_is_a_terminal(tmp_path: Path) -> None:
+    import pty
+
+    n = 600_000  # enough events for a load of well over a second here
+    ev = ",".join(
+        f'{{"ph":"X","cat":"cpu_op","name":"aten::op{i % 7}","pid":1,"tid":1,"ts":{i * 2},"dur":1}}' for i in range(n)
+    )
+    big = tmp_path / "big.json"
+    big.write_text('{"traceEvents":[' + ev + "]}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "autoprof", "analyze", str(big)], stdout=subprocess.PIPE,
+                            stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.communicate(timeout=120)
+    os.close(master)
+    text = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0
+    assert "autoprof: loading" in text and str(big) in text
+    # not a terminal: no progress note at all
+    out = cli("analyze", str(big))
+    assert out.returncode == 0 and "loading" not in out.stderr
