@@ -121,7 +121,6 @@ class Session:
         self.targets: dict[str, Target] = {}
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
-        self.stats = {"windows": 0, "stall_ns_max": 0}
 
     # -- targets ---------------------------------------------------------------------------------
     def target(self, name: str, schedule: dict[str, int]) -> Target:
@@ -205,8 +204,6 @@ class Session:
         stall = time.perf_counter_ns() - t0  # what the calling thread pays when work runs in the background
         job = _WindowJob(t.name, window, steps, walls, w.prof, cfg, t.first_call_ns, _median(t.recent_ns), t.calls,
                          stall, w.cpu_peak)
-        self.stats["windows"] += 1
-        self.stats["stall_ns_max"] = max(self.stats["stall_ns_max"], stall)
         if cfg.background:
             self._submit(job.run)
         else:

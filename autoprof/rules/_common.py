@@ -161,17 +161,34 @@ def launches_by_host(trace: Trace) -> dict[int, list[int]]:
     return out
 
 
-def launched_under(trace: Trace, i: int, by_host: dict[int, list[int]]) -> list[int]:
-    """Device events launched by host event ``i`` or by anything nested in it (same thread, within its span)."""
-    found = list(by_host.get(i, ()))
+def descendants(trace: Trace, i: int) -> range:
+    """Host events nested in ``i``: they follow it on the same thread and start within its span."""
     end = trace.h_ts[i] + trace.h_dur[i]
     tids, ts, n = trace.h_tid, trace.h_ts, trace.n_host
     tid = tids[i]
     j = i + 1
     while j < n and tids[j] == tid and ts[j] < end:
+        j += 1
+    return range(i + 1, j)
+
+
+def has_ancestor(trace: Trace, i: int, name_ids: set[int] | frozenset[int]) -> bool:
+    """Whether any enclosing host event of ``i`` has one of these interned names."""
+    parent, names = trace.h_parent, trace.h_name
+    p = parent[i]
+    while p >= 0:
+        if names[p] in name_ids:
+            return True
+        p = parent[p]
+    return False
+
+
+def launched_under(trace: Trace, i: int, by_host: dict[int, list[int]]) -> list[int]:
+    """Device events launched by host event ``i`` or by anything nested in it."""
+    found = list(by_host.get(i, ()))
+    for j in descendants(trace, i):
         if j in by_host:
             found.extend(by_host[j])
-        j += 1
     return found
 
 

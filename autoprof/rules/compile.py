@@ -15,7 +15,15 @@ import re
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import COMPILE_WRAPPER_PREFIXES, launched_under, launches_by_host, us, view
+from autoprof.rules._common import (
+    COMPILE_WRAPPER_PREFIXES,
+    descendants,
+    has_ancestor,
+    launched_under,
+    launches_by_host,
+    us,
+    view,
+)
 from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, Trace
 
 RULE_OVERHEAD = "compile_overhead"
@@ -34,14 +42,6 @@ _COMPILE_WORK = (
     "_compile.compile_inner",
     "OutputGraph.call_user_compiler",
 )
-
-
-def _descendants(trace: Trace, i: int) -> range:
-    end = trace.h_ts[i] + trace.h_dur[i]
-    j = i + 1
-    while j < trace.n_host and trace.h_tid[j] == trace.h_tid[i] and trace.h_ts[j] < end:
-        j += 1
-    return range(i + 1, j)
 
 
 def check(trace: Trace, config: Any = None) -> list[Finding]:
@@ -71,7 +71,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
             regions.append((i, f, c))
         elif nid == lookup_id:
             lookups.setdefault(trace.h_tid[i], []).append(i)
-        elif nid in work_ids and not any(trace.h_name[p] in work_ids for p in _ancestors(trace, i)):
+        elif nid in work_ids and not has_ancestor(trace, i, work_ids):
             compile_work.append(i)
     findings: list[Finding] = []
     if regions:
@@ -87,11 +87,11 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
                 j = tl[k - 1]
                 if trace.h_ts[i] - (trace.h_ts[j] + trace.h_dur[j]) < 1_000_000:  # within 1 ms
                     lk = trace.h_dur[j]
-            desc = _descendants(trace, i)
+            desc = descendants(trace, i)
             call = next((j for j in desc if trace.host_name(j).startswith(_CALL)), -1)
             if call >= 0:
                 graph_host = trace.h_dur[call]
-                graph = _descendants(trace, call)
+                graph = descendants(trace, call)
             else:
                 graph = desc
                 graph_host = sum(
@@ -168,11 +168,3 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
         )
     return findings
 
-
-def _ancestors(trace: Trace, i: int) -> list[int]:
-    out = []
-    p = trace.h_parent[i]
-    while p >= 0:
-        out.append(p)
-        p = trace.h_parent[p]
-    return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import launched_under, launches_by_host, share, us, view
+from autoprof.rules._common import has_ancestor, launched_under, launches_by_host, share, us, view
 from autoprof.trace.model import CPU_OP, GPU_MEMCPY, HOST_CATEGORIES, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"
@@ -39,25 +39,6 @@ def matmul_out_shape(a: list[Any], b: list[Any]) -> list[int] | None:
     ba, bb = [1] * (n - len(ba)) + ba, [1] * (n - len(bb)) + bb
     batch = [x if y == 1 else y for x, y in zip(ba, bb)]
     return batch + [a[-2], b[-1]]
-
-
-def _is_backward(trace: Trace, i: int, backward_ids: set[int]) -> bool:
-    p = trace.h_parent[i]
-    while p >= 0:
-        if trace.h_name[p] in backward_ids:
-            return True
-        p = trace.h_parent[p]
-    return False
-
-
-def _ancestor_with(trace: Trace, i: int, markers: tuple[str, ...]) -> str | None:
-    p = trace.h_parent[i]
-    while p >= 0:
-        n = trace.host_name(p)
-        if n.startswith(markers):
-            return n
-        p = trace.h_parent[p]
-    return None
 
 
 def _next_op(trace: Trace, i: int, kcpu: int, view_ids: set[int]) -> int:
@@ -104,7 +85,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
         p = trace.h_parent[i]
         if p >= 0 and trace.h_name[p] == matmul_id:
             continue  # the matmul above it is the producer
-        if backward_ids and _is_backward(trace, i, backward_ids):
+        if backward_ids and has_ancestor(trace, i, backward_ids):
             continue
         j = _next_op(trace, i, kcpu, view_ids)
         if j < 0 or trace.h_name[j] not in consumer_ids or v.host_step[j] != v.host_step[i]:
@@ -162,7 +143,8 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
                 tuple(sorted({f"{trace.host_name(i)} -> {trace.host_name(j)}" for i, j in pairs})),
             )
         )
-    compiled = [i for i in addmm if _ancestor_with(trace, i, _COMPILED_MARKERS)]
+    compiled_ids = {nid for nid, n in enumerate(trace.names) if n.startswith(_COMPILED_MARKERS)}
+    compiled = [i for i in addmm if has_ancestor(trace, i, compiled_ids)]
     if compiled:
         findings.append(_compiled_addmm(trace, compiled))
     return findings

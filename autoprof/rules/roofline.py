@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import launched_under, launches_by_host, op_self_ns, share, us, view
+from autoprof.rules._common import has_ancestor, launched_under, launches_by_host, op_self_ns, share, us, view
 from autoprof.rules._work import WorkCache, is_roofline_op
 from autoprof.rules.peaks import Peak, peak_for
 from autoprof.trace.model import CPU_OP, DEVICE_CATEGORIES, HOST_CATEGORIES, KERNEL, Trace
@@ -115,7 +115,7 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
     if not roof_ids or total <= 0:
         return rf
     tf32_ids = {nid for nid, n in enumerate(trace.names) if any(m in n.lower() for m in _TF32_MARKERS)}
-    h_name, h_parent = trace.h_name, trace.h_parent
+    h_name = trace.h_name
     candidates = [i for i, nid in enumerate(h_name) if nid in roof_ids]
     cache = WorkCache()
     memo: dict[tuple[int, str, str], Any] = {}
@@ -124,13 +124,7 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
     for i in candidates:
         if trace.h_cat[i] != kcpu or not v.host_in[i]:
             continue
-        p, nested = h_parent[i], False
-        while p >= 0:
-            if h_name[p] in roof_ids:
-                nested = True
-                break
-            p = h_parent[p]
-        if nested:
+        if has_ancestor(trace, i, roof_ids):
             continue  # counted at the outermost roofline op (linear → addmm, layer_norm → native_layer_norm)
         if device:
             kernels = [d for d in launched_under(trace, i, by_host) if trace.d_cat[d] == kernel and v.device_in[d]]

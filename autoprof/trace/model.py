@@ -171,27 +171,6 @@ class TraceBuilder:
             self.threads.append(key)
         return i
 
-    def add_host(
-        self,
-        cat: str,
-        name: str,
-        ts_ns: int,
-        dur_ns: int,
-        tid: int,
-        corr: int = -1,
-        shapes: tuple[Any, Any] | None = None,
-    ) -> int:
-        i = len(self.h_ts)
-        self.h_name.append(self.intern(name))
-        self.h_cat.append(HOST_CATEGORIES.index(cat))
-        self.h_ts.append(ts_ns)
-        self.h_dur.append(max(dur_ns, 0))
-        self.h_tid.append(tid)
-        self.h_corr.append(corr)
-        if shapes is not None:
-            self.h_shapes[i] = shapes
-        return i
-
     def add_device(
         self,
         cat: str,
@@ -232,7 +211,6 @@ class Trace:
         self.device_properties = b.device_properties
         self.metadata = b.metadata
         self.shapes = b.h_shapes
-        self.launch_config = b.d_launch
         # Host events sorted per thread by (ts, -dur) so that parents precede children.
         n = len(b.h_ts)
         keys = list(zip(b.h_tid, b.h_ts, (-d for d in b.h_dur)))
@@ -255,7 +233,7 @@ class Trace:
             else:
                 self.shapes = {}
         del keys
-        self._build_tree()
+        ends = self._build_tree()
         # Device events sorted by time.
         m = len(b.d_ts)
         dorder = sorted(range(m), key=lambda i: (b.d_ts[i], b.d_dur[i]))
@@ -276,12 +254,12 @@ class Trace:
             if c >= 0 and self.h_cat[i] in (rt, drv):
                 by_corr[c] = i
         self.d_launch_host = array("l", (by_corr.get(c, -1) if c >= 0 else -1 for c in self.d_corr))
-        self.steps = self._find_steps(target)
-        del self._ends
+        self.steps = self._find_steps(target, ends)
         self.target = target
 
     # -- construction helpers -------------------------------------------------------------------
-    def _build_tree(self) -> None:
+    def _build_tree(self) -> list[int]:
+        """Parents and self times of the host events; returns each event's end time."""
         n = len(self.h_ts)
         ts, dur, tids = self.h_ts, self.h_dur, self.h_tid
         ends = [t + d for t, d in zip(ts, dur)]
@@ -307,11 +285,11 @@ class Trace:
                 child_sum[p] += dur[i]
             stack.append(i)
             stack_end.append(end)
-        self._ends = ends  # kept for _find_steps, then dropped
         self.h_parent = array("l", parent)
         self.h_self = array("q", [max(d - c, 0) for d, c in zip(dur, child_sum)])
+        return ends
 
-    def _find_steps(self, target: str | None) -> list[Step]:
+    def _find_steps(self, target: str | None, ends: list[int]) -> list[Step]:
         steps: list[Step] = []
         step_ids = {}
         for nid, n in enumerate(self.names):  # match each distinct name once
@@ -334,8 +312,7 @@ class Trace:
             # A step left open when the profiler stopped can claim to run far past the trace: clamp each
             # step to the last recorded activity that is not itself a step.
             step_idx = {s.host_index for s in steps}
-            ends = self._ends
-            for i in step_idx:
+            for i in step_idx:  # ``ends`` is ours to overwrite: a step is no activity of its own
                 if i >= 0:
                     ends[i] = 0
             last = max(ends, default=0)
@@ -397,17 +374,6 @@ class Trace:
         ks = {DEVICE_CATEGORIES.index(c) for c in cats}
         return (i for i, c in enumerate(self.d_cat) if c in ks)
 
-    def children(self, i: int) -> Iterator[int]:
-        """Direct children of host event ``i`` (they follow it in the sorted columns)."""
-        end = self.h_ts[i] + self.h_dur[i]
-        tid = self.h_tid[i]
-        j = i + 1
-        n = len(self.h_ts)
-        while j < n and self.h_tid[j] == tid and self.h_ts[j] < end:
-            if self.h_parent[j] == i:
-                yield j
-            j += 1
-
     def span_ns(self) -> tuple[int, int]:
         """The window: first step start to last step end, or all host events where there are no steps."""
         if self.steps:
@@ -440,26 +406,3 @@ class Trace:
         """For each device event, the step whose host code launched it (by correlation), else -1."""
         hs = host_step if host_step is not None else self.step_of_host()
         return array("l", (hs[h] if h >= 0 else -1 for h in self.d_launch_host))
-
-    def device_name_for(self, prefix: str) -> str | None:
-        for p in self.device_properties:
-            name = p.get("name")
-            if isinstance(name, str) and name.startswith(prefix):
-                return name
-        return None
-
-
-def union_ns(intervals: list[tuple[int, int]]) -> int:
-    """Total length covered by a list of (start, end) intervals."""
-    if not intervals:
-        return 0
-    intervals.sort()
-    total = 0
-    cs, ce = intervals[0]
-    for s, e in intervals[1:]:
-        if s > ce:
-            total += ce - cs
-            cs, ce = s, e
-        elif e > ce:
-            ce = e
-    return total + (ce - cs)
