@@ -7,6 +7,7 @@ Exit status: 0 analysed (no finding at or above ``--fail-on``); 1 a finding at o
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import threading
@@ -95,6 +96,16 @@ def _table(results: list[FileResult], out: IO[str], color: bool) -> None:
         out.write("\n")
 
 
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of processes (0 or more), got {text!r}")
+    return n
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autoprof", description="Find out why a PyTorch program is slow.")
     parser.add_argument("--version", action="version", version=f"autoprof {__version__}")
@@ -105,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.add_argument("--fail-on", choices=SEVERITIES, default=None,
                    help="exit 1 when a finding at or above this severity exists")
     a.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    a.add_argument("--workers", type=_workers, default=None, metavar="N",
+                   help="helper processes that parse a large file's events (default: CPUs - 1, at most 3; 0: none)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
@@ -112,12 +125,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command != "analyze":
         parser.print_usage(sys.stderr)
         return 2
-    out, err = sys.stdout, sys.stderr
+    # A short-lived process that builds millions of small objects and no reference cycles: the cyclic
+    # collector would only re-walk them (reference counting still frees everything).
+    gc_was = gc.isenabled()
+    gc.disable()
     try:
-        results = analyze_files(args.paths, progress=lambda label: _Progress(label, err))
+        return _analyze(args)
     except KeyboardInterrupt:
-        err.write("autoprof: interrupted\n")
+        sys.stderr.write("autoprof: interrupted\n")
         return 130
+    finally:
+        if gc_was:
+            gc.enable()
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    out, err = sys.stdout, sys.stderr
+    results = analyze_files(args.paths, progress=lambda label: _Progress(label, err), workers=args.workers)
     bad = [r for r in results if r.error]
     for r in bad:
         err.write(f"autoprof: {r.error}\n")
@@ -137,7 +161,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if any(severity_rank(f.severity) >= floor for r in results for f in r.findings):
             return 1
     return 0
-
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

@@ -60,9 +60,11 @@ def analyze_files(
     paths: Sequence[str | os.PathLike[str]],
     config: Any = None,
     progress: Callable[[str], AbstractContextManager[Any]] | None = None,
+    workers: int | None = None,
 ) -> list[FileResult]:
     """Analyse trace files or directories of them. Bad inputs become results with ``error`` set; the good
-    ones are still analysed. ``progress(label)`` wraps each file's load (the CLI shows a note on a terminal)."""
+    ones are still analysed. ``progress(label)`` wraps each file's load (the CLI shows a note on a terminal).
+    ``workers``: helper processes for large files (see :func:`autoprof.trace.chrome.load`; 0 = none)."""
     if config is None:
         config = SWITCH.config  # e.g. peaks set with autoprof.configure(peaks=...)
     results: list[FileResult] = []
@@ -75,7 +77,7 @@ def analyze_files(
         for f in files:
             try:
                 with progress(str(f)) if progress else nullcontext():
-                    trace = chrome.load(f)
+                    trace = chrome.load(f, workers=workers)
             except TraceError as e:
                 results.append(FileResult(str(f), error=str(e), exc=e))
                 continue
@@ -104,16 +106,19 @@ def _cross_rank(results: list[FileResult]) -> None:
     by_rank[min(by_rank)].findings.extend(ranks.check(summaries))
 
 
-def analyze(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], config: Any = None) -> list[Finding]:
+def analyze(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], config: Any = None, workers: int | None = None
+) -> list[Finding]:
     """Findings of saved chrome traces (a file, several files, or a directory of per-rank traces).
 
     Raises :class:`autoprof.TraceError` (a ``ValueError`` whose message names the file) when an input cannot
-    be read; :func:`analyze_files` keeps the good files' findings when some are bad.
+    be read; :func:`analyze_files` keeps the good files' findings when some are bad. ``workers``: helper
+    processes that parse a large file's events (default: one fewer than the usable CPUs, at most 3; 0 = none).
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[Finding] = []
-    for r in analyze_files(paths, config):
+    for r in analyze_files(paths, config, workers=workers):
         if r.exc is not None:
             raise r.exc
         out.extend(r.findings)

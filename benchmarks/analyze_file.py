@@ -5,6 +5,9 @@ The trace is built from ../shared/traces/hta/a100_rank3_of8_train.json.gz (its s
 timestamps and ids; cached in benchmarks/.cache/). Each contender runs in its own process, so peak RSS is
 its own. Targets: autoprof at most 1/5 of HTA's time and 1/2 of its peak memory.
 
+"autoprof" is `autoprof analyze --json` with its default helper processes (one fewer than the usable CPUs,
+at most 3); "autoprof -w0" the same in one process. Peak memory counts the largest helper process too.
+
 Run:  python benchmarks/analyze_file.py [--events 1000000] [--hta-python PATH]
 (--hta-python: a Python that has the `holistictraceanalysis` package, e.g. a separate venv.)
 """
@@ -25,18 +28,35 @@ sys.path.insert(0, str(HERE))
 from _bigtrace import build  # noqa: E402
 
 _PRELUDE = "import resource, sys, time\nt0 = time.perf_counter()\n"
+# Peak memory: this process plus its largest helper process (an upper bound: they overlap in time).
 _REPORT = (
+    "ru = resource.getrusage\n"
     "print(__import__('json').dumps({'seconds': time.perf_counter() - t0, "
-    "'peak_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 'detail': detail}))\n"
+    "'peak_mb': (ru(resource.RUSAGE_SELF).ru_maxrss + ru(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024, "
+    "'detail': detail}))\n"
 )
+
+
+def _autoprof(workers: str) -> str:
+    """What `autoprof analyze --json FILE` does (records to /dev/null), in the benchmark's process."""
+    return (
+        _PRELUDE
+        + f"sys.path.insert(0, {str(HERE.parent)!r})\n"
+        + "import io, os, contextlib\n"
+        + "from autoprof.cli import main\n"
+        + "buf = io.StringIO()\n"
+        + "with contextlib.redirect_stdout(buf):\n"
+        + f"    rc = main(['analyze', '--json', '--workers', {workers}, sys.argv[1]])\n"
+        + "assert rc == 0, rc\n"
+        + "rules = [__import__('json').loads(line)['rule'] for line in buf.getvalue().splitlines()]\n"
+        + f"detail = 'workers ' + {workers} + ', findings: ' + ', '.join(rules)\n"
+        + _REPORT
+    )
+
+
 CODE = {
-    "autoprof": _PRELUDE
-    + f"sys.path.insert(0, {str(HERE.parent)!r})\n"
-    + "from autoprof.engine import analyze_files\n"
-    + "r = analyze_files([sys.argv[1]])[0]\n"
-    + "assert r.error is None, r.error\n"
-    + "detail = f'{r.event_count} events kept, findings: ' + ', '.join(f.rule for f in r.findings)\n"
-    + _REPORT,
+    "autoprof": _autoprof("str(__import__('autoprof.trace._pool', fromlist=['x']).default_workers())"),
+    "autoprof -w0": _autoprof("'0'"),
     "json.load": _PRELUDE
     + "import gzip, json\n"
     + "doc = json.load(gzip.open(sys.argv[1]))\n"
@@ -70,7 +90,7 @@ def main() -> None:
         trace_dir = Path(d)
         os.symlink(trace, trace_dir / "rank0.json.gz")
         results = {}
-        for name in ("autoprof", "json.load", "HTA"):
+        for name in ("autoprof", "autoprof -w0", "json.load", "HTA"):
             py = args.hta_python if name == "HTA" else sys.executable
             if name == "HTA":
                 probe = subprocess.run([py, "-c", "import hta"], capture_output=True)

@@ -239,3 +239,150 @@ def test_compiled_addmm_dtod_then_gemm_is_dispatcher_fusion(tmp_path: Path) -> N
     (f,) = [x for x in fusion.check(t) if x.rule == "compiled_addmm"]
     assert f.severity == "info" and f.evidence["dtod_seeded_count"] == 1
     assert "Memcpy DtoD" in f.message and f.subjects[0].startswith("sm90_xmma_gemm")
+
+
+# -- batches and worker processes: the same model as the one-event-at-a-time scanner ---------------------
+
+_COLUMNS = ("h_name", "h_cat", "h_ts", "h_dur", "h_tid", "h_corr", "h_parent", "h_self",
+            "d_name", "d_cat", "d_ts", "d_dur", "d_device", "d_stream", "d_corr", "d_launch_host")
+
+
+def _model(t: Trace) -> dict[str, Any]:
+    out: dict[str, Any] = {c: list(getattr(t, c)) for c in _COLUMNS}
+    out.update(names=t.names, threads=t.threads, shapes=t.shapes, launch=t.launch_config, steps=t.steps,
+               rank=(t.rank, t.world_size), props=t.device_properties,
+               meta={k: v for k, v in t.metadata.items() if not k.startswith("_")})
+    return out
+
+
+def _scanner_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No batch ever parses: the whole array goes through the scanner (the reference reading)."""
+    monkeypatch.setattr(chrome, "_parse_batch", lambda text: None)
+
+
+def _small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of a few kB, and worker processes from the first batch on."""
+    monkeypatch.setattr(chrome, "_CHUNK", 4096)
+    monkeypatch.setattr(chrome, "_BATCH", 8192)
+    monkeypatch.setattr(chrome, "_POOL_AT", 0)
+
+
+@pytest.mark.parametrize("rel", [
+    "hta/a100_alexnet_cuda_sync.json.gz",
+    "kineto/v100_resnet50_dataloader_workers0_2021schema.json.gz",
+    "param/rtx2080ti_stacked_linear.json.gz",
+])
+def test_batches_and_workers_build_the_scanners_model(rel: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = shared_trace(rel)
+    default = _model(chrome.load(p, workers=0))
+    with monkeypatch.context() as m:
+        _scanner_only(m)
+        reference = _model(chrome.load(p, workers=0))
+    from autoprof.trace import _pool
+
+    arrived: list[int] = []
+    real_arrived = _pool.Pool._arrived
+
+    def spy(self: Any, w: Any, bid: int, result: Any) -> None:
+        arrived.append(bid)
+        real_arrived(self, w, bid, result)
+
+    with monkeypatch.context() as m:
+        _small_batches(m)
+        m.setattr(_pool.Pool, "_arrived", spy)
+        pooled = _model(chrome.load(p, workers=2))
+        local = _model(chrome.load(p, workers=0))
+    assert default == reference
+    assert pooled == reference
+    assert local == reference
+    assert len(arrived) >= 5  # the workers did take batches
+
+
+def _tricky_events(n: int = 400) -> list[dict[str, Any]]:
+    """Names that look like event boundaries, in every layout a cut could find."""
+    ev: list[dict[str, Any]] = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 10 * n}
+    ]
+    for k in range(n):
+        trap = ['}, {', '},\n  {', '"}, {"ph": "X"', '\\"}, {', "{}", "}}, {{"][k % 6]
+        ev.append({"ph": "X", "cat": "cpu_op", "name": f"op{k % 7} {trap}", "pid": 1, "tid": 1, "ts": 10 * k + 1,
+                   "dur": 5, "args": {"note": trap * (k % 3), "Input Dims": [[k % 5 + 1]]}})
+    return ev
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_cut_inside_a_string_is_never_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, indent: int | None) -> None:
+    p = tmp_path / "tricky.json"
+    p.write_text(json.dumps({"traceEvents": _tricky_events(), "deviceProperties": [{"id": 0}, {"id": 1}]}, indent=indent))
+    with monkeypatch.context() as m:
+        _scanner_only(m)
+        reference = _model(chrome.load(p, workers=0))
+    assert len(reference["h_ts"]) == 401 and any("}, {" in n for n in reference["names"])
+    with monkeypatch.context() as m:
+        _small_batches(m)
+        m.setattr(chrome, "_BATCH", 300)
+        m.setattr(chrome, "_CHUNK", 256)
+        assert _model(chrome.load(p, workers=0)) == reference
+        assert _model(chrome.load(p, workers=1)) == reference
+
+
+def test_a_worker_that_dies_or_never_starts_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autoprof.trace import _pool
+
+    p = shared_trace("hta/a100_alexnet_cuda_sync.json.gz")
+    reference = _model(chrome.load(p, workers=0))
+    started: list[_pool.Pool] = []
+    real_start = _pool.Pool.start
+
+    def record(n: int, source: str) -> _pool.Pool | None:
+        pool = real_start(n, source)
+        if pool is not None:
+            started.append(pool)
+        return pool
+
+    with monkeypatch.context() as m:
+        _small_batches(m)
+        m.setattr(_pool.Pool, "start", staticmethod(record))
+        m.setattr(_pool, "_CODE", "import sys; sys.exit(3)")  # dies at once: every batch is redone here
+        assert _model(chrome.load(p, workers=2)) == reference
+        m.setattr(_pool, "_CODE", "import os, sys, time; r = os.fdopen(int(sys.argv[2]), 'rb'); r.read(100); os._exit(9)")
+        assert _model(chrome.load(p, workers=1)) == reference  # dies holding a batch
+        m.setattr(_pool.sys, "executable", "/nonexistent/python")
+        assert _model(chrome.load(p, workers=1)) == reference  # cannot start at all
+    assert len(started) == 2
+    for pool in started:  # every started worker was reaped
+        assert all(w.proc.poll() is not None for w in pool.workers)
+
+
+def test_a_bad_event_in_a_worker_batch_is_named_as_in_a_plain_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ev = _tricky_events()
+    ev[333]["ts"] = "soon"
+    p = _write(tmp_path, {"traceEvents": ev})
+    with pytest.raises(TraceError) as plain:
+        chrome.load(p, workers=0)
+    assert "event 333 (cpu_op) has a non-numeric 'ts'" in str(plain.value)
+    with monkeypatch.context() as m:
+        _small_batches(m)
+        m.setattr(chrome, "_BATCH", 2000)
+        m.setattr(chrome, "_CHUNK", 1000)
+        with pytest.raises(TraceError) as pooled:
+            chrome.load(p, workers=1)
+    assert str(pooled.value) == str(plain.value)
+
+
+def test_values_only_the_stdlib_reads_still_take_the_batch_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ev = _events()
+    ev[1]["args"]["Sequence number"] = 2**70  # orjson rejects integers this large; json reads them
+    ev[2]["args"]["weird"] = float("nan")
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev * 3}))
+    rescans: list[int] = []
+    real = chrome._StreamReader._rescan
+
+    def spy(self: Any, c: Any, pending: Any) -> None:
+        rescans.append(1)
+        real(self, c, pending)
+
+    monkeypatch.setattr(chrome._StreamReader, "_rescan", spy)
+    t = chrome.load(p, workers=0)
+    assert t.n_events == 12 and rescans == []

@@ -9,6 +9,7 @@ from typing import Any
 from autoprof.trace.model import (
     CPU_OP,
     CUDA_RUNTIME,
+    DEVICE_CATEGORIES,
     GPU_MEMCPY,
     GPU_MEMSET,
     HOST_CATEGORIES,
@@ -136,13 +137,11 @@ def view(trace: Trace) -> View:
     else:
         host_in = [True] * trace.n_host
         device_in = [True] * trace.n_device
-    busy: Intervals = []
-    dev_end = 0
-    for i in trace.device_indices(KERNEL, GPU_MEMCPY, GPU_MEMSET):
-        if device_in[i]:
-            e = trace.d_ts[i] + trace.d_dur[i]
-            busy.append((trace.d_ts[i], e))
-            dev_end = max(dev_end, e)
+    work = {DEVICE_CATEGORIES.index(c) for c in (KERNEL, GPU_MEMCPY, GPU_MEMSET)}
+    busy: Intervals = [
+        (t, t + d) for t, d, c, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, device_in) if inside and c in work
+    ]
+    dev_end = max((e for _, e in busy), default=0)
     v = View(hs, ds, host_in, device_in, start, end, dev_end, merge(busy))
     trace.metadata["_view"] = v
     return v
@@ -193,15 +192,21 @@ def launched_under(trace: Trace, i: int, by_host: dict[int, list[int]]) -> list[
 
 
 def blocked_by_call(trace: Trace, v: View) -> dict[str, int]:
-    """Host ns spent in each blocking runtime call within the window."""
+    """Host ns spent in each blocking runtime call within the window (in order of first occurrence)."""
+    cached = trace.metadata.get("_blocked_by_call")
+    if isinstance(cached, dict):
+        return dict(cached)
     k = HOST_CATEGORIES.index(CUDA_RUNTIME)
-    out: dict[str, int] = {}
-    for i in range(trace.n_host):
-        if trace.h_cat[i] == k and v.host_in[i]:
-            n = trace.names[trace.h_name[i]]
-            if n in BLOCKING_CALLS:
-                out[n] = out.get(n, 0) + trace.h_dur[i]
-    return out
+    idx = trace.host_by_name()
+    cat, dur, host_in = trace.h_cat, trace.h_dur, v.host_in
+    found: list[tuple[int, str, int]] = []
+    for name in BLOCKING_CALLS:
+        hits = [i for i in idx.get(trace.name_id(name), ()) if cat[i] == k and host_in[i]]
+        if hits:
+            found.append((hits[0], name, sum(dur[i] for i in hits)))
+    out = {name: t for _, name, t in sorted(found)}
+    trace.metadata["_blocked_by_call"] = out
+    return dict(out)
 
 
 def op_self_ns(trace: Trace, v: View) -> int:

@@ -18,8 +18,8 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     if mm < 0 or bmm < 0:
         return []
     hits: list[int] = []
-    for i in range(trace.n_host):
-        if trace.h_name[i] == bmm and v.host_in[i]:
+    for i in trace.host_named([bmm]):
+        if v.host_in[i]:
             p = trace.h_parent[i]
             if p >= 0 and trace.h_name[p] == mm:
                 hits.append(p)

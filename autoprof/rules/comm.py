@@ -6,7 +6,7 @@ from typing import Any
 
 from autoprof.findings import Finding
 from autoprof.rules._common import merge, share, subtract, total, us, view
-from autoprof.trace.model import KERNEL, Trace
+from autoprof.trace.model import DEVICE_CATEGORIES, KERNEL, Trace
 
 RULE = "exposed_communication"
 EXPOSED_WARN = 0.20  # of the window
@@ -14,15 +14,16 @@ EXPOSED_WARN = 0.20  # of the window
 
 def check(trace: Trace, config: Any = None) -> list[Finding]:
     v = view(trace)
+    kd = DEVICE_CATEGORIES.index(KERNEL)
+    nccl = {nid for nid, n in enumerate(trace.names) if "nccl" in n.lower()}
     comm: list[tuple[int, int]] = []
     compute: list[tuple[int, int]] = []
-    for d in trace.device_indices(KERNEL):
-        if not v.device_in[d]:
-            continue
-        iv = (trace.d_ts[d], trace.d_ts[d] + trace.d_dur[d])
-        (comm if "nccl" in trace.device_name(d).lower() else compute).append(iv)
+    for t, d, c, nid, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, trace.d_name, v.device_in):
+        if inside and c == kd:
+            (comm if nid in nccl else compute).append((t, t + d))
     if not comm:
         return []
+    kernel_ids = {nid for nid, c in zip(trace.d_name, trace.d_cat) if c == kd}
     comm_m = merge(comm)
     exposed = total(subtract(comm_m, merge(compute)))
     comm_t = total(comm_m)
@@ -39,7 +40,6 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
             "larger collectives.",
             {"comm_us": us(comm_t), "exposed_comm_us": us(exposed), "exposed_comm_share": share(exposed, comm_t),
              "exposed_window_share": share(exposed, window), "rank": trace.rank},
-            tuple(sorted({trace.device_name(d).split("(")[0][:60] for d in trace.device_indices(KERNEL)
-                          if "nccl" in trace.device_name(d).lower()})[:4]),
+            tuple(sorted({trace.names[nid].split("(")[0][:60] for nid in kernel_ids & nccl})[:4]),
         )
     ]

@@ -73,7 +73,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     pairs: list[tuple[int, int]] = []
     addmm: list[int] = []
     shapes_checked = 0
-    for i in range(trace.n_host):
+    for i in trace.host_named(prod_ids | {addmm_id}):
         if trace.h_cat[i] != kcpu or not v.host_in[i]:
             continue
         nid = trace.h_name[i]

@@ -9,7 +9,7 @@ from typing import Any
 
 from autoprof.findings import Finding
 from autoprof.rules._common import share, us, view
-from autoprof.trace.model import GPU_MEMCPY, GPU_MEMSET, KERNEL, Trace
+from autoprof.trace.model import DEVICE_CATEGORIES, GPU_MEMCPY, GPU_MEMSET, KERNEL, Trace
 
 RULE = "device_idle_gaps"
 IDLE_SHARE = 0.30
@@ -20,10 +20,11 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     v = view(trace)
     if not v.device_busy:
         return []
+    work = {DEVICE_CATEGORIES.index(c) for c in (KERNEL, GPU_MEMCPY, GPU_MEMSET)}
     streams: dict[tuple[int, int], list[int]] = {}
-    for d in trace.device_indices(KERNEL, GPU_MEMCPY, GPU_MEMSET):
-        if v.device_in[d]:
-            streams.setdefault((trace.d_device[d], trace.d_stream[d]), []).append(d)
+    for d, (c, inside, dev, stream) in enumerate(zip(trace.d_cat, v.device_in, trace.d_device, trace.d_stream)):
+        if inside and c in work:
+            streams.setdefault((dev, stream), []).append(d)
     span_start = min(s for s, _ in v.device_busy)
     span_end = max(e for _, e in v.device_busy)
     span = span_end - span_start
@@ -31,14 +32,16 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     idle = span - busy
     host_wait = other_wait = 0
     gaps = 0
+    d_ts, d_dur, launch_host, h_ts = trace.d_ts, trace.d_dur, trace.d_launch_host, trace.h_ts
     for evs in streams.values():
         for a, b in zip(evs, evs[1:]):
-            gap = trace.d_ts[b] - (trace.d_ts[a] + trace.d_dur[a])
+            end_a = d_ts[a] + d_dur[a]
+            gap = d_ts[b] - end_a
             if gap < MIN_GAP_NS:
                 continue
             gaps += 1
-            h = trace.d_launch_host[b]
-            if h >= 0 and trace.h_ts[h] >= trace.d_ts[a] + trace.d_dur[a]:
+            h = launch_host[b]
+            if h >= 0 and h_ts[h] >= end_a:
                 host_wait += gap
             else:
                 other_wait += gap

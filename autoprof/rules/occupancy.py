@@ -8,7 +8,7 @@ from typing import Any
 
 from autoprof.findings import Finding
 from autoprof.rules._common import OCCUPANCY_PREFIX, view
-from autoprof.trace.model import CUDA_DRIVER, CUDA_RUNTIME, HOST_CATEGORIES, KERNEL, Trace
+from autoprof.trace.model import CUDA_DRIVER, CUDA_RUNTIME, DEVICE_CATEGORIES, HOST_CATEGORIES, KERNEL, Trace
 
 RULE = "occupancy_query_launch"
 _HEAVY = (
@@ -47,30 +47,34 @@ def is_heavy(name: str) -> bool:
 def check(trace: Trace, config: Any = None) -> list[Finding]:
     v = view(trace)
     rt = {HOST_CATEGORIES.index(CUDA_RUNTIME), HOST_CATEGORIES.index(CUDA_DRIVER)}
-    kernel_of: dict[int, int] = {}
-    for d in trace.device_indices(KERNEL):
-        h = trace.d_launch_host[d]
-        if h >= 0:
-            kernel_of[h] = d
+    kd = DEVICE_CATEGORIES.index(KERNEL)
+    kernel_of = {h: d for d, (h, c) in enumerate(zip(trace.d_launch_host, trace.d_cat)) if h >= 0 and c == kd}
     if not kernel_of:
         return []
-    queried: Counter[str] = Counter()
+    occ = [nid for nid, n in enumerate(trace.names) if n.startswith(OCCUPANCY_PREFIX)]
+    queries = trace.host_named(occ)
+    if not queries:
+        return []
+    occ_ids = set(occ)
+    queried_ids: Counter[int] = Counter()
     unqueried = 0
     pending: dict[int, int] = {}  # thread -> parent op of an occupancy query not yet followed by a launch
-    for i in range(trace.n_host):
-        if trace.h_cat[i] not in rt or not v.host_in[i]:
+    cat, tids, parent, names, host_in, d_name = trace.h_cat, trace.h_tid, trace.h_parent, trace.h_name, v.host_in, trace.d_name
+    # Only queries and launches matter: other calls between a query and its launch (cudaFuncSetAttribute,
+    # memsets ...) are setup.
+    for i in sorted(queries + list(kernel_of)):
+        if cat[i] not in rt or not host_in[i]:
             continue
-        tid = trace.h_tid[i]
-        if trace.host_name(i).startswith(OCCUPANCY_PREFIX):
-            pending[tid] = trace.h_parent[i]
-            continue
-        k = kernel_of.get(i)
-        if k is None:
-            continue  # setup calls (cudaFuncSetAttribute, memsets ...) between the query and its launch
-        if pending.pop(tid, None) == trace.h_parent[i]:
-            queried[short_kernel_name(trace.device_name(k))] += 1
+        tid = tids[i]
+        if names[i] in occ_ids:
+            pending[tid] = parent[i]
+        elif pending.pop(tid, None) == parent[i]:
+            queried_ids[d_name[kernel_of[i]]] += 1
         else:
             unqueried += 1
+    queried: Counter[str] = Counter()
+    for nid, c in queried_ids.items():
+        queried[short_kernel_name(trace.names[nid])] += c
     if not queried:
         return []
     n = sum(queried.values())

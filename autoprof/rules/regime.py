@@ -96,23 +96,18 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
 def _host_spans(trace: Trace, v: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
     """One pass: merged spans of blocking runtime calls, of data loading, and of host activity (ops, runtime
     calls, Python functions). Only top-level activity spans are kept: a child lies inside its parent."""
-    blocking = {nid for nid, n in enumerate(trace.names) if n in BLOCKING_CALLS}
-    loading = {nid for nid, n in enumerate(trace.names) if n.startswith(DATALOADER_PREFIX)}
+    blocking = [nid for nid, n in enumerate(trace.names) if n in BLOCKING_CALLS]
+    loading = [nid for nid, n in enumerate(trace.names) if n.startswith(DATALOADER_PREFIX)]
     kop, krt, kpy = (HOST_CATEGORIES.index(c) for c in (CPU_OP, CUDA_RUNTIME, PYTHON_FUNCTION))
     active_cats = {kop, krt, kpy}
-    blocked, inp, active = [], [], []
-    ts, dur, parent, cat = trace.h_ts, trace.h_dur, trace.h_parent, trace.h_cat
-    for i, (nid, c, inside) in enumerate(zip(trace.h_name, cat, v.host_in)):
-        if not inside:
-            continue
-        if c == krt and nid in blocking:
-            blocked.append((ts[i], ts[i] + dur[i]))
-        if nid in loading:
-            inp.append((ts[i], ts[i] + dur[i]))
-        if c in active_cats:
-            p = parent[i]
-            if p < 0 or cat[p] not in active_cats:
-                active.append((ts[i], ts[i] + dur[i]))
+    ts, dur, parent, cat, host_in = trace.h_ts, trace.h_dur, trace.h_parent, trace.h_cat, v.host_in
+    blocked = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(blocking) if cat[i] == krt and host_in[i]]
+    inp = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(loading) if host_in[i]]
+    active = [
+        (t, t + d)
+        for t, d, c, p, inside in zip(ts, dur, cat, parent, host_in)
+        if inside and c in active_cats and (p < 0 or cat[p] not in active_cats)
+    ]
     return merge(blocked), merge(inp), merge(active)
 
 
@@ -188,8 +183,8 @@ def _matmul_work(trace: Trace, v: Any) -> tuple[int, int]:
     kcpu = HOST_CATEGORIES.index(CPU_OP)
     fam = {trace.name_id(n) for n in MATMUL_FAMILY} - {-1}
     flops = t = 0
-    for i in range(trace.n_host):
-        if trace.h_cat[i] != kcpu or trace.h_name[i] not in fam or not v.host_in[i]:
+    for i in trace.host_named(fam):
+        if trace.h_cat[i] != kcpu or not v.host_in[i]:
             continue
         p = trace.h_parent[i]
         if p >= 0 and trace.h_name[p] in fam:
@@ -210,7 +205,7 @@ def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = N
         # the step marker's bookkeeping around it.
         tid_ = trace.name_id(trace.target) if trace.target else -1
         step_idx = {s.host_index for s in trace.steps}
-        spans = [trace.h_dur[i] for i in range(trace.n_host) if trace.h_name[i] == tid_ and trace.h_parent[i] in step_idx]
+        spans = [trace.h_dur[i] for i in trace.host_named([tid_]) if trace.h_parent[i] in step_idx]
         if len(spans) == len(trace.steps):
             window = sum(spans)
     ops = op_self_ns(trace, v)

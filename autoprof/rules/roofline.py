@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import has_ancestor, launched_under, launches_by_host, op_self_ns, share, us, view
+from autoprof.rules._common import has_ancestor, op_self_ns, share, us, view
 from autoprof.rules._work import WorkCache, is_roofline_op
 from autoprof.rules.peaks import Peak, peak_for
 from autoprof.trace.model import CPU_OP, DEVICE_CATEGORIES, HOST_CATEGORIES, KERNEL, Trace
@@ -103,7 +103,6 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
     v = view(trace)
     kcpu = HOST_CATEGORIES.index(CPU_OP)
     device = bool(v.device_busy)
-    by_host = launches_by_host(trace) if device else {}
     total = 0
     if device:
         kernel = DEVICE_CATEGORIES.index(KERNEL)
@@ -115,23 +114,42 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
     if not roof_ids or total <= 0:
         return rf
     tf32_ids = {nid for nid, n in enumerate(trace.names) if any(m in n.lower() for m in _TF32_MARKERS)}
-    h_name = trace.h_name
-    candidates = [i for i, nid in enumerate(h_name) if nid in roof_ids]
+    h_name, h_cat, host_in = trace.h_name, trace.h_cat, v.host_in
+    # Each op counts at the outermost roofline op above it (linear → addmm, layer_norm → native_layer_norm).
+    if device:
+        # Device time: the window's kernels, each at the outermost roofline op above the call that launched it.
+        parent = trace.h_parent
+        top_of: dict[int, int] = {}  # launching call -> that op, or -1
+        acc: dict[int, list[Any]] = {}  # op -> [kernel ns, any TF32 tensor-op kernel]
+        for h, c, inside, dur, dn in zip(trace.d_launch_host, trace.d_cat, v.device_in, trace.d_dur, trace.d_name):
+            if c != kernel or not inside or h < 0:
+                continue
+            top = top_of.get(h)
+            if top is None:
+                top, p = -1, h
+                while p >= 0:
+                    if h_name[p] in roof_ids:
+                        top = p
+                    p = parent[p]
+                top_of[h] = top
+            if top < 0:
+                continue
+            a = acc.get(top)
+            if a is None:
+                acc[top] = [dur, dn in tf32_ids]
+            else:
+                a[0] += dur
+                a[1] = a[1] or dn in tf32_ids
+        items = [(i, a[0], a[1]) for i, a in sorted(acc.items()) if h_cat[i] == kcpu and host_in[i]]
+    else:
+        h_dur = trace.h_dur
+        items = [(i, h_dur[i], False) for i in trace.host_named(roof_ids)
+                 if h_cat[i] == kcpu and host_in[i] and not has_ancestor(trace, i, roof_ids)]
     cache = WorkCache()
     memo: dict[tuple[int, str, str], Any] = {}
     shapes_get = trace.shapes.get
     names = trace.names
-    for i in candidates:
-        if trace.h_cat[i] != kcpu or not v.host_in[i]:
-            continue
-        if has_ancestor(trace, i, roof_ids):
-            continue  # counted at the outermost roofline op (linear → addmm, layer_norm → native_layer_norm)
-        if device:
-            kernels = [d for d in launched_under(trace, i, by_host) if trace.d_cat[d] == kernel and v.device_in[d]]
-            t = sum(trace.d_dur[d] for d in kernels)
-        else:
-            kernels = []
-            t = trace.h_dur[i]
+    for i, t, tf32 in items:
         if t <= 0:
             continue
         shp = shapes_get(i)
@@ -142,7 +160,7 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
         if w is None:
             continue
         dt = dk or "fp32"
-        if dt == "fp32" and kernels and any(trace.d_name[d] in tf32_ids for d in kernels):
+        if dt == "fp32" and tf32:
             dt = "tf32"
         mk = (nid, shapes_text, dt)
         m = memo.get(mk, False)

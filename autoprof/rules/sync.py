@@ -32,7 +32,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     window = v.window_ns
     if sync >= 0:
         # The final sync: the last cudaDeviceSynchronize, with no device work launched after it.
-        last = max((i for i in range(trace.n_host) if trace.h_name[i] == sync), key=lambda i: trace.h_ts[i], default=-1)
+        last = max(trace.host_named([sync]), key=trace.h_ts.__getitem__, default=-1)
         last_launch = max((trace.h_ts[h] for h in trace.d_launch_host if h >= 0), default=-1)
         if last >= 0 and trace.h_ts[last] > last_launch and trace.h_dur[last] >= FINAL_MIN_NS:
             d = trace.h_dur[last]

@@ -9,7 +9,7 @@ from typing import Any
 from autoprof.findings import Finding
 from autoprof.rules._common import view
 from autoprof.rules.occupancy import short_kernel_name
-from autoprof.trace.model import KERNEL, Trace
+from autoprof.trace.model import DEVICE_CATEGORIES, KERNEL, Trace
 
 RULE = "kernel_time_variation"
 CV_THRESHOLD = 0.15
@@ -24,16 +24,19 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     per: dict[int, list[int]] = {}
     counts: dict[int, list[int]] = {}
     total = 0
-    for d in trace.device_indices(KERNEL):
-        s = v.device_step[d]
-        if s < 0:
+    kd = DEVICE_CATEGORIES.index(KERNEL)
+    # A collective's time is set by the slowest peer, not by this device's clocks.
+    nccl = {nid for nid, n in enumerate(trace.names) if "nccl" in n.lower()}
+    for s, nid, cat, dur in zip(v.device_step, trace.d_name, trace.d_cat, trace.d_dur):
+        if s < 0 or cat != kd or nid in nccl:
             continue
-        nid = trace.d_name[d]
-        if "nccl" in trace.names[nid].lower():
-            continue  # a collective's time is set by the slowest peer, not by this device's clocks
-        per.setdefault(nid, [0] * n_steps)[s] += trace.d_dur[d]
-        counts.setdefault(nid, [0] * n_steps)[s] += 1
-        total += trace.d_dur[d]
+        p = per.get(nid)
+        if p is None:
+            p = per[nid] = [0] * n_steps
+            counts[nid] = [0] * n_steps
+        p[s] += dur
+        counts[nid][s] += 1
+        total += dur
     varied: list[tuple[float, str, float, float]] = []
     for nid, times in per.items():
         c = counts[nid]

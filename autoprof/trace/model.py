@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -211,49 +211,47 @@ class Trace:
         self.device_properties = b.device_properties
         self.metadata = b.metadata
         self.shapes = b.h_shapes
+        self._by_name: dict[int, list[int]] | None = None
         # Host events sorted per thread by (ts, -dur) so that parents precede children.
         n = len(b.h_ts)
-        keys = list(zip(b.h_tid, b.h_ts, (-d for d in b.h_dur)))
-        if all(keys[i] <= keys[i + 1] for i in range(n - 1)):
-            # Already in order (one thread, events in start order): keep the columns as they are.
+        keys = list(zip(b.h_tid, b.h_ts, [-d for d in b.h_dur]))
+        order = sorted(range(n), key=keys.__getitem__)
+        del keys
+        if order == list(range(n)):  # already in order (one thread, events in start order)
             self.h_name, self.h_cat, self.h_ts = b.h_name, b.h_cat, b.h_ts
             self.h_dur, self.h_tid, self.h_corr = b.h_dur, b.h_tid, b.h_corr
             self.shapes = dict(b.h_shapes)
         else:
-            order = sorted(range(n), key=keys.__getitem__)
-            self.h_name = array("l", [b.h_name[i] for i in order])
-            self.h_cat = array("b", [b.h_cat[i] for i in order])
-            self.h_ts = array("q", [b.h_ts[i] for i in order])
-            self.h_dur = array("q", [b.h_dur[i] for i in order])
-            self.h_tid = array("l", [b.h_tid[i] for i in order])
-            self.h_corr = array("q", [b.h_corr[i] for i in order])
+            self.h_name = array("l", map(b.h_name.__getitem__, order))
+            self.h_cat = array("b", map(b.h_cat.__getitem__, order))
+            self.h_ts = array("q", map(b.h_ts.__getitem__, order))
+            self.h_dur = array("q", map(b.h_dur.__getitem__, order))
+            self.h_tid = array("l", map(b.h_tid.__getitem__, order))
+            self.h_corr = array("q", map(b.h_corr.__getitem__, order))
             if b.h_shapes:
-                remap = {old: new for new, old in enumerate(order)}
-                self.shapes = {remap[k]: v for k, v in b.h_shapes.items()}
+                where = sorted(range(n), key=order.__getitem__)  # the inverse permutation: old index -> new
+                self.shapes = {where[old]: v for old, v in b.h_shapes.items()}
             else:
                 self.shapes = {}
-        del keys
+        del order
         ends = self._build_tree()
         # Device events sorted by time.
         m = len(b.d_ts)
-        dorder = sorted(range(m), key=lambda i: (b.d_ts[i], b.d_dur[i]))
-        dremap = {old: new for new, old in enumerate(dorder)}
-        self.d_name = array("l", (b.d_name[i] for i in dorder))
-        self.d_cat = array("b", (b.d_cat[i] for i in dorder))
-        self.d_ts = array("q", (b.d_ts[i] for i in dorder))
-        self.d_dur = array("q", (b.d_dur[i] for i in dorder))
-        self.d_device = array("l", (b.d_device[i] for i in dorder))
-        self.d_stream = array("q", (b.d_stream[i] for i in dorder))
-        self.d_corr = array("q", (b.d_corr[i] for i in dorder))
-        self.launch_config = {dremap[k]: v for k, v in b.d_launch.items()}
+        dorder = sorted(range(m), key=list(zip(b.d_ts, b.d_dur)).__getitem__)
+        self.d_name = array("l", map(b.d_name.__getitem__, dorder))
+        self.d_cat = array("b", map(b.d_cat.__getitem__, dorder))
+        self.d_ts = array("q", map(b.d_ts.__getitem__, dorder))
+        self.d_dur = array("q", map(b.d_dur.__getitem__, dorder))
+        self.d_device = array("l", map(b.d_device.__getitem__, dorder))
+        self.d_stream = array("q", map(b.d_stream.__getitem__, dorder))
+        self.d_corr = array("q", map(b.d_corr.__getitem__, dorder))
+        launch = b.d_launch
+        self.launch_config = {new: launch[old] for new, old in enumerate(dorder) if old in launch} if launch else {}
         # Launch links: device event -> host runtime/driver call with the same correlation id.
-        by_corr: dict[int, int] = {}
-        rt, drv = HOST_CATEGORIES.index(CUDA_RUNTIME), HOST_CATEGORIES.index(CUDA_DRIVER)
-        for i in range(n):
-            c = self.h_corr[i]
-            if c >= 0 and self.h_cat[i] in (rt, drv):
-                by_corr[c] = i
-        self.d_launch_host = array("l", (by_corr.get(c, -1) if c >= 0 else -1 for c in self.d_corr))
+        launch_cats = (HOST_CATEGORIES.index(CUDA_RUNTIME), HOST_CATEGORIES.index(CUDA_DRIVER))
+        by_corr = {c: i for i, (c, k) in enumerate(zip(self.h_corr, self.h_cat)) if c >= 0 and k in launch_cats}
+        get = by_corr.get
+        self.d_launch_host = array("l", [get(c, -1) if c >= 0 else -1 for c in self.d_corr])
         self.steps = self._find_steps(target, ends)
         self.target = target
 
@@ -266,27 +264,27 @@ class Trace:
         parent = [-1] * n
         child_sum = [0] * n
         stack: list[int] = []  # open events on the current thread
-        stack_end: list[int] = []
+        push, pop = stack.append, stack.pop
         cur_tid = None
-        for i in range(n):
-            t = tids[i]
+        i = -1
+        for t, start, end in zip(tids, ts, ends):
+            i += 1
             if t != cur_tid:
                 stack.clear()
-                stack_end.clear()
                 cur_tid = t
-            start, end = ts[i], ends[i]
             # Only an event that ends within an open one nests in it; a partial overlap is a sibling.
-            while stack_end and (stack_end[-1] <= start or stack_end[-1] < end):
-                stack.pop()
-                stack_end.pop()
-            if stack:
-                p = stack[-1]
-                parent[i] = p
-                child_sum[p] += dur[i]
-            stack.append(i)
-            stack_end.append(end)
+            while stack:
+                e = ends[stack[-1]]
+                if e <= start or e < end:
+                    pop()
+                else:
+                    p = stack[-1]
+                    parent[i] = p
+                    child_sum[p] += end - start
+                    break
+            push(i)
         self.h_parent = array("l", parent)
-        self.h_self = array("q", [max(d - c, 0) for d, c in zip(dur, child_sum)])
+        self.h_self = array("q", [d - c if d > c else 0 for d, c in zip(dur, child_sum)])
         return ends
 
     def _find_steps(self, target: str | None, ends: list[int]) -> list[Step]:
@@ -354,6 +352,30 @@ class Trace:
     def name_id(self, name: str) -> int:
         return self._name_ids.get(name, -1)
 
+    def host_by_name(self) -> dict[int, list[int]]:
+        """Interned name -> the host events of that name, in index order. Built once, on first use: rules
+        that look for a few names read these lists instead of scanning every event."""
+        idx = self._by_name
+        if idx is None:
+            idx = {}
+            get = idx.get
+            for i, nid in enumerate(self.h_name):
+                lst = get(nid)
+                if lst is None:
+                    idx[nid] = [i]
+                else:
+                    lst.append(i)
+            self._by_name = idx
+        return idx
+
+    def host_named(self, name_ids: Iterable[int]) -> list[int]:
+        """Host events with any of these interned names, in index order."""
+        idx = self.host_by_name()
+        lists = [idx[n] for n in set(name_ids) if n in idx]
+        if len(lists) == 1:
+            return lists[0]
+        return sorted(i for lst in lists for i in lst)
+
     def host_name(self, i: int) -> str:
         return self.names[self.h_name[i]]  # type: ignore[no-any-return]
 
@@ -388,18 +410,34 @@ class Trace:
         """For each host event, the index into ``steps`` of the step whose span holds it, else -1.
 
         A step lies on one thread but other threads (autograd's backward thread, a data loader) work
-        inside its time span too, so membership is by time.
+        inside its time span too, so membership is by time: an event belongs to the step that started
+        last at or before it, if that step has not ended.
         """
-        out = array("l", [-1]) * len(self.h_ts)
+        n = len(self.h_ts)
+        out = array("l", [-1]) * n
         if not self.steps:
             return out
-        starts = [s.start_ns for s in self.steps]
         import bisect
 
-        for i, t in enumerate(self.h_ts):
-            k = bisect.bisect_right(starts, t) - 1
-            if k >= 0 and t < self.steps[k].end_ns:
-                out[i] = k
+        steps = self.steps
+        # Where each step is the last one started: [start, next start), cut at its end.
+        regions = []
+        for k, s in enumerate(steps):
+            stop = min(s.end_ns, steps[k + 1].start_ns) if k + 1 < len(steps) else s.end_ns
+            if stop > s.start_ns:
+                regions.append((k, s.start_ns, stop))
+        # Host events are sorted by time within each thread's contiguous run.
+        ts, tids = self.h_ts, self.h_tid
+        a = 0
+        while a < n:
+            t = tids[a]
+            z = bisect.bisect_right(tids, t, a)  # threads are sorted: each one's events are one run
+            for k, lo_ns, hi_ns in regions:
+                lo = bisect.bisect_left(ts, lo_ns, a, z)
+                hi = bisect.bisect_left(ts, hi_ns, lo, z)
+                if hi > lo:
+                    out[lo:hi] = array("l", [k]) * (hi - lo)
+            a = z
         return out
 
     def step_of_device(self, host_step: array[int] | None = None) -> array[int]:

@@ -1,0 +1,159 @@
+"""Helper processes that parse and consume batches of a large trace file's events.
+
+A worker is a fresh interpreter (``sys.executable``) that imports only autoprof's loader; it talks over two
+pipes (pickled ``(id, text)`` in, ``(id, result)`` out) and exits when its input pipe closes. Nothing here
+may fail a load: a worker that cannot start, dies, or stalls has its batches redone in the calling process.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+_CODE = "import sys; sys.path.insert(0, sys.argv[1]); from autoprof.trace._worker import main; main(sys.argv[2:])"
+_STALL_S = 120.0  # a batch (a few MB) takes well under a second; a worker silent this long is given up
+
+
+def default_workers() -> int:
+    """One fewer than the CPUs this process may use, at most 3; 0 where workers are not possible."""
+    if os.name != "posix" or not sys.executable:
+        return 0
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS
+        n = os.cpu_count() or 1
+    return max(0, min(n - 1, 3))
+
+
+class _Worker:
+    def __init__(self, pool: Pool, source: str) -> None:
+        self.pool = pool
+        self.source = source
+        self.outstanding = 0
+        self.dead = False
+        r_in, w_in = os.pipe()  # we write batches, it reads
+        r_out, w_out = os.pipe()  # it writes results, we read
+        pkg_parent = str(Path(__file__).resolve().parents[2])
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _CODE, pkg_parent, str(r_in), str(w_out)],
+                pass_fds=(r_in, w_out), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, close_fds=True,
+            )
+        finally:
+            os.close(r_in)
+            os.close(w_out)
+        self.to_child = os.fdopen(w_in, "wb")
+        self.from_child = os.fdopen(r_out, "rb")
+        self.q: queue.Queue[tuple[int, str] | None] = queue.Queue()
+        self.writer = threading.Thread(target=self._write, name="autoprof-load-send", daemon=True)
+        self.reader = threading.Thread(target=self._read, name="autoprof-load-recv", daemon=True)
+        self.writer.start()
+        self.reader.start()
+
+    def _write(self) -> None:
+        try:
+            while True:
+                item = self.q.get()
+                if item is None:
+                    break
+                pickle.dump((item[0], item[1], self.source), self.to_child, protocol=pickle.HIGHEST_PROTOCOL)
+                self.to_child.flush()
+        except Exception:
+            self.pool._died(self)
+        finally:
+            try:
+                self.to_child.close()
+            except Exception:
+                pass
+
+    def _read(self) -> None:
+        try:
+            while True:
+                bid, result = pickle.load(self.from_child)
+                self.pool._arrived(self, bid, result)
+        except Exception:  # EOF when it exits; anything else is a broken worker: its batches are redone
+            self.pool._died(self)
+        finally:
+            self.from_child.close()
+
+
+class Pool:
+    """Up to ``n`` workers; each takes at most two batches at a time (the caller does the rest itself)."""
+
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self.results: dict[int, Any] = {}
+        self.owner: dict[int, _Worker] = {}
+        self.workers: list[_Worker] = []
+
+    @classmethod
+    def start(cls, n: int, source: str) -> Pool | None:
+        pool = cls()
+        for _ in range(n):
+            try:
+                pool.workers.append(_Worker(pool, source))
+            except Exception:
+                break
+        if not pool.workers:
+            return None
+        return pool
+
+    def submit(self, bid: int, text: str) -> bool:
+        """Hand a batch to the least busy worker; False when all are busy or gone."""
+        with self.cv:
+            live = [w for w in self.workers if not w.dead and w.outstanding < 2]
+            if not live:
+                return False
+            w = min(live, key=lambda w: w.outstanding)
+            w.outstanding += 1
+            self.owner[bid] = w
+        w.q.put((bid, text))
+        return True
+
+    def result(self, bid: int, wait: bool) -> tuple[Any, ...] | None:
+        """The result of batch ``bid`` (``("error",)`` if its worker is gone), or None if not there yet."""
+        with self.cv:
+            while True:
+                if bid in self.results:
+                    self.owner.pop(bid, None)
+                    return self.results.pop(bid)  # type: ignore[no-any-return]
+                w = self.owner.get(bid)
+                if w is None or w.dead:
+                    self.owner.pop(bid, None)
+                    return ("error",)
+                if not wait:
+                    return None
+                if not self.cv.wait(_STALL_S) and bid not in self.results:
+                    w.dead = True
+                    w.proc.kill()
+
+    def _arrived(self, w: _Worker, bid: int, result: Any) -> None:
+        with self.cv:
+            self.results[bid] = result
+            w.outstanding -= 1
+            self.cv.notify_all()
+
+    def _died(self, w: _Worker) -> None:
+        with self.cv:
+            w.dead = True
+            self.cv.notify_all()
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.dead = True
+            w.q.put(None)
+        for w in self.workers:
+            try:
+                w.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                w.proc.kill()
+                w.proc.wait()
+            w.writer.join(timeout=5)
+            w.reader.join(timeout=5)

@@ -1,0 +1,27 @@
+"""A helper process of :mod:`autoprof.trace._pool`: parses and consumes batches of events until its input
+pipe closes."""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str]) -> None:
+    gc.disable()  # many short-lived containers, no cycles: reference counting frees everything
+    from autoprof.trace.chrome import _work
+
+    with os.fdopen(int(argv[0]), "rb") as fin, os.fdopen(int(argv[1]), "wb") as fout:
+        while True:
+            try:
+                bid, text, source = pickle.load(fin)
+            except EOFError:
+                return
+            try:
+                result = _work(text, source)
+            except Exception:
+                result = ("error",)
+            pickle.dump((bid, result), fout, protocol=pickle.HIGHEST_PROTOCOL)
+            fout.flush()
