@@ -25,6 +25,9 @@ _RESET = "\033[0m"
 _BOLD = "\033[1m"
 
 
+PROGRESS_AFTER_S = 1.0
+
+
 class _Progress:
     """A one-line note on stderr for loads longer than about a second, only when stderr is a terminal."""
 
@@ -39,12 +42,14 @@ class _Progress:
 
     def _run(self) -> None:
         t0 = time.monotonic()
-        if self._done.wait(1.0):
+        if self._done.wait(PROGRESS_AFTER_S):
             return
         self._shown = True
-        while not self._done.wait(0.25):
+        while True:
             self.stream.write(f"\rautoprof: loading {self.label} … {time.monotonic() - t0:.0f} s")
             self.stream.flush()
+            if self._done.wait(0.25):
+                return
 
     def __enter__(self) -> _Progress:
         if self._thread:
@@ -117,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="exit 1 when a finding at or above this severity exists")
     a.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     a.add_argument("--workers", type=_workers, default=None, metavar="N",
-                   help="helper processes that parse a large file's events (default: CPUs - 1, at most 3; 0: none)")
+                   help="helper processes that parse a large file's events (default: the CPUs, at most 4; 0: none)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:

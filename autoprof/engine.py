@@ -113,7 +113,7 @@ def analyze(
 
     Raises :class:`autoprof.TraceError` (a ``ValueError`` whose message names the file) when an input cannot
     be read; :func:`analyze_files` keeps the good files' findings when some are bad. ``workers``: helper
-    processes that parse a large file's events (default: one fewer than the usable CPUs, at most 3; 0 = none).
+    processes that parse a large file's events (default: the usable CPUs, at most 4; 0 = none).
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

@@ -5,8 +5,8 @@ The trace is built from ../shared/traces/hta/a100_rank3_of8_train.json.gz (its s
 timestamps and ids; cached in benchmarks/.cache/). Each contender runs in its own process, so peak RSS is
 its own. Targets: autoprof at most 1/5 of HTA's time and 1/2 of its peak memory.
 
-"autoprof" is `autoprof analyze --json` with its default helper processes (one fewer than the usable CPUs,
-at most 3); "autoprof -w0" the same in one process. Peak memory counts the largest helper process too.
+"autoprof" is `autoprof analyze --json` with its default helper processes (the usable CPUs, at most 4);
+"autoprof -w0" the same in one process. Peak memory counts the largest helper process too.
 
 Run:  python benchmarks/analyze_file.py [--events 1000000] [--hta-python PATH]
 (--hta-python: a Python that has the `holistictraceanalysis` package, e.g. a separate venv.)

@@ -17,18 +17,24 @@ from pathlib import Path
 from typing import Any
 
 _CODE = "import sys; sys.path.insert(0, sys.argv[1]); from autoprof.trace._worker import main; main(sys.argv[2:])"
+PER_WORKER = 8  # batches queued per worker: enough that the caller rarely parses one itself (it has
+# reading, cutting and merging to do; measured on 2 CPUs: 2.5 s to read a 1M-event file vs 2.7 s with 4)
 _STALL_S = 120.0  # a batch (a few MB) takes well under a second; a worker silent this long is given up
 
 
 def default_workers() -> int:
-    """One fewer than the CPUs this process may use, at most 3; 0 where workers are not possible."""
+    """As many as the CPUs this process may use, at most 4; 0 with one CPU or where workers are not possible.
+
+    Not one fewer: the calling process spends much of a load waiting (on the gunzip thread, on results)
+    and parses batches itself only while every worker is busy; measured on 2 CPUs, 2 workers load a 1M-event
+    file ~0.5 s faster than 1."""
     if os.name != "posix" or not sys.executable:
         return 0
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - macOS
         n = os.cpu_count() or 1
-    return max(0, min(n - 1, 3))
+    return min(n, 4) if n > 1 else 0
 
 
 class _Worker:
@@ -85,7 +91,8 @@ class _Worker:
 
 
 class Pool:
-    """Up to ``n`` workers; each takes at most two batches at a time (the caller does the rest itself)."""
+    """Up to ``n`` workers; each takes at most ``PER_WORKER`` batches at a time (the caller parses the
+    rest itself)."""
 
     def __init__(self) -> None:
         self.cv = threading.Condition()
@@ -108,7 +115,7 @@ class Pool:
     def submit(self, bid: int, text: str) -> bool:
         """Hand a batch to the least busy worker; False when all are busy or gone."""
         with self.cv:
-            live = [w for w in self.workers if not w.dead and w.outstanding < 2]
+            live = [w for w in self.workers if not w.dead and w.outstanding < PER_WORKER]
             if not live:
                 return False
             w = min(live, key=lambda w: w.outstanding)

@@ -339,8 +339,8 @@ def load(path: str | os.PathLike[str], target: str | None = None, workers: int |
     """Load one chrome-trace file (peak memory stays far below ``json.load``'s).
 
     The ``traceEvents`` array is parsed in batches of whole events; a large file's batches are shared with
-    ``workers`` helper processes (default: one fewer than the usable CPUs, at most 3; 0 keeps everything
-    in this process). Raises :class:`TraceError` (one line, names the file) on bad input, and nothing else.
+    ``workers`` helper processes (default: the usable CPUs, at most 4, none with one CPU; 0 keeps
+    everything in this process). Raises :class:`TraceError` (one line, names the file) on bad input, and nothing else.
     """
     if workers is None:
         workers = _pool.default_workers()
@@ -406,7 +406,7 @@ def _work(text: str, source: str) -> tuple[Any, ...]:
 
 _WS = re.compile(r"[ \t\n\r]*")
 _CHUNK = 1 << 20  # characters per read
-_BATCH = 4 << 20  # characters of whole events parsed at once
+_BATCH = 1 << 20  # characters of whole events parsed at once (small enough to stay in the CPU's caches)
 _POOL_AT = 2  # batches read in this process before helper processes are started (a large file only)
 _MAX_VALUE = 256 << 20  # one JSON value (an event, a metadata entry) larger than this is not a trace
 
@@ -577,7 +577,7 @@ class _StreamReader:
                     continue
                 else:
                     ready[bid] = _work(batch[0], self.src)
-                limit = 4 * (workers + 1)
+                limit = _pool.PER_WORKER * workers + 4  # batches in flight before this waits for the oldest
                 while pending:
                     r = ready.pop(done, None)
                     if r is None and pool is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import re
 from array import array
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -249,7 +250,8 @@ class Trace:
         self.launch_config = {new: launch[old] for new, old in enumerate(dorder) if old in launch} if launch else {}
         # Launch links: device event -> host runtime/driver call with the same correlation id.
         launch_cats = (HOST_CATEGORIES.index(CUDA_RUNTIME), HOST_CATEGORIES.index(CUDA_DRIVER))
-        by_corr = {c: i for i, (c, k) in enumerate(zip(self.h_corr, self.h_cat)) if c >= 0 and k in launch_cats}
+        h_corr = self.h_corr
+        by_corr = {h_corr[i]: i for i, k in enumerate(self.h_cat) if k in launch_cats and h_corr[i] >= 0}
         get = by_corr.get
         self.d_launch_host = array("l", [get(c, -1) if c >= 0 else -1 for c in self.d_corr])
         self.steps = self._find_steps(target, ends)
@@ -357,15 +359,10 @@ class Trace:
         that look for a few names read these lists instead of scanning every event."""
         idx = self._by_name
         if idx is None:
-            idx = {}
-            get = idx.get
+            lists: defaultdict[int, list[int]] = defaultdict(list)
             for i, nid in enumerate(self.h_name):
-                lst = get(nid)
-                if lst is None:
-                    idx[nid] = [i]
-                else:
-                    lst.append(i)
-            self._by_name = idx
+                lists[nid].append(i)
+            idx = self._by_name = dict(lists)
         return idx
 
     def host_named(self, name_ids: Iterable[int]) -> list[int]:
