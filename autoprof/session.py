@@ -34,6 +34,7 @@ import torch.autograd.profiler as _autograd_profiler
 from autoprof import emit as _emit
 from autoprof.config import SWITCH, Config
 from autoprof.rules import ranks
+from autoprof.trace.model import gc_paused
 
 WAIT, WARMUP, ACTIVE, DONE = 0, 1, 2, 3
 _STEADY_KEEP = 16  # wall times of recent steady calls kept per target (bounded memory)
@@ -348,10 +349,11 @@ class _WindowJob:
             if self.first_call_ns is not None and self.steady_ns:
                 meta["first_call_ns"] = self.first_call_ns
                 meta["steady_call_ns"] = self.steady_ns
-            trace = engine.window_trace(self.prof.profiler.kineto_results, target=self.target, rank=rank,
-                                        world_size=world, metadata=meta)
             path = self._keep_trace(rank)
-            findings, failures = engine.analyze_trace(trace, self.cfg)
+            with gc_paused():  # one pause for reading and analysing (each pause's end costs a collection)
+                trace = engine.window_trace(self.prof.profiler.kineto_results, target=self.target, rank=rank,
+                                            world_size=world, metadata=meta)
+                findings, failures = engine.analyze_trace(trace, self.cfg)
             overhead = time.perf_counter_ns() - t0 + self.stall_ns
             _emit.emit(
                 "autoprof.window", "info", **ctx, source="live",

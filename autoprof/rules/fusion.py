@@ -106,7 +106,9 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     if pairs:
         t = sum(trace.h_dur[i] + trace.h_dur[j] for i, j in pairs)
         t_add = sum(trace.h_dur[j] for _, j in pairs)  # roughly what one fused GEMM saves
-        parents = sorted({trace.host_name(trace.h_parent[i]) for i, _ in pairs if trace.h_parent[i] >= 0})
+        h_parent, h_name = trace.h_parent, trace.h_name
+        parent_ids = {h_name[p] for p in {h_parent[i] for i, _ in pairs} if p >= 0}
+        parents = sorted(trace.names[nid] for nid in parent_ids)
         shapes: list[str] = []  # the first few distinct input shapes
         for i, _ in pairs[:1000]:
             s = trace.shapes.get(i)
@@ -114,7 +116,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
                 shapes.append(str(s[0]))
                 if len(shapes) == 5:
                     break
-        in_linear = any(trace.h_parent[i] >= 0 and trace.host_name(trace.h_parent[i]) == "aten::linear" for i, _ in pairs)
+        in_linear = trace.name_id("aten::linear") in parent_ids
         advice = (
             "Use torch.addmm(b, x, w) or nn.Linear (one fused GEMM with the bias in its epilogue), or "
             "torch.compile the function."
@@ -140,7 +142,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
                     "input_shapes": shapes,
                     "parents": parents[:5],
                 },
-                tuple(sorted({f"{trace.host_name(i)} -> {trace.host_name(j)}" for i, j in pairs})),
+                tuple(sorted({f"{trace.names[a]} -> {trace.names[b]}" for a, b in {(h_name[i], h_name[j]) for i, j in pairs}})),
             )
         )
     compiled_ids = {nid for nid, n in enumerate(trace.names) if n.startswith(_COMPILED_MARKERS)}

@@ -146,9 +146,10 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
         items = [(i, h_dur[i], False) for i in trace.host_named(roof_ids)
                  if h_cat[i] == kcpu and host_in[i] and not has_ancestor(trace, i, roof_ids)]
     cache = WorkCache()
-    memo: dict[tuple[int, str, str], Any] = {}
     shapes_get = trace.shapes.get
     names = trace.names
+    # Calls and time per (op, shapes, dtype): a window repeats the same few, each is then costed once.
+    agg: dict[tuple[int, str, str], list[Any]] = {}
     for i, t, tf32 in items:
         if t <= 0:
             continue
@@ -163,29 +164,27 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
         if dt == "fp32" and tf32:
             dt = "tf32"
         mk = (nid, shapes_text, dt)
-        m = memo.get(mk, False)
-        if m is False:
-            pf = peak.flops_for(dt)
-            flops, nbytes = w
-            if not pf or nbytes <= 0:
-                m = None
-            else:
-                bound = "compute" if flops / nbytes >= pf / peak.bytes_per_s else "memory"
-                name = names[nid]
-                st = rf.ops.get((name, shapes_text, dt))
-                if st is None:
-                    st = rf.ops[(name, shapes_text, dt)] = OpStat(name, shapes_text, dt, bound)
-                m = (st, flops, nbytes, max(flops / pf, nbytes / peak.bytes_per_s) * 1e9, bound == "compute")
-            memo[mk] = m
-        if m is None:
+        a = agg.get(mk)
+        if a is None:
+            agg[mk] = [1, t, w]
+        else:
+            a[0] += 1
+            a[1] += t
+    for (nid, shapes_text, dt), (calls, t, (flops, nbytes)) in agg.items():
+        pf = peak.flops_for(dt)
+        if not pf or nbytes <= 0:
             continue
-        st, flops, nbytes, ideal, is_compute = m
-        st.calls += 1
+        bound = "compute" if flops / nbytes >= pf / peak.bytes_per_s else "memory"
+        name = names[nid]
+        st = rf.ops.get((name, shapes_text, dt))
+        if st is None:
+            st = rf.ops[(name, shapes_text, dt)] = OpStat(name, shapes_text, dt, bound)
+        st.calls += calls
         st.time_ns += t
-        st.flops += flops
-        st.bytes += nbytes
-        st.ideal_ns += ideal
-        if is_compute:
+        st.flops += flops * calls
+        st.bytes += nbytes * calls
+        st.ideal_ns += max(flops / pf, nbytes / peak.bytes_per_s) * 1e9 * calls
+        if bound == "compute":
             rf.compute_ns += t
         else:
             rf.memory_ns += t

@@ -118,6 +118,9 @@ class _Consumer:
         self.cat_cache: dict[Any, int] = {}  # raw category -> _category_code
         self.threads: dict[tuple[Any, Any], int] = {}
         self.shaped: dict[str, bool] = {}
+        # Op name -> its last (dims, types): repeated shapes share one copy (less memory, less for the
+        # cyclic collector to walk, and pickled once by a worker).
+        self.last_shapes: dict[str, tuple[Any, Any]] = {}
         self.dev_no_corr: dict[int, tuple[int, int]] = {}  # device index -> (thread, ts): linked by flows
         # Flow events (used only if correlation ids are missing): start?, thread, ts, id.
         self.f_start = array("b")
@@ -131,6 +134,7 @@ class _Consumer:
         cat_cache = self.cat_cache
         threads = self.threads
         shaped = self.shaped
+        last_shapes = self.last_shapes
         dev_no_corr = self.dev_no_corr
         flow_cats = FLOW_CATEGORIES
         dropped = DROPPED_OPS
@@ -229,7 +233,12 @@ class _Consumer:
                     if want is None:
                         want = shaped[name] = name in SHAPED_OPS or name.startswith(SHAPED_PREFIXES)
                     if want:
-                        h_shapes[len(h_ts)] = (args.get("Input Dims"), args.get("Input type"))
+                        dims, types = args.get("Input Dims"), args.get("Input type")
+                        last = last_shapes.get(name)
+                        if last is not None and last[0] == dims and last[1] == types:
+                            h_shapes[len(h_ts)] = last  # a trace repeats its shapes: share one copy
+                        else:
+                            h_shapes[len(h_ts)] = last_shapes[name] = (dims, types)
                 hn(nid if nid is not None else intern(name))
                 hc(code)
                 hts(ts)

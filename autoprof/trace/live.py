@@ -48,17 +48,25 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
         b.metadata.update(metadata)
     # The hot loop writes straight into the builder's columns: one dict lookup per event for the
     # category, one for the thread, one for the name; kineto is asked only for what the rules read.
-    cat_of: dict[str, Any] = {}
+    cat_of: dict[Any, Any] = {}
     thread_of: dict[int, int] = {}
-    ann = HOST_CATEGORIES.index(USER_ANNOTATION)
+    ann = (HOST_CATEGORIES.index(USER_ANNOTATION), False, False)
     name_add, cat_add, ts_add = b.h_name.append, b.h_cat.append, b.h_ts.append
     dur_add, tid_add, corr_add = b.h_dur.append, b.h_tid.append, b.h_corr.append
     shapes_out = b.h_shapes
     intern = b.intern
     names = b._name_ids
+    add_device = b.add_device
+    dropped = DROPPED_OPS
     shaped_name: dict[int, bool] = {}  # name id -> keep its shapes (cpu ops only)
+    # Name id -> its last (shapes, dtypes). Shared, not copied: fewer live containers for the cyclic
+    # collector to walk when it runs again after the load (measured: ~60 ms less per 100k-event window).
+    last_shapes: dict[int, tuple[Any, Any]] = {}
     i = -1
     for ev in events:
+        name = ev.name()
+        if name in dropped:  # only ops carry these names: skip them before asking kineto anything else
+            continue
         at = ev.activity_type()
         c = cat_of.get(at, False)
         if c is False:
@@ -73,14 +81,11 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
         if c is None:
             if not ev.is_user_annotation():
                 continue
-            c = (ann, False, False)
-        name = ev.name()
-        if c[2] and name in DROPPED_OPS:
-            continue
-        ci = c[0]
+            c = ann
+        ci, launch, is_op = c
         if ci < 0:
-            b.add_device(c[1], name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()),
-                         int(ev.device_resource_id()), ev.correlation_id())
+            add_device(launch, name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()),
+                       int(ev.device_resource_id()), ev.correlation_id())
             continue
         i += 1
         nid = names.get(name)
@@ -96,13 +101,18 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
         if tid is None:
             tid = thread_of[st] = b.thread("host", st)
         tid_add(tid)
-        corr_add(ev.correlation_id() if c[1] else -1)
-        if c[2]:
+        corr_add(ev.correlation_id() if launch else -1)
+        if is_op:
             keep = shaped_name.get(nid)
             if keep is None:
                 keep = shaped_name[nid] = name in SHAPED_OPS or name.startswith(SHAPED_PREFIXES)
             if keep:
                 shp = ev.shapes()
                 if shp:
-                    shapes_out[i] = (shp, ev.dtypes())
+                    dts = ev.dtypes()
+                    last = last_shapes.get(nid)
+                    if last is not None and last[0] == shp and last[1] == dts:
+                        shapes_out[i] = last  # a window repeats its shapes: share one copy
+                    else:
+                        shapes_out[i] = last_shapes[nid] = (shp, dts)
     return b.build(target)
