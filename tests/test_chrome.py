@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -326,7 +327,7 @@ def test_a_cut_inside_a_string_is_never_taken(tmp_path: Path, monkeypatch: pytes
         assert _model(chrome.load(p, workers=1)) == reference
 
 
-def test_a_worker_that_dies_or_never_starts_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_that_dies_or_never_starts_loses_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from autoprof.trace import _pool
 
     p = shared_trace("hta/a100_alexnet_cuda_sync.json.gz")
@@ -347,8 +348,17 @@ def test_a_worker_that_dies_or_never_starts_loses_nothing(monkeypatch: pytest.Mo
         assert _model(chrome.load(p, workers=2)) == reference
         m.setattr(_pool, "_CODE", "import os, sys, time; r = os.fdopen(int(sys.argv[2]), 'rb'); r.read(100); os._exit(9)")
         assert _model(chrome.load(p, workers=1)) == reference  # dies holding a batch
-        m.setattr(_pool.sys, "executable", "/nonexistent/python")
-        assert _model(chrome.load(p, workers=1)) == reference  # cannot start at all
+        fake = tmp_path / "python3"
+        fake.write_text("not a program")
+        fake.chmod(0o755)
+        m.setattr(_pool.sys, "executable", str(fake))
+        fds = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+        assert _model(chrome.load(p, workers=1)) == reference  # cannot start at all (exec fails)
+        if fds is not None:
+            assert len(os.listdir("/proc/self/fd")) == fds  # and leaves no pipe open
+        m.setattr(_pool.sys, "executable", "/usr/sbin/uwsgi")  # an embedding program: never started
+        assert _pool.default_workers() == 0
+        assert _model(chrome.load(p, workers=1)) == reference
     assert len(started) == 2
     for pool in started:  # every started worker was reaped
         assert all(w.proc.poll() is not None for w in pool.workers)

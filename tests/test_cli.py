@@ -117,11 +117,25 @@ def test_usage_errors_exit_2() -> None:
     assert cli("analyze", "--fail-on", "loud", "x.json").returncode == 2
 
 
+def test_workers_option_same_records_and_bad_values(tmp_path: Path) -> None:
+    p = shared_trace("hta/a100_rank0_of2_convnet.json.gz")
+    runs = [cli("analyze", "--json", "--workers", w, str(p)) for w in ("0", "3")]
+    assert [r.returncode for r in runs] == [0, 0]
+    strip = [[{k: v for k, v in json.loads(line).items() if k not in ("timestamp", "pid")} for line in r.stdout.splitlines()]
+             for r in runs]
+    assert strip[0] == strip[1] and strip[0]
+    for bad in ("-1", "many"):
+        out = cli("analyze", "--workers", bad, str(p))
+        assert out.returncode == 2 and "--workers" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_python_api_analyze() -> None:
     import autoprof
 
     fs = autoprof.analyze(shared_trace("kineto/v100_resnet50_dataloader_workers0_2021schema.json.gz"))
     assert {f.rule: f.verdict for f in fs}["bound_regime"] == "input-bound"
+    one = autoprof.analyze(shared_trace("kineto/v100_resnet50_dataloader_workers0_2021schema.json.gz"), workers=0)
+    assert [f.to_record() for f in one] == [f.to_record() for f in fs]
     with pytest.raises(autoprof.TraceError, match="no such file"):
         autoprof.analyze("/nonexistent/trace.json")
 

@@ -22,13 +22,22 @@ PER_WORKER = 8  # batches queued per worker: enough that the caller rarely parse
 _STALL_S = 120.0  # a batch (a few MB) takes well under a second; a worker silent this long is given up
 
 
+def _is_python(path: str | None) -> bool:
+    """Whether ``path`` looks like a Python interpreter (an embedding program, uwsgi say, sets
+    ``sys.executable`` to itself: starting that with ``-c`` would run something else entirely)."""
+    if not path:
+        return False
+    name = os.path.basename(path).lower()
+    return name.startswith(("python", "pypy")) and os.access(path, os.X_OK)
+
+
 def default_workers() -> int:
     """As many as the CPUs this process may use, at most 4; 0 with one CPU or where workers are not possible.
 
     Not one fewer: the calling process spends much of a load waiting (on the gunzip thread, on results)
     and parses batches itself only while every worker is busy; measured on 2 CPUs, 2 workers load a 1M-event
     file ~0.5 s faster than 1."""
-    if os.name != "posix" or not sys.executable:
+    if os.name != "posix" or not _is_python(sys.executable):
         return 0
     try:
         n = len(os.sched_getaffinity(0))
@@ -52,6 +61,10 @@ class _Worker:
                 pass_fds=(r_in, w_out), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, close_fds=True,
             )
+        except BaseException:
+            os.close(w_in)
+            os.close(r_out)
+            raise
         finally:
             os.close(r_in)
             os.close(w_out)
@@ -102,6 +115,8 @@ class Pool:
 
     @classmethod
     def start(cls, n: int, source: str) -> Pool | None:
+        if os.name != "posix" or not _is_python(sys.executable):
+            return None
         pool = cls()
         for _ in range(n):
             try:
