@@ -27,7 +27,6 @@ def window_trace(kineto_results: Any, **kw: Any) -> Trace:
         return live.from_kineto_events(kineto_results.events(), **kw)
 
 
-
 def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
     """The ops with the most self CPU time: name, self_cpu_us, calls."""
     k = HOST_CATEGORIES.index(CPU_OP)

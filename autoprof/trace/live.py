@@ -82,9 +82,9 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
             if not ev.is_user_annotation():
                 continue
             c = ann
-        ci, launch, is_op = c
+        ci, launch, is_op = c  # host: (category index, is a launching call, is an op); device: (-1, category, False)
         if ci < 0:
-            add_device(launch, name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()),
+            add_device(c[1], name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()),
                        int(ev.device_resource_id()), ev.correlation_id())
             continue
         i += 1

@@ -366,7 +366,8 @@ class Trace:
         return idx
 
     def host_named(self, name_ids: Iterable[int]) -> list[int]:
-        """Host events with any of these interned names, in index order."""
+        """Host events with any of these interned names, in index order (read-only: it may be the index's own
+        list)."""
         idx = self.host_by_name()
         lists = [idx[n] for n in set(name_ids) if n in idx]
         if len(lists) == 1:
