@@ -396,3 +396,32 @@ def test_values_only_the_stdlib_reads_still_take_the_batch_path(tmp_path: Path, 
     monkeypatch.setattr(chrome._StreamReader, "_rescan", spy)
     t = chrome.load(p, workers=0)
     assert t.n_events == 12 and rescans == []
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fuzz_workers_read_what_one_process_reads(data: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mutated real traces through small batches and a helper process: the same model, or the same error."""
+    raw = bytearray(_real_bytes())
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, len(raw) - 1))
+        if data.draw(st.booleans()):
+            raw[pos] = data.draw(st.sampled_from(list(b'{}[],:"\\ x0')))
+        else:
+            del raw[pos : pos + data.draw(st.integers(1, 64))]
+    p = tmp_path / "m.json"
+    p.write_bytes(bytes(raw))
+
+    def read(workers: int) -> Any:
+        try:
+            return _model(chrome.load(p, workers=workers))
+        except TraceError as e:
+            assert "\n" not in str(e)
+            return str(e)
+
+    one = read(0)
+    with monkeypatch.context() as m:
+        _small_batches(m)
+        m.setattr(chrome, "_BATCH", 2000)  # the 16 kB trace in ~8 batches
+        m.setattr(chrome, "_CHUNK", 1000)
+        assert read(1) == one

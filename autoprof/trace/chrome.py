@@ -437,6 +437,7 @@ class _StreamReader:
         self.src = str(path)
         self.buf = ""
         self.pos = 0
+        self.base = 0  # characters of the document before ``buf``: error positions are in the whole file
         self.eof = False
         self._raw: Any = None
         self._text: Any = None
@@ -490,6 +491,7 @@ class _StreamReader:
             got += len(piece)
         if not pieces:
             return False
+        self.base += self.pos
         self.buf = self.buf[self.pos:] + "".join(pieces)
         self.pos = 0
         return True
@@ -517,7 +519,7 @@ class _StreamReader:
             except json.JSONDecodeError as e:
                 if self.eof:
                     problem = "truncated JSON" if e.pos >= len(self.buf) - 1 else "not valid JSON"
-                    raise TraceError(self.path, f"{problem} ({e.msg} at char {e.pos})") from None
+                    raise TraceError(self.path, f"{problem} ({e.msg} at char {self.base + e.pos})") from None
                 if len(self.buf) - self.pos > _MAX_VALUE:
                     raise TraceError(self.path, f"not valid JSON ({e.msg})") from None
                 self._more()
@@ -533,27 +535,23 @@ class _StreamReader:
         self.pos += 1
 
     # -- the event array -------------------------------------------------------------------------
-    def _take_batch(self) -> tuple[str, str] | None:
+    def _take_batch(self) -> tuple[str, str, int] | None:
         """The next run of whole events (about ``_BATCH`` characters, cut after a closing brace that a
-        comma and an opening brace follow) and the separator after it; None when the buffer holds no
-        such cut (the array's last event, or one event longer than several batches)."""
+        comma and an opening brace follow), the separator after it, and where it starts in the document;
+        None when the buffer holds no such cut (the array's last event, or one event longer than several
+        batches)."""
         for _ in range(8):
             if len(self.buf) - self.pos < _BATCH and not self.eof:
                 self._more(_BATCH)
             buf, pos = self.buf, self.pos
-            j = buf.rfind("{", pos + 1)
-            while j > pos:
-                k = j - 1
-                while k > pos and buf[k] in " \t\n\r":
-                    k -= 1
-                if buf[k] == "," and k > pos:
-                    k -= 1
-                    while k > pos and buf[k] in " \t\n\r":
-                        k -= 1
-                    if buf[k] == "}" and k > pos:
-                        self.pos = j
-                        return buf[pos : k + 1], buf[k + 1 : j]
-                j = buf.rfind("{", pos + 1, k + 1)
+            # The last cut within a batch's length, else (an event longer than that) the last in the buffer.
+            cut = _last_cut(buf, pos, min(len(buf), pos + _BATCH))
+            if cut is None and pos + _BATCH < len(buf):
+                cut = _last_cut(buf, pos, len(buf))
+            if cut is not None:
+                k, j = cut
+                self.pos = j
+                return buf[pos : k + 1], buf[k + 1 : j], self.base + pos
             if self.eof or not self._more(_BATCH):
                 return None
         return None
@@ -561,7 +559,7 @@ class _StreamReader:
     def _consume_array(self, c: _Consumer, workers: int) -> None:
         """The elements of the ``traceEvents`` array (its '[' consumed): batches first, then the scanner
         for the last events (and for everything from a batch that does not parse whole)."""
-        pending: list[tuple[str, str]] = []  # batches taken but not yet merged into the builder, in order
+        pending: list[tuple[str, str, int]] = []  # batches taken, not yet merged into the builder, in order
         ready: dict[int, tuple[Any, ...]] = {}  # results of batches done in this process while workers ran
         done = 0  # number of batches merged: the id of pending[0]
         pool: _pool.Pool | None = None
@@ -622,9 +620,10 @@ class _StreamReader:
         c.consume(events)
         return True
 
-    def _rescan(self, c: _Consumer, pending: list[tuple[str, str]]) -> None:
+    def _rescan(self, c: _Consumer, pending: list[tuple[str, str, int]]) -> None:
         """Read everything from the first unmerged batch on with the scanner (exact; names any problem)."""
-        self.buf = "".join(t + s for t, s in pending) + self.buf[self.pos :]
+        self.buf = "".join(t + s for t, s, _ in pending) + self.buf[self.pos :]
+        self.base = pending[0][2]
         self.pos = 0
         pending.clear()
         c.consume(self._events())
@@ -728,6 +727,23 @@ class _StreamReader:
         if not seen_events:
             raise TraceError(self.path, "not a chrome trace: no 'traceEvents'")
         return meta
+
+
+def _last_cut(buf: str, pos: int, end: int) -> tuple[int, int] | None:
+    """The last ``}`` (at k) followed by a comma and ``{`` (at j) in ``buf[pos:end]``, as (k, j)."""
+    j = buf.rfind("{", pos + 1, end)
+    while j > pos:
+        k = j - 1
+        while k > pos and buf[k] in " \t\n\r":
+            k -= 1
+        if buf[k] == "," and k > pos:
+            k -= 1
+            while k > pos and buf[k] in " \t\n\r":
+                k -= 1
+            if buf[k] == "}" and k > pos:
+                return k, j
+        j = buf.rfind("{", pos + 1, k + 1)
+    return None
 
 
 class _Prefetch:
