@@ -164,16 +164,9 @@ class _Consumer:
                         tt = type(ts)
                         if tt is not int and tt is not float:
                             raise TraceError(source, f"event {k}: flow event without a numeric 'ts'")
-                        key = (ev.get("pid"), ev.get("tid"))
-                        try:
-                            tid = threads[key]
-                        except KeyError:
-                            tid = threads[key] = b.thread(*key)
-                        except TypeError:  # unhashable pid/tid
-                            tid = b.thread(str(key[0]), str(key[1]))
                         i = ev.get("id")
                         fs(ph == "s")
-                        ft(tid)
+                        ft(self._thread(ev.get("pid"), ev.get("tid")))
                         fts(round(ts * 1000))
                         fid(i if type(i) is int else _int(i))
                     continue
@@ -220,12 +213,12 @@ class _Consumer:
             if type(corr) is not int:
                 corr = _int(corr)
             key = (ev.get("pid"), ev.get("tid"))
-            try:
+            try:  # self._thread(*key), inlined: the hot path
                 tid = threads[key]
             except KeyError:
                 tid = threads[key] = b.thread(*key)
-            except TypeError:  # unhashable pid/tid
-                tid = b.thread(str(key[0]), str(key[1]))
+            except TypeError:
+                tid = self._thread(*key)
             if code < _DEVICE_CODE:
                 nid = names.get(name)
                 if code == cpu_op and "Input Dims" in args:
@@ -256,8 +249,12 @@ class _Consumer:
         self.count = k + 1
 
     def _thread(self, pid: Any, tid: Any) -> int:
+        key = (pid, tid)
         try:
-            return self.b.thread(pid, tid)
+            return self.threads[key]
+        except KeyError:
+            t = self.threads[key] = self.b.thread(pid, tid)
+            return t
         except TypeError:  # unhashable pid/tid
             return self.b.thread(str(pid), str(tid))
 

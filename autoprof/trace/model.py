@@ -109,6 +109,11 @@ def normalize_category(cat: str | None) -> str | None:
     return CATEGORY_ALIASES.get(cat.lower())
 
 
+def _permuted(col: array[int], order: list[int]) -> array[int]:
+    """``col`` in the given order of its indices."""
+    return array(col.typecode, map(col.__getitem__, order))
+
+
 @dataclass(frozen=True)
 class Step:
     """One step: a ``ProfilerStep#N`` span (or a target annotation where a trace has none)."""
@@ -223,12 +228,9 @@ class Trace:
             self.h_dur, self.h_tid, self.h_corr = b.h_dur, b.h_tid, b.h_corr
             self.shapes = dict(b.h_shapes)
         else:
-            self.h_name = array("l", map(b.h_name.__getitem__, order))
-            self.h_cat = array("b", map(b.h_cat.__getitem__, order))
-            self.h_ts = array("q", map(b.h_ts.__getitem__, order))
-            self.h_dur = array("q", map(b.h_dur.__getitem__, order))
-            self.h_tid = array("l", map(b.h_tid.__getitem__, order))
-            self.h_corr = array("q", map(b.h_corr.__getitem__, order))
+            self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = (
+                _permuted(col, order) for col in (b.h_name, b.h_cat, b.h_ts, b.h_dur, b.h_tid, b.h_corr)
+            )
             if b.h_shapes:
                 where = sorted(range(n), key=order.__getitem__)  # the inverse permutation: old index -> new
                 self.shapes = {where[old]: v for old, v in b.h_shapes.items()}
@@ -239,13 +241,9 @@ class Trace:
         # Device events sorted by time.
         m = len(b.d_ts)
         dorder = sorted(range(m), key=list(zip(b.d_ts, b.d_dur)).__getitem__)
-        self.d_name = array("l", map(b.d_name.__getitem__, dorder))
-        self.d_cat = array("b", map(b.d_cat.__getitem__, dorder))
-        self.d_ts = array("q", map(b.d_ts.__getitem__, dorder))
-        self.d_dur = array("q", map(b.d_dur.__getitem__, dorder))
-        self.d_device = array("l", map(b.d_device.__getitem__, dorder))
-        self.d_stream = array("q", map(b.d_stream.__getitem__, dorder))
-        self.d_corr = array("q", map(b.d_corr.__getitem__, dorder))
+        self.d_name, self.d_cat, self.d_ts, self.d_dur, self.d_device, self.d_stream, self.d_corr = (
+            _permuted(col, dorder) for col in (b.d_name, b.d_cat, b.d_ts, b.d_dur, b.d_device, b.d_stream, b.d_corr)
+        )
         launch = b.d_launch
         self.launch_config = {new: launch[old] for new, old in enumerate(dorder) if old in launch} if launch else {}
         # Launch links: device event -> host runtime/driver call with the same correlation id.
