@@ -168,8 +168,14 @@ class Pool:
             self.cv.notify_all()
 
     def close(self) -> None:
+        """Stop every worker (batches not yet sent are dropped: the load is over or failed) and reap it."""
         for w in self.workers:
             w.dead = True
+            while True:
+                try:
+                    w.q.get_nowait()
+                except queue.Empty:
+                    break
             w.q.put(None)
         for w in self.workers:
             try:

@@ -346,7 +346,8 @@ def load(path: str | os.PathLike[str], target: str | None = None, workers: int |
 
     The ``traceEvents`` array is parsed in batches of whole events; a large file's batches are shared with
     ``workers`` helper processes (default: the usable CPUs, at most 4, none with one CPU; 0 keeps
-    everything in this process). Raises :class:`TraceError` (one line, names the file) on bad input, and nothing else.
+    everything in this process). Raises :class:`TraceError` (one line, names the file) on bad input, and
+    nothing else.
     """
     if workers is None:
         workers = _pool.default_workers()
