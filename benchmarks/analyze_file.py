@@ -1,5 +1,6 @@
-"""Offline analysis of a ~1M-event chrome trace, side by side in one run: `autoprof analyze`'s engine,
-plain `json.load`, and HolisticTraceAnalysis (load + temporal breakdown) when importable.
+"""Offline analysis of a ~1M-event chrome trace, side by side in one run: `autoprof analyze --json`, plain
+`json.load`, and HolisticTraceAnalysis (load + temporal breakdown) when importable. Each time includes
+its imports.
 
 The trace is built from ../shared/traces/hta/a100_rank3_of8_train.json.gz (its steps repeated with shifted
 timestamps and ids; cached in benchmarks/.cache/). Each contender runs in its own process, so peak RSS is
@@ -38,7 +39,7 @@ _REPORT = (
 
 
 def _autoprof(workers: str) -> str:
-    """What `autoprof analyze --json FILE` does (records to /dev/null), in the benchmark's process."""
+    """What `autoprof analyze --json FILE` does, in the benchmark's process (records kept in memory)."""
     return (
         _PRELUDE
         + f"sys.path.insert(0, {str(HERE.parent)!r})\n"
