@@ -561,46 +561,43 @@ class _StreamReader:
         ready: dict[int, tuple[Any, ...]] = {}  # results of batches done in this process while workers ran
         done = 0  # number of batches merged: the id of pending[0]
         pool: _pool.Pool | None = None
+        limit = _pool.PER_WORKER * workers + 4  # batches in flight before this waits for the oldest
         try:
             while True:
                 batch = self._take_batch()
-                if batch is None:
-                    break
-                bid = done + len(pending)
-                pending.append(batch)
-                if pool is None and workers > 0 and bid == _POOL_AT:
-                    pool = _pool.Pool.start(workers, self.src)
-                if pool is not None and pool.submit(bid, batch[0]):
-                    pass
-                elif len(pending) == 1:  # nothing before it: straight into the builder
-                    events = _parse_batch(batch[0])
-                    if events is None:
-                        return self._rescan(c, pending)
-                    c.consume(events)
-                    pending.clear()
-                    done += 1
-                    continue
-                else:
-                    ready[bid] = _work(batch[0], self.src)
-                limit = _pool.PER_WORKER * workers + 4  # batches in flight before this waits for the oldest
+                last = batch is None  # the rest is for the scanner: wait for every batch in flight
+                if batch is not None:
+                    bid = done + len(pending)
+                    pending.append(batch)
+                    if pool is None and workers > 0 and bid == _POOL_AT:
+                        pool = _pool.Pool.start(workers, self.src)
+                    if pool is not None and pool.submit(bid, batch[0]):
+                        pass
+                    elif len(pending) == 1:  # nothing before it: straight into the builder
+                        events = _parse_batch(batch[0])
+                        if events is None:
+                            return self._rescan(c, pending)
+                        c.consume(events)
+                        pending.clear()
+                        done += 1
+                        continue
+                    else:
+                        ready[bid] = _work(batch[0], self.src)
+                # Merge finished batches in order.
                 while pending:
                     r = ready.pop(done, None)
                     if r is None and pool is not None:
-                        r = pool.result(done, wait=len(pending) > limit)
+                        r = pool.result(done, wait=last or len(pending) > limit)
                     if r is None:
-                        break
+                        if not last:
+                            break
+                        r = ("error",)  # cannot happen (waited for); redone here rather than lost
                     if not self._merge(c, r, pending[0][0]):
                         return self._rescan(c, pending)
                     pending.pop(0)
                     done += 1
-            while pending:
-                r = ready.pop(done, None)
-                if r is None:
-                    r = pool.result(done, wait=True) if pool is not None else ("error",)
-                if not self._merge(c, r or ("error",), pending[0][0]):
-                    return self._rescan(c, pending)
-                pending.pop(0)
-                done += 1
+                if last:
+                    break
         finally:
             if pool is not None:
                 pool.close()
