@@ -6,6 +6,8 @@ No torch import here: reading the configuration must stay cheap and safe at impo
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -64,34 +66,86 @@ class Config:
         return cfg
 
     def validate(self) -> None:
+        """Every option, checked; the first bad one raises :class:`ConfigError` with one line."""
         for key in SCHEDULE_KEYS:
             check_schedule_value(key, getattr(self, key))
-        if not isinstance(self.enabled, bool):
-            raise ConfigError(f"enabled must be True or False, not {self.enabled!r}")
+        for key in ("enabled", "record_shapes", "background"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"{key} must be True or False, not {_show(getattr(self, key))}")
+        _check_int("top_ops", self.top_ops, 0, MAX_TOP_OPS)
         if self.ranks is not None and (
-            not isinstance(self.ranks, tuple) or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0
-                                                        for r in self.ranks)
+            not isinstance(self.ranks, tuple) or not all(_is_int(r) and 0 <= r <= MAX_RANK for r in self.ranks)
         ):
-            raise ConfigError(f"ranks must be a list of non-negative integers or None, not {self.ranks!r}")
+            raise ConfigError(f"ranks must be a list of integers from 0 to {MAX_RANK}, or None, not {_show(self.ranks)}")
         if self.peaks is not None and not (
             isinstance(self.peaks, dict)
-            and all(isinstance(self.peaks.get(k), (int, float)) and self.peaks[k] > 0 for k in ("flops_per_s", "bytes_per_s"))
+            and set(self.peaks) == {"flops_per_s", "bytes_per_s"}
+            and all(_is_finite_number(v) and v > 0 for v in self.peaks.values())
         ):
-            raise ConfigError(f"peaks must be {{'flops_per_s': >0, 'bytes_per_s': >0}} or None, not {self.peaks!r}")
+            raise ConfigError(
+                "peaks must be {'flops_per_s': F, 'bytes_per_s': B} with finite numbers > 0, or None, "
+                f"not {_show(self.peaks)}"
+            )
         t = self.cross_rank_timeout_s
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
-            raise ConfigError(f"cross_rank_timeout_s must be a number >= 0, not {t!r}")
+        if not _is_finite_number(t) or not 0 <= t <= MAX_CROSS_RANK_TIMEOUT_S:
+            raise ConfigError(
+                f"cross_rank_timeout_s must be a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}, not {_show(t)}"
+            )
         for key in ("sink", "trace_dir"):
             val = getattr(self, key)
-            if val is not None and not isinstance(val, (str, os.PathLike)):
-                raise ConfigError(f"{key} must be a path or None, not {type(val).__name__}")
+            if val is not None and (not isinstance(val, (str, os.PathLike)) or not os.fspath(val) or "\0" in os.fspath(val)):
+                raise ConfigError(f"{key} must be a non-empty path or None, not {_show(val)}")
+        if self.logger is not None and not _is_logger(self.logger):
+            raise ConfigError(
+                "logger must be a logging.Logger or a structlog logger (callable info, warning and error), "
+                f"not {_show(self.logger)}"
+            )
+
+
+#: Upper bounds: a value past them is a mistake, not a wish (``active=10**100`` would record forever and hold
+#: every event in memory). ``active`` bounds how many steps one window holds in memory.
+MAX_ACTIVE = 1000
+MAX_COUNT = 10**9  # skip_first, wait, warmup, repeat: call counts
+MAX_TOP_OPS = 1000
+MAX_RANK = 10**7
+MAX_CROSS_RANK_TIMEOUT_S = 3600.0
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_finite_number(v: Any) -> bool:
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+def _show(v: Any) -> str:
+    """A value for a one-line error message: its repr on one line, cut short."""
+    try:
+        text = " ".join(repr(v).split())
+    except Exception:
+        text = f"<{type(v).__name__}>"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_int(key: str, value: Any, low: int, high: int) -> int:
+    if not _is_int(value) or not low <= value <= high:
+        raise ConfigError(f"{key} must be an integer from {low} to {high}, not {_show(value)}")
+    return int(value)
+
+
+def _is_logger(obj: Any) -> bool:
+    if isinstance(obj, logging.Logger):
+        return True
+    try:
+        return all(callable(getattr(obj, m, None)) for m in ("info", "warning", "error"))
+    except Exception:
+        return False
 
 
 def check_schedule_value(key: str, value: Any) -> int:
     low = 1 if key == "active" else 0  # repeat=0: windows forever
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{key} must be an integer >= {low}, not {value!r}")
-    return value
+    return _check_int(key, value, low, MAX_ACTIVE if key == "active" else MAX_COUNT)
 
 
 _warned: set[str] = set()
@@ -152,13 +206,14 @@ def _env_float(env: dict[str, str] | os._Environ[str], name: str, default: float
         return default
     try:
         v = float(raw)
-        if v < 0 or v != v:
+        if not 0 <= v <= MAX_CROSS_RANK_TIMEOUT_S:  # NaN and inf fail too
             raise ValueError
         return v
     except ValueError:
         if name not in _warned:
             _warned.add(name)
-            warnings.warn(f"autoprof: {name}={raw!r} is not a number >= 0; using {default}", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"autoprof: {name}={raw!r} is not a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}; "
+                          f"using {default}", RuntimeWarning, stacklevel=3)
         return default
 
 

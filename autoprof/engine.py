@@ -69,12 +69,10 @@ def analyze_files(
         config = SWITCH.config  # e.g. peaks set with autoprof.configure(peaks=...)
     results: list[FileResult] = []
     for p in paths:
-        try:
-            files = chrome.find_trace_files(p)
-        except TraceError as e:
-            results.append(FileResult(str(p), error=str(e), exc=e))
-            continue
-        for f in files:
+        for f in chrome.iter_trace_inputs(p):
+            if isinstance(f, TraceError):
+                results.append(FileResult(f.path, error=str(f), exc=f))
+                continue
             try:
                 with progress(str(f)) if progress else nullcontext():
                     trace = chrome.load(f, workers=workers)

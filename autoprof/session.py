@@ -13,25 +13,22 @@ events, the analysis, the optional trace file and the records run on one backgro
 from __future__ import annotations
 
 import atexit
-import gzip
 import json
 import os
 import queue
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.autograd.profiler as _autograd_profiler
 
 from autoprof import emit as _emit
+from autoprof._files import keep_gzipped, safe_name
 from autoprof.config import SWITCH, Config
 from autoprof.rules import ranks
 from autoprof.trace.model import gc_paused
@@ -387,22 +384,8 @@ class _WindowJob:
         if not d:
             return None
         try:
-            out = Path(d)
-            out.mkdir(parents=True, exist_ok=True)
-            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.target)
-            final = out / f"{safe}.window{self.window}.rank{rank}.pt.trace.json.gz"
-            fd, tmp = tempfile.mkstemp(suffix=".json", dir=out)
-            os.close(fd)
-            try:
-                self.prof.export_chrome_trace(tmp)
-                with open(tmp, "rb") as src, gzip.open(str(final) + ".part", "wb", compresslevel=5) as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
-                os.replace(str(final) + ".part", final)
-            finally:
-                for p in (tmp, str(final) + ".part"):
-                    if os.path.exists(p):
-                        os.unlink(p)
-            return str(final)
+            name = f"{safe_name(self.target)}.window{self.window}.rank{rank}.pt.trace.json.gz"
+            return keep_gzipped(os.fspath(d), name, self.prof.export_chrome_trace)
         except Exception as e:
             _emit.emit("autoprof.error", "error", target=self.target, window=self.window,
                        message=f"could not keep the trace in {d}: {e}", reason="trace_dir", error_type=type(e).__name__)

@@ -30,7 +30,7 @@ RULE_OVERHEAD = "compile_overhead"
 RULE_RECOMPILE = "recompilation"
 RULE_COMPILING = "compilation_in_window"
 
-_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
+_REGION = re.compile(r"^Torch-Compiled Region: ([0-9]{1,18})/([0-9]{1,18})$")
 _LOOKUP = "TorchDynamo Cache Lookup"
 _CALL = "## Call CompiledFxGraph"
 _COMPILE_WORK = (

@@ -13,6 +13,7 @@ import json
 import os
 import queue
 import re
+import stat
 import threading
 import zlib
 from array import array
@@ -35,6 +36,7 @@ from autoprof.trace.model import (
     TraceBuilder,
     gc_paused,
     normalize_category,
+    untrusted_int,
 )
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -55,18 +57,7 @@ def _ns(v: Any) -> int:
     return int(round(v * 1000))
 
 
-def _int(v: Any, default: int = -1) -> int:
-    if isinstance(v, bool):
-        return default
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, str):
-        digits = v.rsplit(" ", 1)[-1]
-        if digits.isdigit():
-            return int(digits)
-    return default
+_int = untrusted_int  # every integer read from a file goes through the untrusted-value reader
 
 
 def _apply_metadata(b: TraceBuilder, doc: dict[str, Any]) -> None:
@@ -446,14 +437,7 @@ class _StreamReader:
         self._prefetch: _Prefetch | None = None
 
     def __enter__(self) -> _StreamReader:
-        try:
-            raw = open(self.path, "rb")
-        except FileNotFoundError:
-            raise TraceError(self.path, "no such file") from None
-        except IsADirectoryError:
-            raise TraceError(self.path, "is a directory, not a trace file") from None
-        except OSError as e:
-            raise TraceError(self.path, f"cannot read: {e.strerror or e}") from None
+        raw = open_regular_file(self.path)
         self._raw = raw
         head = raw.read(2)
         raw.seek(0)
@@ -780,14 +764,88 @@ class _Prefetch:
         self._thread.join()
 
 
-def find_trace_files(path: str | os.PathLike[str]) -> list[Path]:
-    """The trace files a path names: the file itself, or the ``*.json(.gz)`` files in a directory."""
+def _os_problem(e: OSError) -> str:
+    return f"cannot read: {e.strerror or type(e).__name__}"
+
+
+def open_regular_file(path: str | os.PathLike[str]) -> io.BufferedReader:
+    """Open ``path`` for reading, refusing anything that is not a regular file (the one gate every trace input
+    passes). Opened non-blocking first, so a FIFO without a writer cannot hang the caller, then checked with
+    ``fstat`` on the open descriptor (no race between a check and the open)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise TraceError(path, "no such file") from None
+    except IsADirectoryError:
+        raise TraceError(path, "is a directory, not a trace file") from None
+    except OSError as e:
+        raise TraceError(path, _os_problem(e)) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise TraceError(path, "is a directory, not a trace file")
+        if not stat.S_ISREG(mode):
+            raise TraceError(path, f"not a regular file ({_kind(mode)}): refused")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def iter_trace_inputs(path: str | os.PathLike[str]) -> Iterator[Path | TraceError]:
+    """The trace files a path names (the file itself, or the ``*.json(.gz)`` files under a directory, sorted),
+    and a :class:`TraceError` for each part of it that cannot be read (the path itself, a subdirectory that
+    cannot be listed, an entry that cannot be examined or is not a regular file). Never raises."""
     p = Path(path)
-    if p.is_dir():
-        files = sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
-        if not files:
-            raise TraceError(p, "directory holds no trace files (*.json, *.json.gz)")
-        return files
-    if not p.exists():
-        raise TraceError(p, "no such file or directory")
-    return [p]
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        yield TraceError(p, "no such file or directory")
+        return
+    except (OSError, ValueError) as e:  # ENAMETOOLONG, EACCES, ELOOP; ValueError: a NUL in the path
+        yield TraceError(p, _os_problem(e) if isinstance(e, OSError) else "not a valid path")
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        yield p
+        return
+    found: list[Path | TraceError] = []
+    unlisted: list[OSError] = []
+    for root, _dirs, names in os.walk(p, onerror=unlisted.append):
+        for name in names:
+            if name.endswith(TRACE_SUFFIXES):
+                f = Path(root, name)
+                try:
+                    mode = os.stat(f).st_mode
+                except FileNotFoundError:
+                    continue  # a dangling link or a file removed meanwhile
+                except OSError as e:
+                    found.append(TraceError(f, _os_problem(e)))
+                    continue
+                found.append(f if stat.S_ISREG(mode) else TraceError(f, f"not a regular file ({_kind(mode)}): refused"))
+    for e in unlisted:
+        found.append(TraceError(e.filename if e.filename is not None else p, f"cannot list: {e.strerror or e}"))
+    if not found:
+        yield TraceError(p, "directory holds no trace files (*.json, *.json.gz)")
+        return
+    found.sort(key=lambda x: str(x.path if isinstance(x, TraceError) else x))
+    yield from found
+
+
+def find_trace_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The trace files a path names; raises the first :class:`TraceError` of :func:`iter_trace_inputs`."""
+    files = []
+    for f in iter_trace_inputs(path):
+        if isinstance(f, TraceError):
+            raise f
+        files.append(f)
+    return files

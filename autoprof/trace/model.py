@@ -83,7 +83,26 @@ SHAPED_PREFIXES = ("aten::conv", "aten::_conv", "aten::scaled_dot_product", "ate
 
 FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu", "async"})
 
-_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP_RE = re.compile(r"^ProfilerStep#([0-9]{1,18})$")  # ASCII digits that fit an int64; anything else is no step
+
+_INT64_MAX = (1 << 63) - 1
+_DIGITS = re.compile(r"[0-9]{1,18}")
+
+
+def untrusted_int(v: Any, default: int = -1) -> int:
+    """An integer read from a trace file (untrusted input): an int within int64, an integral float, or a string
+    whose last word is 1 to 18 ASCII digits ("stream 7"); anything else gives ``default``. Never raises (no
+    Unicode digits such as "²", no 5,000-digit numbers past Python's int-string limit)."""
+    t = type(v)
+    if t is int:
+        return v if -_INT64_MAX <= v <= _INT64_MAX else default
+    if t is float:
+        return int(v) if v.is_integer() and -_INT64_MAX <= v <= _INT64_MAX else default
+    if t is str and len(v) <= 256:
+        word = v.rsplit(" ", 1)[-1]
+        if _DIGITS.fullmatch(word):
+            return int(word)
+    return default
 
 
 @contextmanager
