@@ -4,15 +4,19 @@ over with ``configure(logger=...)``."""
 
 from __future__ import annotations
 
+import atexit
 import datetime as _dt
+import errno
 import json
 import logging
 import os
+import select
 import socket
 import sys
 import threading
+import time
 from collections.abc import MutableMapping
-from typing import IO, Any
+from typing import Any
 
 import structlog
 
@@ -78,32 +82,83 @@ def render_json(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]
     return json.dumps(event_dict, default=_default, separators=(",", ":"), allow_nan=False)
 
 
+#: How long one record may wait for a sink that does not take it (a FIFO nobody reads, a full pipe). After
+#: that the sink counts as stalled: later records try once without waiting and are dropped (and counted)
+#: until it takes data again, so a stalled sink costs the program at most this once per stall.
+SINK_WAIT_S = 1.0
+
+
 class _LineWriter:
-    """The logger at the end of the private chain: writes one line per record, thread-safely."""
+    """The logger at the end of the private chain: writes one line per record, thread-safely, and never blocks
+    the program for longer than :data:`SINK_WAIT_S` (the sink file is opened and written non-blocking)."""
 
     def __init__(self, path: str | None) -> None:
         self.path = path
-        self._fh: IO[str] | None = None
+        self._fd = -1
+        self.stalled = False
+        self.dropped = 0
 
-    def _file(self) -> IO[str]:
-        if self.path is None:
-            return sys.stderr
-        if self._fh is None:
-            self._fh = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
-        return self._fh
+    def _open(self, deadline: float) -> int:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        while True:
+            try:
+                return os.open(os.fspath(self.path), flags, 0o666)  # type: ignore[arg-type]
+            except OSError as e:
+                if e.errno != errno.ENXIO or time.monotonic() >= deadline:  # ENXIO: a FIFO with no reader yet
+                    raise
+                time.sleep(0.02)
+
+    def _write(self, data: bytes, deadline: float) -> None:
+        if self._fd < 0:
+            self._fd = self._open(deadline)
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._fd, view):]
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"the sink {self.path} takes no data") from None
+                select.select([], [self._fd], [], min(left, 0.05))
 
     def msg(self, line: str) -> None:
         with _lock:
-            f = self._file()
-            f.write(line + "\n")
-            f.flush()
+            if self.path is None:
+                sys.stderr.write(line + "\n")
+                sys.stderr.flush()
+                return
+            deadline = time.monotonic() + (0.0 if self.stalled else SINK_WAIT_S)
+            try:
+                self._write((line + "\n").encode("utf-8"), deadline)
+            except (OSError, TimeoutError) as e:
+                self.dropped += 1
+                if not self.stalled:
+                    self.stalled = True
+                    _stderr_line(f"autoprof: records to {self.path} are dropped while it takes no data "
+                                 f"({type(e).__name__}: {e}); a count follows at exit")
+                return
+            if self.stalled:
+                self.stalled = False
+                _stderr_line(f"autoprof: {self.path} takes records again; {self.dropped} were dropped")
 
     debug = info = warning = error = critical = msg
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        with _lock:
+            if self.dropped:
+                _stderr_line(f"autoprof: {self.dropped} record(s) could not be written to {self.path} and were dropped")
+                self.dropped = 0
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+def _stderr_line(text: str) -> None:
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
 
 
 def reset_output() -> None:
@@ -177,3 +232,6 @@ def _fallback(event: str, e: Exception) -> None:
         sys.stderr.write(f"autoprof: could not write a record ({event}): {type(e).__name__}: {e}\n")
     except Exception:
         pass
+
+
+atexit.register(reset_output)  # at exit (after the session drains its windows): close the sink, say what was dropped

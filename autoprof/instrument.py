@@ -9,6 +9,7 @@ import functools
 import inspect
 import threading
 import time
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
@@ -19,7 +20,7 @@ import wrapt
 
 from autoprof import emit as _emit
 from autoprof.config import SCHEDULE_KEYS, SWITCH, ConfigError, check_schedule_value
-from autoprof.session import _STEADY_KEEP, ACTIVE, DONE, SESSION, WAIT, Target
+from autoprof.session import _STEADY_KEEP, ACTIVE, DONE, SESSION, WAIT, Target, Window
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,12 +33,11 @@ _record_function = _ap.record_function
 _is_compiling = getattr(torch.compiler, "is_dynamo_compiling", None) or torch.compiler.is_compiling
 
 
-def _depth() -> int:
-    try:
-        return _tls.d  # type: ignore[no-any-return]
-    except AttributeError:
-        _tls.d = 0
-        return 0
+#: How a call was entered, so that leaving it undoes exactly that.
+PLAIN = 0  # nothing to undo
+NESTED = 1  # a nested call (or another thread's call) annotated while a profiler records
+OWNER = 2  # the outermost call of a target on its owner thread: a step of its schedule
+FOREIGN = 3  # the outermost call of a target on another thread: not a step, but its nested calls are annotations
 
 
 def _internal_error(where: str, target: str | None, e: BaseException) -> None:
@@ -45,10 +45,23 @@ def _internal_error(where: str, target: str | None, e: BaseException) -> None:
                error_type=type(e).__name__)
 
 
-class _Step:
-    """What the owner thread does around one outermost call of a target (entered only when not idle)."""
+def _close_rf(rf: Any) -> None:
+    """Exit a record_function; never raises an Exception (an annotation that was never entered is skipped)."""
+    try:
+        rf.__exit__(None, None, None)
+    except Exception:
+        pass
 
-    __slots__ = ("advance", "last", "recording", "rf", "step", "t")
+
+class _Step:
+    """What the owner thread does around one outermost call of a target (entered only when not idle).
+
+    It registers itself as the target's current step before it changes anything, so that whatever
+    interrupts it (even a KeyboardInterrupt between two of its statements), :meth:`finish` finds it and
+    undoes what it did: every annotation it entered is exited, and a window it belongs to is dropped.
+    """
+
+    __slots__ = ("advance", "last", "recording", "rf", "step", "t", "win")
 
     def __init__(self, t: Target) -> None:
         self.t = t
@@ -56,56 +69,68 @@ class _Step:
         self.advance = True
         self.last = False
         self.recording = False
+        self.win: Window | None = None
         self.step = t.calls
+        t.current = self
+        if t.rewind:  # the window of this cycle was dropped: start the cycle's warmup again
+            t.rewind = False
+            t.pos = t.warmup_start(t.pos)
         cfg = SWITCH.config
         phase, _first, last = t.phase(t.pos)
         if phase == DONE:
             t.done = True
         if phase in (DONE, WAIT):
             if _ap._is_profiler_enabled:
-                self.annotate()
+                self.annotate(t.name)
             return
-        if not SESSION.open(t, cfg):
+        self.win = SESSION.open(t, cfg)
+        if self.win is None:
             self._defer()
         elif phase == ACTIVE:
-            if not SESSION.start(t):
+            if SESSION.start(t) is None:
+                self.win = None
                 self._defer()
             else:
                 self.last = last
                 self.recording = True
-                for name in (f"ProfilerStep#{self.step}", t.name):
-                    rf = _record_function(name)
-                    rf.__enter__()  # type: ignore[no-untyped-call]
-                    self.rf.append(rf)
+                self.annotate(f"ProfilerStep#{self.step}")
+                self.annotate(t.name)
                 return
         if _ap._is_profiler_enabled:
             # someone else's profiler records: annotate the call so it lands in that profile
-            self.annotate()
+            self.annotate(t.name)
 
-    def annotate(self) -> None:
-        rf = _record_function(self.t.name)
+    def annotate(self, name: str) -> None:
+        rf = _record_function(name)
+        self.rf.append(rf)  # listed before it is entered: an interrupted enter is still exited (or skipped)
         rf.__enter__()  # type: ignore[no-untyped-call]
-        self.rf.append(rf)
 
     def _defer(self) -> None:
         # Back to the start of this cycle's warmup: a window is all of its steps or nothing.
-        t = self.t
-        c = t.pos - t.skip_first
-        cycle = t.wait + t.warmup + t.active
-        t.pos = t.skip_first + (c // cycle) * cycle + t.wait
+        self.t.pos = self.t.warmup_start(self.t.pos)
         self.advance = False
 
     def finish(self, wall_ns: int) -> None:
+        """After the call. ``wall_ns`` < 0: the user's function never ran (autoprof was interrupted first)."""
         t = self.t
-        for rf in reversed(self.rf):
-            rf.__exit__(None, None, None)
-        if self.recording:
-            t.win_steps.append(self.step)
-            t.win_walls.append(wall_ns)
-        if self.advance:
-            t.pos += 1
-        if self.last:
-            SESSION.close(t, SWITCH.config)
+        try:
+            while self.rf:
+                _close_rf(self.rf.pop())
+        finally:
+            win = self.win
+            if wall_ns < 0 or (win is not None and win.dropped):
+                # An interrupted step, or a window given up meanwhile (a user's profiler started): drop the
+                # window, and record this cycle again from its warmup.
+                t.rewind = True
+                SESSION.drop(t)
+            else:
+                if self.recording and win is not None:
+                    win.steps.append(self.step)
+                    win.walls.append(wall_ns)
+                if self.advance:
+                    t.pos += 1
+                if self.last:
+                    SESSION.close(t, SWITCH.config)
 
 
 def _account(t: Target, wall_ns: int) -> None:
@@ -138,121 +163,181 @@ class _Instrument:
         cfg = SWITCH.config
         return {k: self.schedule.get(k, getattr(cfg, k)) for k in SCHEDULE_KEYS}
 
-    def enter(self) -> tuple[int, Any]:
-        """Returns (mode, state): 0 plain, 1 nested annotation, 2 owner step."""
-        if _depth():
-            if _ap._is_profiler_enabled:
-                rf = _record_function(self.name)
-                rf.__enter__()  # type: ignore[no-untyped-call]
-                return 1, rf
-            return 0, None
-        t = self.target or self.get_target()
-        me = _get_ident()
-        if t.owner != me:
-            if t.owner is None:
-                with t.lock:
-                    if t.owner is None:
-                        t.owner = me
-            if t.owner != me:
-                # another thread's call: not a step; annotated while recording
-                if _ap._is_profiler_enabled:
-                    rf = _record_function(self.name)
-                    rf.__enter__()  # type: ignore[no-untyped-call]
-                    return 1, rf
-                return 0, None
+    def begin(self, calls: list[Any]) -> int:
+        """Enter an outermost call (the thread's nesting depth is 0). Returns the mode; an annotation to exit
+        is appended to ``calls``. Sets the depth first, so that :meth:`end` (always called) resets it."""
         _tls.d = 1
-        if t.done and not _ap._is_profiler_enabled:
-            return 2, None
         try:
-            return 2, _Step(t)
+            t = self.target or self.get_target()
+            me = _get_ident()
+            if t.owner != me:
+                if t.owner is None:
+                    with t.lock:
+                        if t.owner is None:
+                            t.owner = me
+                if t.owner != me:
+                    # another thread's call: not a step, annotated while recording; its nested calls are
+                    # annotations too (the depth is set), never targets of their own
+                    if _ap._is_profiler_enabled:
+                        rf = _record_function(self.name)
+                        calls.append(rf)
+                        rf.__enter__()  # type: ignore[no-untyped-call]
+                    return FOREIGN
+            if not (t.done and not _ap._is_profiler_enabled):
+                _Step(t)
+            return OWNER
         except Exception as e:
             # Give this target up (one error record, then only the idle path) rather than fail every call.
             _internal_error("step start", self.name, e)
-            _give_up(t)
-            return 2, None
+            if self.target is not None:
+                _give_up(self.target)
+            return FOREIGN  # exit what was entered, reset the depth
 
-    def leave(self, mode: int, state: Any, wall_ns: int) -> None:
+    def interrupted_mode(self) -> int:
+        """The mode of a call whose :meth:`begin` was interrupted before it returned: OWNER where it had
+        registered a step on this thread (so that :meth:`end` undoes it), else FOREIGN (reset the depth)."""
+        t = self.target
+        return OWNER if t is not None and t.owner == _get_ident() and t.current is not None else FOREIGN
+
+    def end(self, mode: int, calls: list[Any], t0: int) -> None:
+        """Leave an outermost call entered with :meth:`begin`: ``mode`` is what it returned (PLAIN: it was
+        interrupted), ``t0`` when the user's function started (< 0: it never ran). Everything happens in
+        here, under ``finally`` clauses, so an interrupt at any point still exits the annotations, finishes
+        (or drops) the step and resets the depth: the caller evaluates nothing that could fail."""
         try:
-            if mode == 1:
-                state.__exit__(None, None, None)
-                return
-            _tls.d = 0
-            t = self.target
-            if t is None:
-                return
-            _account(t, wall_ns)
-            if state is not None:
-                state.finish(wall_ns)
+            wall_ns = -1
+            try:
+                if t0 >= 0:
+                    wall_ns = _now() - t0
+            finally:
+                self._end(mode, calls, wall_ns)
         except Exception as e:
             _internal_error("step end", self.name, e)
             if self.target is not None:
                 _give_up(self.target)
+        finally:
+            _tls.d = 0
+
+    def _end(self, mode: int, calls: list[Any], wall_ns: int) -> None:
+        if mode == PLAIN:
+            mode = self.interrupted_mode()
+        try:
+            while calls:
+                _close_rf(calls.pop())
+        finally:
+            t = self.target
+            if mode == OWNER and t is not None:
+                step = t.current
+                t.current = None
+                if wall_ns >= 0:
+                    _account(t, wall_ns)
+                if step is not None:
+                    step.finish(wall_ns)
 
 
 def _give_up(t: Target) -> None:
     t.done = True
+    t.current = None
     try:
         SESSION.drop(t)
     except Exception:
         pass
 
 
-def _make_sync(ins: _Instrument) -> Any:
+def _make_sync(ins: _Instrument, fn: Any) -> Callable[..., Any]:
+    """The wrapper of a plain function: one Python frame between the caller and ``fn`` (recursive decorated
+    functions keep half of the interpreter's recursion limit, the most any wrapper can).
+
+    Every state change sits inside the ``try`` whose ``finally`` undoes it, so an exception or a
+    KeyboardInterrupt anywhere (the user's function, or autoprof's own bookkeeping) leaves autoprof
+    consistent; autoprof's own Exceptions never reach the caller (the function then runs unannotated).
+    """
     switch = SWITCH
     ap = _ap
     tls = _tls
     is_compiling = _is_compiling
+    rf_of = _record_function
+    now = _now
+    name = ins.name
 
-    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not switch.enabled or is_compiling():
-            return wrapped(*args, **kwargs)
+            return fn(*args, **kwargs)
+        try:
+            depth = tls.d
+        except AttributeError:
+            depth = tls.d = 0
+        if depth:  # a nested call: an annotation while a profiler records, else nothing
+            if not ap._is_profiler_enabled:
+                return fn(*args, **kwargs)
+            rf = None
+            try:
+                try:
+                    rf = rf_of(name)
+                    rf.__enter__()  # type: ignore[no-untyped-call]
+                except Exception as e:
+                    _internal_error("annotate", name, e)
+                    rf = None
+                return fn(*args, **kwargs)
+            finally:
+                if rf is not None:
+                    _close_rf(rf)
         # Idle fast path: the target's windows are over and no profiler records. Kept inline (no method
         # calls): it is what every call pays for the rest of a training run.
         t = ins.target
         if t is not None and t.done and not ap._is_profiler_enabled:
-            try:
-                d = tls.d
-            except AttributeError:
-                d = 0
-            if d:
-                return wrapped(*args, **kwargs)
             tls.d = 1
             try:
-                return wrapped(*args, **kwargs)
+                return fn(*args, **kwargs)
             finally:
                 tls.d = 0
+        calls: list[Any] = []
+        mode = PLAIN
+        t0 = -1
         try:
-            mode, state = ins.enter()
-        except Exception as e:
-            _internal_error("enter", ins.name, e)
-            return wrapped(*args, **kwargs)
-        if mode == 0:
-            return wrapped(*args, **kwargs)
-        t0 = _now()
-        try:
-            return wrapped(*args, **kwargs)
+            mode = ins.begin(calls)
+            t0 = now()
+            return fn(*args, **kwargs)
         finally:
-            ins.leave(mode, state, _now() - t0)
+            ins.end(mode, calls, t0)
 
     return wrapper
 
 
-def _make_async(ins: _Instrument) -> Any:
-    async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+def _make_async(ins: _Instrument, fn: Any) -> Callable[..., Any]:
+    """The wrapper of an ``async def`` function: the step covers the awaited body."""
+
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not SWITCH.enabled:
-            return await wrapped(*args, **kwargs)
+            return await fn(*args, **kwargs)
         try:
-            mode, state = ins.enter()
-        except Exception as e:
-            _internal_error("enter", ins.name, e)
-            return await wrapped(*args, **kwargs)
-        if mode == 0:
-            return await wrapped(*args, **kwargs)
-        t0 = _now()
+            depth = _tls.d
+        except AttributeError:
+            depth = _tls.d = 0
+        if depth:
+            if not _ap._is_profiler_enabled:
+                return await fn(*args, **kwargs)
+            rf = None
+            try:
+                try:
+                    rf = _record_function(ins.name)
+                    rf.__enter__()  # type: ignore[no-untyped-call]
+                except Exception as e:
+                    _internal_error("annotate", ins.name, e)
+                    rf = None
+                return await fn(*args, **kwargs)
+            finally:
+                if rf is not None:
+                    _close_rf(rf)
+        calls: list[Any] = []
+        mode = PLAIN
+        t0 = -1
         try:
-            return await wrapped(*args, **kwargs)
+            mode = ins.begin(calls)
+            t0 = _now()
+            return await fn(*args, **kwargs)
         finally:
-            ins.leave(mode, state, _now() - t0)
+            ins.end(mode, calls, t0)
 
     return wrapper
 
@@ -317,14 +402,24 @@ def instrument(obj: Any, name: str | None, schedule: dict[str, int]) -> Any:
             stacklevel=3,
         )
         return obj
-    ins = _Instrument(name or _qualname(obj), schedule)
-    if inspect.iscoroutinefunction(fn):
-        return wrapt.decorator(_make_async(ins))(obj)
-    if isinstance(obj, torch.nn.Module):
-        return _ModuleProxy(obj, _make_sync(ins))
     if not callable(fn):
         raise TypeError(f"autoprof can only decorate callables, not {type(obj).__name__}")
-    return wrapt.decorator(_make_sync(ins))(obj)
+    ins = _Instrument(name or _qualname(obj), schedule)
+    if isinstance(fn, (types.FunctionType, types.MethodType)):
+        # A plain function wrapper (one frame; functools.wraps keeps name, docstring, signature), re-wrapped
+        # in classmethod/staticmethod where it came in one. Methods bind as any function does.
+        make = _make_async if inspect.iscoroutinefunction(fn) else _make_sync
+        wrapper = functools.wraps(fn)(make(ins, fn))
+        return type(obj)(wrapper) if isinstance(obj, (classmethod, staticmethod)) else wrapper
+    # Objects (a module instance, a callable object) stay themselves behind a transparent wrapt proxy.
+    inner = _make_sync(ins, obj)
+
+    def via_proxy(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        return inner(*args, **kwargs)
+
+    if isinstance(obj, torch.nn.Module):
+        return _ModuleProxy(obj, via_proxy)
+    return wrapt.FunctionWrapper(obj, via_proxy)
 
 
 @overload
@@ -362,31 +457,33 @@ class section:  # noqa: N801 - used like a function: ``with autoprof.section("at
     def __enter__(self) -> section:
         if _is_compiling():
             return self  # dynamo ignores record_function; stepping aside adds no graph break
-        if _ap._is_profiler_enabled and SWITCH.enabled:
-            try:
-                rf = _record_function(self.name)
-                rf.__enter__()  # type: ignore[no-untyped-call]
-            except Exception as e:
-                _internal_error("section enter", self.name, e)
-                rf = None
-        else:
-            rf = None
         stack = getattr(_tls, "sections", None)
         if stack is None:
             stack = _tls.sections = []
-        stack.append(rf)
-        return self
+        stack.append(None)  # pushed first: whatever happens below, __exit__ pops this entry
+        try:
+            if _ap._is_profiler_enabled and SWITCH.enabled:
+                rf = stack[-1] = _record_function(self.name)
+                try:
+                    rf.__enter__()  # type: ignore[no-untyped-call]
+                except Exception as e:
+                    stack[-1] = None
+                    _internal_error("section enter", self.name, e)
+            return self
+        except BaseException:  # interrupted: ``with`` will not call __exit__, so undo the push here
+            if stack:
+                rf = stack.pop()
+                if rf is not None:
+                    _close_rf(rf)
+            raise
 
     def __exit__(self, *exc: Any) -> None:
         if _is_compiling():
             return
-        try:
-            stack = getattr(_tls, "sections", None)
-            rf = stack.pop() if stack else None
-            if rf is not None:
-                rf.__exit__(None, None, None)
-        except Exception as e:
-            _internal_error("section exit", self.name, e)
+        stack = getattr(_tls, "sections", None)
+        rf = stack.pop() if stack else None
+        if rf is not None:
+            _close_rf(rf)
 
     def __call__(self, func: F) -> F:
         sec = self

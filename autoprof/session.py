@@ -48,6 +48,7 @@ class Target:
     __slots__ = (
         "active",
         "calls",
+        "current",
         "done",
         "first_call_ns",
         "lock",
@@ -56,12 +57,12 @@ class Target:
         "pos",
         "recent_ns",
         "repeat",
+        "rewind",
         "skip_first",
         "wait",
         "warmup",
         "warned_foreign",
-        "win_steps",
-        "win_walls",
+        "warned_yield",
         "window",
     )
 
@@ -79,9 +80,10 @@ class Target:
         self.window = 0  # index of the next window
         self.first_call_ns: int | None = None
         self.recent_ns: list[int] = []
-        self.win_steps: list[int] = []
-        self.win_walls: list[int] = []
+        self.current: Any = None  # the owner's step in progress (instrument._Step), None between steps
+        self.rewind = False  # this cycle's window was dropped: its next step starts the cycle's warmup again
         self.warned_foreign = False
+        self.warned_yield = False
         self.lock = threading.Lock()
 
     def phase(self, pos: int) -> tuple[int, bool, bool]:
@@ -99,15 +101,27 @@ class Target:
             return WARMUP, k == self.wait, False
         return ACTIVE, k == self.wait + self.warmup, k == cycle - 1
 
+    def warmup_start(self, pos: int) -> int:
+        """The position where the warmup of ``pos``'s cycle starts (a window is all of its steps or nothing)."""
+        if pos < self.skip_first:
+            return pos
+        cycle = self.wait + self.warmup + self.active
+        return self.skip_first + (pos - self.skip_first) // cycle * cycle + self.wait
 
-class _Window:
-    __slots__ = ("cpu_peak", "prof", "started", "target")
+
+class Window:
+    """One recording window of one target: its profiler and the steps it recorded."""
+
+    __slots__ = ("cpu_peak", "dropped", "prof", "started", "steps", "target", "walls")
 
     def __init__(self, target: Target, prof: Any, cpu_peak: tuple[float, float] | None) -> None:
         self.target = target
         self.prof = prof
         self.cpu_peak = cpu_peak
         self.started = False
+        self.dropped = False  # given up before its end (a user's profiler started, an interrupted step)
+        self.steps: list[int] = []
+        self.walls: list[int] = []
 
 
 class Session:
@@ -115,10 +129,12 @@ class Session:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.window: _Window | None = None
+        self.window: Window | None = None
         self.targets: dict[str, Target] = {}
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
+        self._live: Any = None  # the profiler autoprof prepared or started and has not stopped yet
+        self._own = threading.local()  # .active: autoprof itself is starting its profiler on this thread
 
     # -- targets ---------------------------------------------------------------------------------
     def target(self, name: str, schedule: dict[str, int]) -> Target:
@@ -132,44 +148,55 @@ class Session:
             return t
 
     # -- window lifecycle (owner thread) -----------------------------------------------------------
-    def open(self, t: Target, cfg: Config) -> bool:
-        """Open a window for ``t`` (prepare the profiler). False: deferred (another window, or a foreign
-        profiler records)."""
+    def open(self, t: Target, cfg: Config) -> Window | None:
+        """Open a window for ``t`` (prepare the profiler), or find it open; None: deferred (another target's
+        window, or a foreign profiler records)."""
         with self.lock:
             if self.window is not None:
-                return self.window.target is t
+                return self.window if self.window.target is t else None
+            self._heal()
             if profiler_recording():
                 self._foreign(t)
-                return False
+                return None
             from torch.profiler import ProfilerActivity, profile
 
+            _guard_foreign_profilers(self)
             activities = [ProfilerActivity.CPU]
             cuda = torch.cuda.is_available()
             if cuda:
                 activities.append(ProfilerActivity.CUDA)
             cpu_peak = None if cuda else _cpu_peaks()
             prof = profile(activities=activities, record_shapes=cfg.record_shapes)
-            prof.prepare_trace()
-            # The first record_function of a process resolves its ops (~1 ms here): pay that now, outside
-            # the recorded steps, so it does not show up as the first step's host overhead.
-            with _autograd_profiler.record_function("autoprof.warmup"):
-                pass
-            self.window = _Window(t, prof, cpu_peak)
-            return True
+            self._own.active = True
+            try:
+                self._live = prof
+                prof.prepare_trace()
+                # The first record_function of a process resolves its ops (~1 ms here): pay that now, outside
+                # the recorded steps, so it does not show up as the first step's host overhead.
+                with _autograd_profiler.record_function("autoprof.warmup"):
+                    pass
+            finally:
+                self._own.active = False
+            w = self.window = Window(t, prof, cpu_peak)
+            return w
 
-    def start(self, t: Target) -> bool:
-        """Start recording (first active step). False when a foreign profiler took over meanwhile."""
+    def start(self, t: Target) -> Window | None:
+        """Start recording (first active step); the window. None when a foreign profiler took over meanwhile."""
         with self.lock:
             w = self.window
             if w is None or w.target is not t:
-                return False
+                return None
             if w.started:
-                return True
+                return w
             if profiler_recording():
                 self._abandon(t)
-                return False
-            w.prof.start_trace()
-            w.started = True
+                return None
+            w.started = True  # first: a stop is owed from here on, even if an interrupt lands inside start_trace
+            self._own.active = True
+            try:
+                w.prof.start_trace()
+            finally:
+                self._own.active = False
             try:  # name the target inside the trace, so the offline analysis reads it as the live one did
                 w.prof.add_metadata_json("autoprof_target", json.dumps(t.name))
                 if w.cpu_peak:
@@ -177,7 +204,7 @@ class Session:
                     w.prof.add_metadata_json("autoprof_cpu_peak_bytes_per_s", json.dumps(w.cpu_peak[1]))
             except Exception:
                 pass
-            return True
+            return w
 
     def close(self, t: Target, cfg: Config) -> None:
         """Stop the profiler at the end of the window's last step and hand it to the worker."""
@@ -185,37 +212,75 @@ class Session:
             w = self.window
             if w is None or w.target is not t:
                 return
-            self.window = None
-        t0 = time.perf_counter_ns()
-        try:
-            w.prof.stop_trace()
-        except Exception as e:
-            _emit.emit("autoprof.error", "error", target=t.name, window=t.window, message=f"profiler stop failed: {e}",
-                       reason="profiler", error_type=type(e).__name__)
-            return
-        steps = list(t.win_steps)
-        walls = list(t.win_walls)
+            self.window = None  # over, stopped or not
+            t0 = time.perf_counter_ns()
+            try:
+                w.prof.stop_trace()
+            except Exception as e:
+                self._heal()
+                _emit.emit("autoprof.error", "error", target=t.name, window=t.window,
+                           message=f"profiler stop failed: {e}", reason="profiler", error_type=type(e).__name__)
+                return
+            except BaseException:  # interrupted: if it still records, stop it before the interrupt goes on
+                self._heal()
+                raise
+            self._live = None
         window = t.window
         t.window += 1
-        t.win_steps.clear()
-        t.win_walls.clear()
         stall = time.perf_counter_ns() - t0  # what the calling thread pays when work runs in the background
-        job = _WindowJob(t.name, window, steps, walls, w.prof, cfg, t.first_call_ns, _median(t.recent_ns), t.calls,
-                         stall, w.cpu_peak)
+        job = _WindowJob(t.name, window, w.steps, w.walls, w.prof, cfg, t.first_call_ns, _median(t.recent_ns),
+                         t.calls, stall, w.cpu_peak)
         if cfg.background:
             self._submit(job.run)
         else:
             job.run()
 
     def drop(self, t: Target) -> None:
-        """Discard ``t``'s window without analysing it (after an internal failure): no profiler left running."""
+        """Discard ``t``'s window without analysing it (an internal failure, an interrupted step, a user's
+        profiler): no profiler left running."""
         with self.lock:
             w = self.window
             if w is None or w.target is not t:
                 return
-            self.window = None
-        if w.started:
-            w.prof.stop_trace()
+            self._discard(w)
+
+    def _discard(self, w: Window) -> None:
+        w.dropped = True
+        self.window = None
+        _stop_quietly(w.prof)
+        self._live = None
+
+    def _heal(self) -> None:
+        """A profiler autoprof started but no window holds (an interrupt landed between the two): stop it."""
+        live = self._live
+        if live is not None and (self.window is None or self.window.prof is not live):
+            self._live = None
+            _stop_quietly(live)
+
+    def before_foreign_start(self) -> None:
+        """Called when any profiler starts (see :func:`_guard_foreign_profilers`). If it is not autoprof's own
+        and an autoprof window is open, autoprof gives its window up first: two profilers cannot record at
+        once (the second silently empties the first), and the user's profiler wins."""
+        if getattr(self._own, "active", False):
+            return
+        with self.lock:
+            w = self.window
+            if w is None:
+                return
+            self._discard(w)
+            t = w.target
+            if t.current is None:  # between steps: this cycle starts again at its warmup (in a step: its finish)
+                t.pos = t.warmup_start(t.pos)
+            if not t.warned_yield:
+                t.warned_yield = True
+                t.warned_foreign = True  # one warning for this: the deferrals while your profiler records say nothing
+                _emit.emit(
+                    "autoprof.warning", "warning", target=t.name, window=t.window,
+                    message="a torch.profiler of yours started while autoprof's window recorded: autoprof ended and "
+                    "dropped its window so that your profile keeps its events, and records this cycle again once "
+                    "your profiler is done",
+                    reason="foreign_profiler",
+                )
 
     def _foreign(self, t: Target) -> None:
         if not t.warned_foreign:
@@ -229,13 +294,9 @@ class Session:
 
     def _abandon(self, t: Target) -> None:
         w = self.window
-        self.window = None
+        if w is not None:
+            self._discard(w)
         self._foreign(t)
-        if w is not None and w.started:  # a prepared, never started profiler needs no stop
-            try:
-                w.prof.stop_trace()
-            except Exception:
-                pass
 
     # -- worker ------------------------------------------------------------------------------------
     def _submit(self, fn: Callable[[], None]) -> None:
@@ -274,13 +335,54 @@ class Session:
         """At exit: stop a window still recording (no profiler left running) and drain the worker."""
         with self.lock:
             w = self.window
-            self.window = None
-        if w is not None and w.started:
+            if w is not None:
+                self._discard(w)
+            self._heal()
+        self.flush(timeout=30.0)
+
+
+def _stop_quietly(prof: Any) -> None:
+    """Stop ``prof`` if it records, never raising. Only a profiler that really started is stopped: stopping one
+    that never did would disable whichever profiler records now (a user's)."""
+    try:
+        if _runs(prof):
+            prof.stop_trace()
+    except Exception:
+        pass
+
+
+def _runs(prof: Any) -> bool:
+    """Whether ``prof`` (a torch.profiler.profile) started recording and has not stopped: torch's profiler
+    stamps its start once it is enabled and its end when it stops."""
+    inner = getattr(prof, "profiler", None)
+    started = getattr(inner, "profiling_start_time_ns", None)
+    if started is None:  # a torch without these stamps: trust the global flag
+        return inner is not None and profiler_recording()
+    return bool(started) and not getattr(inner, "profiling_end_time_ns", 0)
+
+
+def _guard_foreign_profilers(session: Session) -> None:
+    """Let ``session`` hear of every profiler that starts, before it starts: torch's profilers call the
+    module-level ``_prepare_profiler`` (kineto's ``torch.profiler.profile``, ``torch.autograd.profiler.profile``)
+    or ``_run_on_profiler_start`` (``emit_nvtx``, ``emit_itt``) of ``torch.autograd.profiler`` by name. Each is
+    replaced once by a pass-through that first calls :meth:`Session.before_foreign_start` (which never
+    raises into the caller)."""
+    mod = _autograd_profiler
+    for attr in ("_prepare_profiler", "_run_on_profiler_start"):
+        orig = getattr(mod, attr, None)
+        if orig is None or getattr(orig, "_autoprof_guard", False):
+            continue
+
+        def guard(*args: Any, __orig: Any = orig, **kwargs: Any) -> Any:
             try:
-                w.prof.stop_trace()
+                session.before_foreign_start()
             except Exception:
                 pass
-        self.flush(timeout=30.0)
+            return __orig(*args, **kwargs)
+
+        guard._autoprof_guard = True  # type: ignore[attr-defined]
+        guard.__wrapped__ = orig  # type: ignore[attr-defined]
+        setattr(mod, attr, guard)
 
 
 _PEAK: list[tuple[float, float]] = []

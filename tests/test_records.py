@@ -156,7 +156,7 @@ def test_trace_dir_keeps_a_gzipped_chrome_trace_that_the_offline_path_agrees_wit
         f()
     win = records.of("autoprof.window", target="kept/step")[0]
     path = Path(win["trace_path"])
-    assert path.parent == d and path.name == "kept_step.window0.rank0.pt.trace.json.gz"
+    assert path.parent == d and path.name == "kept%2Fstep.window0.rank0.pt.trace.json.gz"  # one-to-one, no separator
     with open(path, "rb") as fh:
         assert fh.read(2) == b"\x1f\x8b"
     doc = json.loads(__import__("gzip").open(path).read())

@@ -832,8 +832,8 @@ def iter_trace_inputs(path: str | os.PathLike[str]) -> Iterator[Path | TraceErro
                     found.append(TraceError(f, _os_problem(e)))
                     continue
                 found.append(f if stat.S_ISREG(mode) else TraceError(f, f"not a regular file ({_kind(mode)}): refused"))
-    for e in unlisted:
-        found.append(TraceError(e.filename if e.filename is not None else p, f"cannot list: {e.strerror or e}"))
+    for err in unlisted:
+        found.append(TraceError(err.filename if err.filename is not None else p, f"cannot list: {err.strerror or err}"))
     if not found:
         yield TraceError(p, "directory holds no trace files (*.json, *.json.gz)")
         return
