@@ -369,7 +369,8 @@ def test_a_nested_call_in_another_thread_is_not_a_target(records: Any) -> None:
     def outer(x: int) -> int:
         return inner(x)
 
-    assert outer(1) == 2  # the main thread owns "outer"
+    assert outer(1) == 2
+    assert SESSION.targets["outer"].owner == threading.get_ident()  # this thread owns "outer"
     results: list[int] = []
     th = threading.Thread(target=lambda: results.extend(outer(i) for i in range(5)))
     th.start()
