@@ -49,7 +49,7 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
     # The hot loop writes straight into the builder's columns: one dict lookup per event for the
     # category, one for the thread, one for the name; kineto is asked only for what the rules read.
     cat_of: dict[Any, Any] = {}
-    thread_of: dict[int, int] = {}
+    thread_of: dict[Any, int] = {}  # torch's thread id, or ("sys", system thread id) -> thread index
     ann = (HOST_CATEGORIES.index(USER_ANNOTATION), False, False)
     name_add, cat_add, ts_add = b.h_name.append, b.h_cat.append, b.h_ts.append
     dur_add, tid_add, corr_add = b.h_dur.append, b.h_tid.append, b.h_corr.append
@@ -62,6 +62,8 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
     # Name id -> its last (shapes, dtypes). Shared, not copied: fewer live containers for the cyclic
     # collector to walk when it runs again after the load (measured: ~60 ms less per 100k-event window).
     last_shapes: dict[int, tuple[Any, Any]] = {}
+    op_thread: dict[int, int] = {}  # op id (an op's or annotation's correlation_id()) -> its torch thread id
+    unresolved: list[tuple[int, int, int]] = []  # (row, linked op id, torch's thread id) of runtime calls
     i = -1
     for ev in events:
         name = ev.name()
@@ -84,6 +86,7 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
             c = ann
         ci, launch, is_op = c  # host: (category index, is a launching call, is an op); device: (-1, category, False)
         if ci < 0:
+            # (a gpu_user_annotation's correlation_id() is its annotation's op id: add_device drops it)
             add_device(c[1], name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()),
                        int(ev.device_resource_id()), ev.correlation_id())
             continue
@@ -96,12 +99,30 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
         ts_add(ev.start_ns())
         d = ev.duration_ns()
         dur_add(d if d > 0 else 0)
-        st = ev.start_thread_id()
-        tid = thread_of.get(st)
-        if tid is None:
-            tid = thread_of[st] = b.thread("host", st)
+        if launch:
+            # A runtime/driver call belongs to the thread of the op it was called from (linked by id, as
+            # torch's own parser does). One with no linked op gets from torch the thread that stopped the
+            # profiler: its real system thread (an NCCL watchdog, pin-memory or user thread) is in
+            # device_resource_id(), a thread of its own here, never the training thread's op tree.
+            linked = ev.linked_correlation_id()
+            tid: int | None
+            if linked > 0:
+                tid = -1  # resolved after the loop (the op may come later in the list)
+                unresolved.append((i, linked, ev.start_thread_id()))
+            else:
+                sys_key = ("sys", ev.device_resource_id())
+                tid = thread_of.get(sys_key)
+                if tid is None:
+                    tid = thread_of[sys_key] = b.thread("host-sys", sys_key[1])
+            corr_add(ev.correlation_id())
+        else:
+            st = ev.start_thread_id()
+            tid = thread_of.get(st)
+            if tid is None:
+                tid = thread_of[st] = b.thread("host", st)
+            op_thread[ev.correlation_id()] = st  # ops and annotations: what runtime calls link to
+            corr_add(-1)
         tid_add(tid)
-        corr_add(ev.correlation_id() if launch else -1)
         if is_op:
             keep = shaped_name.get(nid)
             if keep is None:
@@ -115,4 +136,11 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
                         shapes_out[i] = last  # a window repeats its shapes: share one copy
                     else:
                         shapes_out[i] = last_shapes[nid] = (shp, dts)
+    h_tid = b.h_tid
+    for row, linked, fallback in unresolved:
+        torch_tid = op_thread.get(linked, fallback)
+        found = thread_of.get(torch_tid)
+        if found is None:
+            found = thread_of[torch_tid] = b.thread("host", torch_tid)
+        h_tid[row] = found
     return b.build(target)

@@ -208,6 +208,10 @@ class TraceBuilder:
         launch: tuple[Any, ...] | None = None,
     ) -> int:
         i = len(self.d_ts)
+        if cat == GPU_USER_ANNOTATION:
+            # A span on the GPU lane, launched by nothing: a correlation id it carries is its annotation's op
+            # id (the live loader gets one from every such event), another id space than the launches'.
+            corr = -1
         self.d_name.append(self.intern(name))
         self.d_cat.append(DEVICE_CATEGORIES.index(cat))
         self.d_ts.append(ts_ns)
@@ -456,6 +460,24 @@ class Trace:
         return out
 
     def step_of_device(self, host_step: array[int] | None = None) -> array[int]:
-        """For each device event, the step whose host code launched it (by correlation), else -1."""
+        """For each device event, the step whose host code launched it (by correlation). Device work with no
+        recorded launch (kernels of driver APIs kineto does not record, such as ``cuGraphLaunch`` or
+        ``cuMemsetD*Async``) is placed by time instead: the step that started last at or before it, if that
+        step has not ended. Else -1."""
         hs = host_step if host_step is not None else self.step_of_host()
-        return array("l", (hs[h] if h >= 0 else -1 for h in self.d_launch_host))
+        out = array("l", (hs[h] if h >= 0 else -1 for h in self.d_launch_host))
+        if not self.steps:
+            return out
+        import bisect
+
+        steps = self.steps
+        starts = [s.start_ns for s in steps]
+        annotation = DEVICE_CATEGORIES.index(GPU_USER_ANNOTATION)  # spans, not work: never placed
+        for d, h in enumerate(self.d_launch_host):
+            if h >= 0 or self.d_cat[d] == annotation:
+                continue
+            t = self.d_ts[d]
+            k = bisect.bisect_right(starts, t) - 1
+            if k >= 0 and t < steps[k].end_ns:
+                out[d] = k
+        return out
