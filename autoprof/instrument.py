@@ -118,11 +118,13 @@ class _Step:
                 _close_rf(self.rf.pop())
         finally:
             win = self.win
-            if wall_ns < 0 or (win is not None and win.dropped):
-                # An interrupted step, or a window given up meanwhile (a user's profiler started): drop the
-                # window, and record this cycle again from its warmup.
+            if win is not None and (wall_ns < 0 or win.dropped):
+                # An interrupted step of a window, or a window given up meanwhile (a user's profiler
+                # started): drop the window, and record this cycle again from its warmup.
                 t.rewind = True
                 SESSION.drop(t)
+            elif wall_ns < 0:
+                pass  # interrupted before the call ran, outside any window: it is not a step
             else:
                 if self.recording and win is not None:
                     win.steps.append(self.step)
