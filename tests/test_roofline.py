@@ -93,9 +93,11 @@ def test_live_elementwise_chain_is_memory_bound_large_matmul_compute_bound(recor
         assert o["bound"] == "memory" and o["achieved_bytes_per_s"] > 0 and o["intensity_flops_per_byte"] < 1
     mm = rb["roofline"]["evidence"]["ops"][0]
     assert mm["bound"] == "compute" and mm["achieved_flops_per_s"] > 1e9 and mm["intensity_flops_per_byte"] > 50
-    # the bound-regime verdict of the device-bound (CPU) window says which
+    # the bound-regime verdict of the op-bound (CPU) window names the bound itself, first
+    assert rc["bound_regime"]["verdict"] == "memory-bound"
     assert rc["bound_regime"]["evidence"]["roofline_bound"] == "memory"
-    assert "memory-bandwidth-bound" in rc["bound_regime"]["message"]
+    assert "bandwidth-bound ops" in rc["bound_regime"]["message"]
+    assert rb["bound_regime"]["verdict"] == "compute-bound"
 
 
 def test_configured_peaks_override(records: Any) -> None:

@@ -21,6 +21,7 @@ kernels' own time (self time of ``cpu_op`` events) is compared with the step tim
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
@@ -28,18 +29,19 @@ from autoprof.findings import Finding
 from autoprof.rules import roofline
 from autoprof.rules._common import (
     BLOCKING_CALLS,
+    COMPILE_WRAPPER_PREFIXES,
     DATALOADER_PREFIX,
     blocked_by_call,
+    has_ancestor,
     merge,
     op_self_ns,
-    shape_of,
     share,
     subtract,
     total,
     us,
     view,
 )
-from autoprof.rules._flops import MATMUL_FAMILY, matmul_flops
+from autoprof.rules._work import is_roofline_op
 from autoprof.trace.model import CPU_OP, CUDA_RUNTIME, HOST_CATEGORIES, PYTHON_FUNCTION, Trace
 
 RULE = "bound_regime"
@@ -66,10 +68,17 @@ _ADVICE = {
 }
 _CPU_ADVICE = {
     "compute-bound": "The ops' own math dominates the step: larger gains need less work (smaller dtype, "
-    "better algorithms) or faster hardware, not less Python.",
-    "overhead-bound": "Most of the step is Python and dispatch around small ops: batch work into fewer, "
-    "larger ops, or try torch.compile.",
-    "mixed": "Op math and framework overhead are of similar size: look at the other findings.",
+    "better algorithms, larger batches per GEMM) or faster hardware, not less Python.",
+    "memory-bound": "The ops move more data than they compute on: fuse elementwise chains (torch.compile), "
+    "avoid materialising intermediates, keep data in lower precision.",
+    "overhead-bound": "Most of the step is framework overhead around ops too small to matter: batch work into "
+    "fewer, larger ops, or try torch.compile.",
+    "input-bound": "Data loading stalls the step: use DataLoader(num_workers>0, persistent_workers=True, "
+    "prefetch_factor) or move preprocessing off the training loop.",
+    "sync-bound": "The step waits in synchronizing calls: remove them from the step or make them asynchronous.",
+    "communication-bound": "The step waits in collectives: look at the slowest rank first (a straggler makes "
+    "the others wait), then overlap communication with compute and tune bucket sizes.",
+    "mixed": "No single share of the step leads: look at the evidence and the other findings.",
 }
 
 
@@ -178,72 +187,196 @@ def _roofline_split(trace: Trace, config: Any, evidence: dict[str, Any], msg: st
     return msg, advice
 
 
-def _matmul_work(trace: Trace, v: Any) -> tuple[int, int]:
-    """(FLOPs, self ns) of the outermost matmul-family ops in the window whose shapes were recorded."""
-    kcpu = HOST_CATEGORIES.index(CPU_OP)
-    fam = {trace.name_id(n) for n in MATMUL_FAMILY} - {-1}
-    flops = t = 0
-    for i in trace.host_named(fam):
-        if trace.h_cat[i] != kcpu or not v.host_in[i]:
+# -- the host (CPU) reading ---------------------------------------------------------------------------------
+
+#: The fixed cost of one op call on a CPU (dispatch, allocation, the profiler's own bookkeeping: 3–4 µs measured
+#: here for an elementwise op on 16 elements). An op call whose work at the calibrated peak would take less is
+#: overhead: its time is the framework's, not the math's.
+CALL_FLOOR_NS = 5_000
+#: The verdict names the largest share when it holds at least this much of the step ...
+LEADS = 0.40
+#: ... and at least this many times the next share; otherwise ``mixed``.
+MARGIN = 1.5
+#: Names of collective calls on the host (gloo, NCCL, c10d): time in them is waiting for peers or moving data.
+COLLECTIVE_PREFIXES = ("gloo:", "nccl:", "c10d::", "record_param_comms")
+
+
+@dataclass
+class HostReading:
+    """Where a CPU window's step time goes, in ns: waits first, then op work the roofline explains, then the
+    rest (overhead)."""
+
+    window_ns: int
+    input_ns: int = 0
+    blocked_ns: int = 0
+    comm_ns: int = 0
+    compute_ns: int = 0  # op calls whose work is FLOP-bound at the calibrated peak
+    memory_ns: int = 0  # op calls whose work is bandwidth-bound
+    unknown_ns: int = 0  # self time beyond the call floor of ops the roofline cannot cost
+    op_calls: int = 0
+    small_calls: int = 0  # roofline-costed op calls whose work is below the call floor
+    flops: float = 0.0
+    ideal_ns: float = 0.0  # time the costed work would take at the peaks
+    work_time_ns: int = 0  # measured time of the same work
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def work_ns(self) -> int:
+        return self.compute_ns + self.memory_ns + self.unknown_ns
+
+    @property
+    def overhead_ns(self) -> int:
+        return max(self.window_ns - self.input_ns - self.blocked_ns - self.comm_ns - self.work_ns, 0)
+
+    def shares(self) -> dict[str, float]:
+        w = self.window_ns
+        return {"input": self.input_ns / w, "sync": self.blocked_ns / w, "communication": self.comm_ns / w,
+                "overhead": self.overhead_ns / w, "work": self.work_ns / w}
+
+
+def _step_window_ns(trace: Trace, v: Any) -> int:
+    """The steps' time: the decorated target's own annotation inside each step where there is one (the user's
+    code, without the step marker's bookkeeping), else the step spans, else the host window."""
+    if not trace.steps:
+        return int(v.host_window_ns)
+    window = sum(s.dur_ns for s in trace.steps)
+    tid_ = trace.name_id(trace.target) if trace.target else -1
+    step_idx = {s.host_index for s in trace.steps}
+    spans = [trace.h_dur[i] for i in trace.host_named([tid_]) if trace.h_parent[i] in step_idx]
+    return sum(spans) if len(spans) == len(trace.steps) else window
+
+
+def _host_waits(trace: Trace, v: Any, r: HostReading) -> set[int]:
+    """Time waiting for input, in blocking calls and in collectives (each counted once, in that order); returns
+    the name ids whose events are waits (their nested ops are not op work)."""
+    names = trace.names
+    loading = {nid for nid, n in enumerate(names) if n.startswith(DATALOADER_PREFIX)}
+    blocking = {nid for nid, n in enumerate(names) if n in BLOCKING_CALLS}
+    comm = {nid for nid, n in enumerate(names) if n.startswith(COLLECTIVE_PREFIXES)}
+    step_threads = {s.tid for s in trace.steps}
+    ts, dur, host_in, tid = trace.h_ts, trace.h_dur, v.host_in, trace.h_tid
+
+    def spans(ids: set[int], same_thread: bool) -> list[tuple[int, int]]:
+        return merge([(ts[i], ts[i] + dur[i]) for i in trace.host_named(ids)
+                      if host_in[i] and (not same_thread or not step_threads or tid[i] in step_threads)])
+
+    inp = spans(loading, False)
+    blocked = subtract(spans(blocking, False), inp)
+    # A collective on a helper thread may overlap the step's compute: only the step's own thread waits count.
+    coll = subtract(subtract(spans(comm, True), inp), blocked)
+    r.input_ns, r.blocked_ns, r.comm_ns = total(inp), total(blocked), total(coll)
+    return loading | blocking | comm
+
+
+def _op_work(trace: Trace, v: Any, r: HostReading, waits: set[int], config: Any) -> None:
+    """Op work the roofline explains: an outermost costed op call counts with its whole time when its work at
+    the calibrated peak would take at least a call's fixed cost, as compute or memory by its intensity; below
+    that it is overhead. Ops the roofline cannot cost count their self time beyond the call floor."""
+    rf = roofline.analyse(trace, config)
+    costed: set[int] = set()
+    if rf is not None:
+        costed = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
+        for st in rf.ops.values():
+            r.op_calls += st.calls
+            if st.ideal_ns / st.calls >= CALL_FLOOR_NS:
+                if st.bound == "compute":
+                    r.compute_ns += st.time_ns
+                else:
+                    r.memory_ns += st.time_ns
+                r.flops += st.flops
+                r.ideal_ns += min(st.ideal_ns, st.time_ns)
+                r.work_time_ns += st.time_ns
+            else:
+                r.small_calls += st.calls
+    kop = HOST_CATEGORIES.index(CPU_OP)
+    wrappers = {nid for nid, n in enumerate(trace.names) if n.startswith(COMPILE_WRAPPER_PREFIXES)}
+    skip = costed | waits | wrappers
+    above = costed | waits
+    for i, (c, inside, nid, self_ns) in enumerate(zip(trace.h_cat, v.host_in, trace.h_name, trace.h_self)):
+        if c != kop or not inside or nid in skip or has_ancestor(trace, i, above):
             continue
-        p = trace.h_parent[i]
-        if p >= 0 and trace.h_name[p] in fam:
-            continue  # counted at the outermost matmul op (matmul → mm, linear → addmm)
-        dims, _ = shape_of(trace, i)
-        f = matmul_flops(trace.host_name(i), dims) if dims else None
-        if f:
-            flops += f
-            t += trace.h_dur[i]
-    return flops, t
+        r.op_calls += 1
+        if self_ns > CALL_FLOOR_NS:
+            r.unknown_ns += self_ns - CALL_FLOOR_NS
+    # Work measured in ops can exceed the step time where ops overlap (threads): keep the split within it.
+    room = max(r.window_ns - r.input_ns - r.blocked_ns - r.comm_ns, 0)
+    if r.work_ns > room and r.work_ns:
+        scale = room / r.work_ns
+        r.compute_ns, r.memory_ns, r.unknown_ns = int(r.compute_ns * scale), int(r.memory_ns * scale), int(r.unknown_ns * scale)
+
+
+def _judge(r: HostReading) -> str:
+    """The largest share, when it leads clearly; op work is named compute- or memory-bound by the roofline."""
+    ranked = sorted(r.shares().items(), key=lambda kv: -kv[1])
+    (lead, top), (_, second) = ranked[0], ranked[1]
+    if top < LEADS or top < MARGIN * second:
+        return "mixed"
+    if lead != "work":
+        return {"input": "input-bound", "sync": "sync-bound", "communication": "communication-bound",
+                "overhead": "overhead-bound"}[lead]
+    return "memory-bound" if r.memory_ns > r.compute_ns and r.memory_ns >= r.unknown_ns else "compute-bound"
 
 
 def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = None) -> Finding:
-    window = v.host_window_ns
-    if trace.steps:
-        window = sum(s.dur_ns for s in trace.steps)
-        # Live windows: the decorated target's own annotation inside each step is the user's code, without
-        # the step marker's bookkeeping around it.
-        tid_ = trace.name_id(trace.target) if trace.target else -1
-        step_idx = {s.host_index for s in trace.steps}
-        spans = [trace.h_dur[i] for i in trace.host_named([tid_]) if trace.h_parent[i] in step_idx]
-        if len(spans) == len(trace.steps):
-            window = sum(spans)
+    r = HostReading(_step_window_ns(trace, v))
+    if r.window_ns <= 0:
+        r.window_ns = int(v.host_window_ns)
+    waits = _host_waits(trace, v, r)
+    _op_work(trace, v, r, waits, config)
+    verdict = _judge(r)
+    w = r.window_ns
     ops = op_self_ns(trace, v)
-    ratio = ops / window if window else 0.0
-    evidence.update(window_us=us(window), op_self_us=us(ops), op_self_share=round(ratio, 4), device="cpu")
+    evidence.update(
+        device="cpu",
+        method="roofline" if r.op_calls and (r.compute_ns or r.memory_ns or r.small_calls) else "op_self",
+        window_us=us(w),
+        input_us=us(r.input_ns), input_share=share(r.input_ns, w),
+        blocked_us=us(r.blocked_ns), blocked_share=share(r.blocked_ns, w),
+        comm_us=us(r.comm_ns), comm_share=share(r.comm_ns, w),
+        work_us=us(r.work_ns), work_share=share(r.work_ns, w),
+        compute_work_share=share(r.compute_ns, w), memory_work_share=share(r.memory_ns, w),
+        unknown_work_share=share(r.unknown_ns, w),
+        overhead_us=us(r.overhead_ns), overhead_share=share(r.overhead_ns, w),
+        op_self_us=us(ops), op_self_share=share(ops, w),
+        op_call_count=r.op_calls, small_op_call_count=r.small_calls,
+        call_floor_us=us(CALL_FLOOR_NS),
+    )
     peak = trace.metadata.get("cpu_peak_flops")
-    rf = roofline.analyse(trace, config)
-    if rf is not None:  # the roofline pass already has each outermost op's FLOPs and time
-        mm = [st for st in rf.ops.values() if st.name in MATMUL_FAMILY]
-        flops, mm_ns = int(sum(st.flops for st in mm)), sum(st.time_ns for st in mm)
-    else:
-        flops, mm_ns = _matmul_work(trace, v)
-    if isinstance(peak, (int, float)) and peak > 0 and flops and window and mm_ns >= MATMUL_DOMINATES * ops:
-        # Matmul-dominated window with a calibrated peak: achieved FLOP/s over the whole step time.
-        eff = flops / (window / 1e9) / peak
-        evidence.update(matmul_flop_count=flops, achieved_flops_per_s=round(flops / (window / 1e9), 1),
-                        peak_flops_per_s=round(float(peak), 1), flop_efficiency_ratio=round(eff, 4), method="flops")
-        if eff >= CPU_EFF_COMPUTE:
-            verdict, msg = "compute-bound", f"compute-bound (CPU): the step reaches {eff:.0%} of the calibrated matmul peak"
-        elif eff < CPU_EFF_OVERHEAD:
-            verdict = "overhead-bound"
-            msg = (f"overhead-bound (CPU): the step reaches only {eff:.0%} of the calibrated matmul peak; op kernels "
-                   f"take {ratio:.0%} of the step, the rest is Python and dispatch")
-        else:
-            verdict, msg = "mixed", f"mixed (CPU): the step reaches {eff:.0%} of the calibrated matmul peak"
-    else:
-        evidence["method"] = "op_share"
-        if ratio >= CPU_COMPUTE:
-            verdict = "compute-bound"
-            msg = f"compute-bound (CPU): op kernels take {ratio:.0%} of the step time"
-        elif ratio < CPU_OVERHEAD:
-            verdict = "overhead-bound"
-            msg = f"overhead-bound (CPU): op kernels take only {ratio:.0%} of the step time; the rest is Python and dispatch"
-        else:
-            verdict = "mixed"
-            msg = f"mixed (CPU): op kernels take {ratio:.0%} of the step time"
-    severity = "warning" if verdict == "overhead-bound" else "info"
+    if isinstance(peak, (int, float)) and peak > 0:
+        evidence["peak_flops_per_s"] = round(float(peak), 1)
+        spread = trace.metadata.get("cpu_peak_spread_ratio")
+        if isinstance(spread, (int, float)):
+            evidence["peak_spread_ratio"] = round(float(spread), 4)
+    if r.work_time_ns:
+        evidence["work_roofline_ratio"] = round(r.ideal_ns / r.work_time_ns, 4)  # how close the work runs to its roofline
+        if r.flops:
+            evidence["achieved_flops_per_s"] = round(r.flops / (r.work_time_ns / 1e9), 1)
+    msg = _cpu_message(verdict, r)
+    severity = "warning" if verdict in ("overhead-bound", "input-bound", "sync-bound", "communication-bound") else "info"
     advice = _CPU_ADVICE[verdict]
-    if verdict == "compute-bound":
-        msg, advice = _roofline_split(trace, config, evidence, msg, advice)
+    if verdict in ("compute-bound", "memory-bound"):
+        evidence["roofline_bound"] = ("unknown" if r.unknown_ns > r.compute_ns + r.memory_ns
+                                      else "memory" if verdict == "memory-bound" else "compute")
     return Finding(RULE, verdict, severity, msg, advice, evidence)
+
+
+def _cpu_message(verdict: str, r: HostReading) -> str:
+    w = r.window_ns
+    sh = r.shares()
+    if verdict == "input-bound":
+        return f"input-bound (CPU): waiting for data (enumerate(DataLoader)) takes {sh['input']:.0%} of the step"
+    if verdict == "sync-bound":
+        return f"sync-bound (CPU): the step waits {sh['sync']:.0%} of its time in synchronizing calls"
+    if verdict == "communication-bound":
+        return f"communication-bound (CPU): collectives take {sh['communication']:.0%} of the step (waiting for peers or moving data)"
+    if verdict == "overhead-bound":
+        return (f"overhead-bound (CPU): {sh['overhead']:.0%} of the step is framework overhead: Python, dispatch and "
+                f"{r.small_calls} op calls whose work would take less than a call's fixed cost; op work takes {sh['work']:.0%}")
+    if verdict in ("compute-bound", "memory-bound"):
+        kind = "FLOP-bound ops" if verdict == "compute-bound" else "bandwidth-bound ops"
+        if r.unknown_ns > r.compute_ns + r.memory_ns:
+            kind = "ops the roofline cannot cost"
+        eff = f" running at {r.ideal_ns / r.work_time_ns:.0%} of their roofline" if r.work_time_ns else ""
+        return f"{verdict} (CPU): op work takes {sh['work']:.0%} of the step, mostly in {kind}{eff}"
+    parts = ", ".join(f"{k} {v:.0%}" for k, v in sorted(sh.items(), key=lambda kv: -kv[1]) if v >= 0.05)
+    return f"mixed (CPU): no share of the step leads ({parts}; {us(w) / 1000:.1f} ms)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import os
 import queue
 import re
@@ -72,9 +73,12 @@ def _apply_metadata(b: TraceBuilder, doc: dict[str, Any]) -> None:
         {k: v for k, v in doc.items() if k not in ("traceEvents", "deviceProperties") and not isinstance(v, (list, dict))}
     )
     for key, meta_key in (("autoprof_cpu_peak_flops", "cpu_peak_flops"),
-                          ("autoprof_cpu_peak_bytes_per_s", "cpu_peak_bytes_per_s")):
+                          ("autoprof_cpu_peak_bytes_per_s", "cpu_peak_bytes_per_s"),
+                          ("autoprof_cpu_peak_spread_ratio", "cpu_peak_spread_ratio")):
         peak = doc.get(key)
-        if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0:
+        if isinstance(peak, (int, float)) and not isinstance(peak, bool) and math.isfinite(peak) and (
+            peak > 0 or (peak == 0 and meta_key == "cpu_peak_spread_ratio")
+        ):
             b.metadata[meta_key] = float(peak)
 
 
