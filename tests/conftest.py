@@ -12,6 +12,8 @@ from autoprof import config as _config
 from autoprof import emit
 from autoprof.findings import record_schema
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers' models come from configs here: never the hub
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED_TRACES = Path(os.environ.get("AUTOPROF_SHARED_TRACES", REPO.parent / "shared" / "traces"))
 

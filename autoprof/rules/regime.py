@@ -12,11 +12,11 @@ Verdicts, first match wins: input-bound (input ≥ 25 %); compute-bound (device 
 overhead-bound (the host is active for longer than the device is busy); sync-bound (blocked ≥ 30 %);
 otherwise ``mixed``.
 
-CPU-only windows have no device column. Where matmul-family ops dominate the window and a calibrated
-peak is known (the live path measures one matmul per process), the achieved FLOP/s over the whole step
-time decides: ≥ 50 % of the peak compute-bound, < 20 % overhead-bound, mixed between. Otherwise the op
-kernels' own time (self time of ``cpu_op`` events) is compared with the step time: ≥ 70 % compute-bound,
-< 50 % overhead-bound (see docs/rules.md for why).
+CPU-only windows are read in one order, each second once: waiting for input, in blocking calls, in
+collectives on the step's thread, then op work the roofline explains (an op call whose work at the calibrated
+peak takes at least a call's fixed cost, ``CALL_FLOOR_NS``; compute or memory by its intensity), and the rest
+is overhead. The largest share names the verdict when it leads clearly (``LEADS``, ``MARGIN``), else
+``mixed``. See docs/rules.md ("Reading a CPU window") for the why and worked examples.
 """
 
 from __future__ import annotations
@@ -49,11 +49,6 @@ RULE = "bound_regime"
 DEVICE_BUSY_COMPUTE = 0.60
 INPUT_BOUND = 0.25
 SYNC_BOUND = 0.30
-CPU_COMPUTE = 0.70
-CPU_OVERHEAD = 0.50
-CPU_EFF_COMPUTE = 0.50
-CPU_EFF_OVERHEAD = 0.20
-MATMUL_DOMINATES = 0.50
 
 _ADVICE = {
     "compute-bound": "The device is the bottleneck: reduce or speed up its work (mixed precision, fused "
@@ -139,6 +134,12 @@ def _device_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any 
         input_us=us(inp),
         input_share=share(inp, window),
     )
+    # The keys every reading carries (the CPU reading's names): the device's busy time is its work, the host's
+    # active time its overhead; collectives on the host as on the CPU (the device's NCCL time:
+    # exposed_communication).
+    comm = total(subtract(subtract(_collective_spans(trace, v), merge(input_iv)), merge(blocked_iv)))
+    evidence.update(comm_us=us(comm), comm_share=share(comm, window), work_share=share(busy, window),
+                    overhead_share=share(active, window))
     if inp >= INPUT_BOUND * window:
         verdict = "input-bound"
         msg = f"input-bound: data loading takes {share(inp, window):.0%} of the window"
@@ -246,6 +247,16 @@ def _step_window_ns(trace: Trace, v: Any) -> int:
     return sum(spans) if len(spans) == len(trace.steps) else window
 
 
+def _collective_spans(trace: Trace, v: Any, ids: set[int] | None = None) -> list[tuple[int, int]]:
+    """Merged spans of collective calls on the steps' threads (all threads where there are no steps)."""
+    if ids is None:
+        ids = {nid for nid, n in enumerate(trace.names) if n.startswith(COLLECTIVE_PREFIXES)}
+    step_threads = {s.tid for s in trace.steps}
+    ts, dur, host_in, tid = trace.h_ts, trace.h_dur, v.host_in, trace.h_tid
+    return merge([(ts[i], ts[i] + dur[i]) for i in trace.host_named(ids)
+                  if host_in[i] and (not step_threads or tid[i] in step_threads)])
+
+
 def _host_waits(trace: Trace, v: Any, r: HostReading) -> set[int]:
     """Time waiting for input, in blocking calls and in collectives (each counted once, in that order); returns
     the name ids whose events are waits (their nested ops are not op work)."""
@@ -253,17 +264,15 @@ def _host_waits(trace: Trace, v: Any, r: HostReading) -> set[int]:
     loading = {nid for nid, n in enumerate(names) if n.startswith(DATALOADER_PREFIX)}
     blocking = {nid for nid, n in enumerate(names) if n in BLOCKING_CALLS}
     comm = {nid for nid, n in enumerate(names) if n.startswith(COLLECTIVE_PREFIXES)}
-    step_threads = {s.tid for s in trace.steps}
-    ts, dur, host_in, tid = trace.h_ts, trace.h_dur, v.host_in, trace.h_tid
+    ts, dur, host_in = trace.h_ts, trace.h_dur, v.host_in
 
-    def spans(ids: set[int], same_thread: bool) -> list[tuple[int, int]]:
-        return merge([(ts[i], ts[i] + dur[i]) for i in trace.host_named(ids)
-                      if host_in[i] and (not same_thread or not step_threads or tid[i] in step_threads)])
+    def spans(ids: set[int]) -> list[tuple[int, int]]:
+        return merge([(ts[i], ts[i] + dur[i]) for i in trace.host_named(ids) if host_in[i]])
 
-    inp = spans(loading, False)
-    blocked = subtract(spans(blocking, False), inp)
+    inp = spans(loading)
+    blocked = subtract(spans(blocking), inp)
     # A collective on a helper thread may overlap the step's compute: only the step's own thread waits count.
-    coll = subtract(subtract(spans(comm, True), inp), blocked)
+    coll = subtract(subtract(_collective_spans(trace, v, comm), inp), blocked)
     r.input_ns, r.blocked_ns, r.comm_ns = total(inp), total(blocked), total(coll)
     return loading | blocking | comm
 

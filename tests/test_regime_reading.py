@@ -1,0 +1,136 @@
+"""The CPU reading of the bound regime on small synthetic traces (no torch work, no ../shared): each share,
+each verdict, the margin that makes ``mixed``, and that waits are never called overhead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoprof.rules import regime
+from autoprof.trace import chrome
+
+PEAK = {"autoprof_cpu_peak_flops": 100e9, "autoprof_cpu_peak_bytes_per_s": 20e9}  # ridge: 5 FLOP/byte
+
+
+class Doc:
+    """A chrome trace built event by event: three steps on one thread, times in µs."""
+
+    def __init__(self, step_us: float = 1000.0, steps: int = 3) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.step_us = step_us
+        for k in range(steps):
+            self.x("user_annotation", f"ProfilerStep#{k}", k * step_us, step_us - 1)
+
+    def x(self, cat: str, name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> None:
+        self.events.append({"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid,
+                            "args": args})
+
+    def op(self, name: str, ts: float, dur: float, dims: list[Any] | None = None, types: list[Any] | None = None,
+           tid: int = 1) -> None:
+        extra = {"Input Dims": dims, "Input type": types} if dims is not None else {}
+        self.x("cpu_op", name, ts, dur, tid=tid, **extra)
+
+    def each_step(self, fn: Any) -> None:
+        for k in range(3):
+            fn(k * self.step_us)
+
+    def verdict(self, peaks: bool = True) -> tuple[str, dict[str, Any], str]:
+        doc = {"traceEvents": self.events, **(PEAK if peaks else {})}
+        (f,) = regime.check(chrome.from_document(doc))
+        return f.verdict, f.evidence, f.message
+
+
+def test_big_matmuls_are_compute_bound() -> None:
+    d = Doc()
+    d.each_step(lambda t: d.op("aten::mm", t + 10, 950, [[512, 512], [512, 512]], ["float", "float"]))
+    verdict, ev, msg = d.verdict()  # 268 MFLOP: 2.7 ms at the peak, well past a call's fixed cost
+    assert verdict == "compute-bound" and ev["compute_work_share"] > 0.9 and ev["roofline_bound"] == "compute"
+    assert "FLOP-bound ops" in msg
+
+
+def test_big_elementwise_ops_are_memory_bound() -> None:
+    d = Doc()
+    d.each_step(lambda t: d.op("aten::add", t + 10, 950, [[4096, 4096], [4096, 4096], []], ["float", "float", "Scalar"]))
+    verdict, ev, _ = d.verdict()
+    assert verdict == "memory-bound" and ev["memory_work_share"] > 0.9 and ev["roofline_bound"] == "memory"
+
+
+def test_many_tiny_ops_are_overhead_bound_even_when_op_time_is_most_of_the_step() -> None:
+    d = Doc()
+
+    def tiny(t: float) -> None:
+        for j in range(200):  # 200 calls of 4 µs: 80% of the step inside ops, nanoseconds of math each
+            d.op("aten::mul", t + 50 + j * 4.5, 4.0, [[16], []], ["float", "Scalar"])
+
+    d.each_step(tiny)
+    verdict, ev, msg = d.verdict()
+    assert ev["op_self_share"] > 0.75
+    assert verdict == "overhead-bound" and ev["overhead_share"] > 0.9 and ev["small_op_call_count"] == 600
+    assert "framework overhead" in msg
+
+
+def test_waiting_for_data_is_input_bound_and_never_overhead() -> None:
+    d = Doc()
+
+    def step(t: float) -> None:
+        d.x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 5, 800)
+        d.op("aten::stack", t + 10, 700, [[3, 32, 32]], ["float"])  # collating: inside the wait
+        d.op("aten::mm", t + 820, 150, [[256, 256], [256, 256]], ["float", "float"])
+
+    d.each_step(step)
+    verdict, ev, msg = d.verdict()
+    assert verdict == "input-bound" and 0.75 < ev["input_share"] < 0.85
+    assert "Python" not in msg and "overhead" not in msg
+    assert ev["overhead_share"] < 0.1  # the loader's own ops count as input, not as overhead or work
+
+
+def test_collectives_on_the_step_thread_are_communication_bound() -> None:
+    d = Doc()
+
+    def step(t: float) -> None:
+        d.op("aten::mm", t + 10, 100, [[256, 256], [256, 256]], ["float", "float"])
+        d.x("user_annotation", "gloo:all_reduce", t + 120, 850)
+
+    d.each_step(step)
+    verdict, ev, _ = d.verdict()
+    assert verdict == "communication-bound" and ev["comm_share"] > 0.8
+
+
+def test_a_collective_on_a_helper_thread_is_not_the_steps_wait() -> None:
+    d = Doc()
+
+    def step(t: float) -> None:
+        d.op("aten::mm", t + 10, 950, [[512, 512], [512, 512]], ["float", "float"])
+        d.x("user_annotation", "gloo:all_reduce", t + 10, 900, tid=7)  # overlapped on the backend's thread
+
+    d.each_step(step)
+    verdict, ev, _ = d.verdict()
+    assert verdict == "compute-bound" and ev["comm_share"] == 0
+
+
+def test_no_share_leading_clearly_is_mixed() -> None:
+    d = Doc()
+
+    def step(t: float) -> None:
+        d.op("aten::mm", t + 10, 450, [[512, 512], [512, 512]], ["float", "float"])  # ~45% op work
+        # ~55% left to overhead: less than 1.5 times the work share
+
+    d.each_step(step)
+    verdict, ev, msg = d.verdict()
+    assert verdict == "mixed", (verdict, ev)
+    assert msg.startswith("mixed (CPU): no share of the step leads")
+
+
+def test_without_a_calibrated_peak_op_self_time_beyond_the_call_floor_is_work() -> None:
+    big, tiny = Doc(), Doc()
+    big.each_step(lambda t: big.op("aten::mm", t + 10, 950, [[512, 512], [512, 512]], ["float", "float"]))
+    tiny.each_step(lambda t: [tiny.op("aten::mul", t + 50 + j * 4.5, 4.0) for j in range(200)])
+    v_big, ev_big, _ = big.verdict(peaks=False)
+    v_tiny, _, _ = tiny.verdict(peaks=False)
+    assert v_big == "compute-bound" and ev_big["roofline_bound"] == "unknown"
+    assert v_tiny == "overhead-bound"
+
+
+def test_every_cpu_verdict_has_its_advice() -> None:
+    for verdict in ("compute-bound", "memory-bound", "overhead-bound", "input-bound", "sync-bound",
+                    "communication-bound", "mixed"):
+        assert regime._CPU_ADVICE[verdict]
