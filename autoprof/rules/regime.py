@@ -194,6 +194,10 @@ def _roofline_split(trace: Trace, config: Any, evidence: dict[str, Any], msg: st
 #: here for an elementwise op on 16 elements). An op call whose work at the calibrated peak would take less is
 #: overhead: its time is the framework's, not the math's.
 CALL_FLOOR_NS = 5_000
+#: An op call is credited as work with at most this many times its roofline time. An op that runs below 5 % of
+#: its roofline is not limited by its FLOPs or its bytes but by something else (threads contending on a loaded
+#: machine, allocation, cache misses): the rest of its time counts with the overhead.
+WORK_CREDIT = 20
 #: The verdict names the largest share when it holds at least this much of the step ...
 LEADS = 0.40
 #: ... and at least this many times the next share; otherwise ``mixed``.
@@ -214,6 +218,7 @@ class HostReading:
     compute_ns: int = 0  # op calls whose work is FLOP-bound at the calibrated peak
     memory_ns: int = 0  # op calls whose work is bandwidth-bound
     unknown_ns: int = 0  # self time beyond the call floor of ops the roofline cannot cost
+    lost_ns: int = 0  # time of costed ops beyond WORK_CREDIT times their roofline (counted with the overhead)
     op_calls: int = 0
     small_calls: int = 0  # roofline-costed op calls whose work is below the call floor
     flops: float = 0.0
@@ -288,10 +293,12 @@ def _op_work(trace: Trace, v: Any, r: HostReading, waits: set[int], config: Any)
         for st in rf.ops.values():
             r.op_calls += st.calls
             if st.ideal_ns / st.calls >= CALL_FLOOR_NS:
+                credited = int(min(st.time_ns, WORK_CREDIT * st.ideal_ns))
                 if st.bound == "compute":
-                    r.compute_ns += st.time_ns
+                    r.compute_ns += credited
                 else:
-                    r.memory_ns += st.time_ns
+                    r.memory_ns += credited
+                r.lost_ns += st.time_ns - credited
                 r.flops += st.flops
                 r.ideal_ns += min(st.ideal_ns, st.time_ns)
                 r.work_time_ns += st.time_ns
