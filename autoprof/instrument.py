@@ -239,7 +239,10 @@ class _Instrument:
 
 def _give_up(t: Target) -> None:
     t.done = True
-    t.current = None
+    step, t.current = t.current, None
+    if step is not None:  # a step that failed half-way: exit what it entered
+        while step.rf:
+            _close_rf(step.rf.pop())
     try:
         SESSION.drop(t)
     except Exception:

@@ -393,8 +393,8 @@ _PEAK: list[tuple[float, float]] = []
 def _cpu_peaks() -> tuple[float, float] | None:
     """Calibrated CPU peaks (matmul FLOP/s, copy bytes/s), once per process, on the calling thread when the
     first window opens (~0.1 s here), on the thread count the program uses (torch's), so no training work
-    competes with it: the best of 5 timed runs (after a warm-up) of float32 matmuls at 512 and 1024, and of 3
-    copies of 32 MB. The spread of the best shape's runs goes with them (``_PEAK_SPREAD``). The figures are
+    competes with it: the best of 5 timed runs (after a warm-up) of float32 matmuls at 512 and 1024, and of 7
+    copies of 32 MB (~1.3 ms each). The spread of the best shape's runs goes with them (``_PEAK_SPREAD``). The figures are
     written into the window's trace, so an offline analysis of a kept trace reads them too. The regime
     verdict only uses them to cost each op's work (an op call is work when that takes longer than a call's
     fixed cost), so a peak measured low or high by half moves no verdict of the shipped scenarios."""
@@ -416,7 +416,7 @@ def _cpu_peaks() -> tuple[float, float] | None:
             dst = torch.empty_like(src)
             dst.copy_(src)
             best_copy = float("inf")
-            for _ in range(3):
+            for _ in range(7):
                 t0 = time.perf_counter()
                 dst.copy_(src)
                 best_copy = min(best_copy, time.perf_counter() - t0)
