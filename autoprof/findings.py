@@ -12,7 +12,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Severities, lowest first. ``--fail-on`` compares against this order.
 SEVERITIES = ("info", "warning", "critical")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules import bmm, cold, comm, compile, fusion, gaps, occupancy, regime, roofline, sync, variance
+from autoprof.rules import bmm, cold, comm, compile, fusion, gaps, occupancy, ranks, regime, roofline, sync, variance
 from autoprof.trace.model import Trace
 
 Rule = Callable[[Trace, Any], list[Finding]]
@@ -25,6 +25,15 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("variance", variance.check),
     ("bmm", bmm.check),
 )
+
+
+#: The published vocabulary: every rule id and the verdicts it can give (each rule module names them as
+#: constants). The JSON Schema of the records lists the same (a test keeps the two equal).
+VOCABULARY: dict[str, tuple[str, ...]] = {
+    rule: verdicts
+    for module in (regime, roofline, fusion, compile, cold, sync, occupancy, gaps, comm, variance, bmm, ranks)
+    for rule, verdicts in module.VERDICTS.items()
+}
 
 
 def run_rules(trace: Trace, config: Any = None) -> tuple[list[Finding], list[tuple[str, BaseException]]]:

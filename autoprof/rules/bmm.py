@@ -9,6 +9,8 @@ from autoprof.rules._common import shape_of, share, us, view
 from autoprof.trace.model import Trace
 
 RULE = "batched_matmul"
+BATCHED = "batched"
+VERDICTS = {RULE: (BATCHED,)}
 
 
 def check(trace: Trace, config: Any = None) -> list[Finding]:
@@ -30,7 +32,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     return [
         Finding(
             RULE,
-            "batched",
+            BATCHED,
             "info",
             f"{len(hits)} aten::matmul calls on 3-D+ inputs run as aten::bmm (batched matmul)",
             "Expected for batched inputs; if the batch dims are only a reshape of 2-D data, a single "

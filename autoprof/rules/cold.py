@@ -11,6 +11,9 @@ from autoprof.rules._common import ms
 from autoprof.trace.model import Trace
 
 RULE = "cold_first_step"
+COLD_START = "cold-start"
+SLOW_FIRST_RECORDED = "slow-first-recorded-step"
+VERDICTS = {RULE: (COLD_START, SLOW_FIRST_RECORDED)}
 COLD_RATIO = 1.5
 MIN_EXTRA_NS = 1_000_000  # ignore sub-millisecond differences
 
@@ -38,7 +41,7 @@ def _finding(first: int, steady: int, number: int, where: str, live: bool) -> Fi
     cold = number <= 1
     return Finding(
         RULE,
-        "cold-start" if cold else "slow-first-recorded-step",
+        COLD_START if cold else SLOW_FIRST_RECORDED,
         "info",
         f"{'cold first step' if cold else 'slow first step'}: {where} took {ms(first):.3f} ms, "
         f"{first / steady:.1f}x the steady {ms(steady):.3f} ms",

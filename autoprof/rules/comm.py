@@ -9,6 +9,9 @@ from autoprof.rules._common import merge, share, subtract, total, us, view
 from autoprof.trace.model import DEVICE_CATEGORIES, KERNEL, Trace
 
 RULE = "exposed_communication"
+EXPOSED = "exposed-communication"
+OVERLAPPED = "communication"  # most of it overlapped by compute
+VERDICTS = {RULE: (EXPOSED, OVERLAPPED)}
 EXPOSED_WARN = 0.20  # of the window
 
 
@@ -32,7 +35,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     return [
         Finding(
             RULE,
-            "exposed-communication" if warn else "communication",
+            EXPOSED if warn else OVERLAPPED,
             "warning" if warn else "info",
             f"communication (NCCL) takes {us(comm_t) / 1000:.1f} ms; {share(exposed, comm_t):.0%} of it is not "
             f"overlapped by compute ({share(exposed, window):.0%} of the window)",

@@ -29,6 +29,10 @@ from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, Trace
 RULE_OVERHEAD = "compile_overhead"
 RULE_RECOMPILE = "recompilation"
 RULE_COMPILING = "compilation_in_window"
+WRAPPER_EXCEEDS_COMPUTE = "wrapper-exceeds-compute"
+RECOMPILED = "recompiled"
+COMPILING = "compiling"
+VERDICTS = {RULE_OVERHEAD: (WRAPPER_EXCEEDS_COMPUTE,), RULE_RECOMPILE: (RECOMPILED,), RULE_COMPILING: (COMPILING,)}
 
 _REGION = re.compile(r"^Torch-Compiled Region: ([0-9]{1,18})/([0-9]{1,18})$")
 _LOOKUP = "TorchDynamo Cache Lookup"
@@ -124,7 +128,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
             findings.append(
                 Finding(
                     RULE_OVERHEAD,
-                    "wrapper-exceeds-compute_avg",
+                    WRAPPER_EXCEEDS_COMPUTE,
                     "warning",
                     f"compile overhead: each compiled call spends {us(wrapper):.1f} µs in the compiled-region "
                     f"wrapper (cache lookup, guards, AOT wrappers) against {us(compute_avg):.1f} µs of compute it wraps",
@@ -142,7 +146,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
             findings.append(
                 Finding(
                     RULE_RECOMPILE,
-                    "recompiled",
+                    RECOMPILED,
                     "warning",
                     "recompilation: "
                     + ", ".join(f"frame {f} ran compiled versions {cs}" for f, cs in sorted(many.items())),
@@ -158,7 +162,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
         findings.append(
             Finding(
                 RULE_COMPILING,
-                "compiling",
+                COMPILING,
                 "warning",
                 f"compilation inside the window: {us(t) / 1000:.1f} ms in {', '.join(names[:3])}",
                 "Warm up compiled code before measuring (more wait/warmup steps), and check for recompiles.",

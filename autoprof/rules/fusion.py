@@ -17,6 +17,9 @@ from autoprof.trace.model import CPU_OP, GPU_MEMCPY, HOST_CATEGORIES, KERNEL, Tr
 
 RULE_UNFUSED = "unfused_bias_add"
 RULE_COMPILED = "compiled_addmm"
+UNFUSED = "unfused"
+DISPATCHER_FUSED = "dispatcher-fused"
+VERDICTS = {RULE_UNFUSED: (UNFUSED,), RULE_COMPILED: (DISPATCHER_FUSED,)}
 
 _PRODUCERS = frozenset({"aten::mm", "aten::matmul"})
 _CONSUMERS = frozenset({"aten::add", "aten::add_"})
@@ -126,7 +129,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
         findings.append(
             Finding(
                 RULE_UNFUSED,
-                "unfused",
+                UNFUSED,
                 "warning",
                 f"unfused bias add: {len(pairs)} matmul results feed a separate add; the adds take "
                 f"{share(t_add, window):.1%} of the window",
@@ -179,7 +182,7 @@ def _compiled_addmm(trace: Trace, compiled: list[int]) -> Finding:
         msg = f"compiled addmm: {len(compiled)} calls fused at the dispatcher level (extern addmm in the compiled graph)"
     return Finding(
         RULE_COMPILED,
-        "dispatcher-fused",
+        DISPATCHER_FUSED,
         "info",
         msg,
         "Nothing to do: this is the expected shape of a compiled linear layer.",

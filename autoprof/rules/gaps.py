@@ -12,6 +12,8 @@ from autoprof.rules._common import share, us, view
 from autoprof.trace.model import DEVICE_CATEGORIES, GPU_MEMCPY, GPU_MEMSET, KERNEL, Trace
 
 RULE = "device_idle_gaps"
+DEVICE_IDLE = "device-idle"
+VERDICTS = {RULE: (DEVICE_IDLE,)}
 IDLE_SHARE = 0.30
 MIN_GAP_NS = 1_000
 
@@ -53,7 +55,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     return [
         Finding(
             RULE,
-            "device-idle",
+            DEVICE_IDLE,
             "warning",
             f"the device is idle {share(idle, span):.0%} of its active span, mostly {cause}",
             "Host-wait gaps shrink with less per-op host work (larger ops, torch.compile, CUDA graphs); "

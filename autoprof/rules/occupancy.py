@@ -11,6 +11,8 @@ from autoprof.rules._common import OCCUPANCY_PREFIX, view
 from autoprof.trace.model import CUDA_DRIVER, CUDA_RUNTIME, DEVICE_CATEGORIES, HOST_CATEGORIES, KERNEL, Trace
 
 RULE = "occupancy_query_launch"
+HEAVYWEIGHT = "heavyweight-launches"
+VERDICTS = {RULE: (HEAVYWEIGHT,)}
 _HEAVY = (
     "gemm", "gemv", "conv", "cutlass", "cudnn", "cublas", "xmma", "wgrad", "dgrad", "fprop", "implicit",
     "winograd", "fft", "sm80_", "sm90_", "ampere_", "volta_", "turing_", "hopper_",
@@ -83,7 +85,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     return [
         Finding(
             RULE,
-            "heavyweight-launches",
+            HEAVYWEIGHT,
             "info",
             f"{n} launches are preceded by an occupancy query ({heavy} of them GEMM/conv kernels): "
             + ", ".join(top[:4]),

@@ -20,6 +20,10 @@ from autoprof.findings import Finding
 RULE_STRAGGLER = "straggler_ranks"
 RULE_REGIME = "rank_regime_mismatch"
 RULE_REGIME_SOURCE = "bound_regime"  # the per-rank verdict compared across ranks
+STRAGGLERS = "stragglers"
+BALANCED = "balanced"
+REGIME_DIFFERS = "regime-differs"
+VERDICTS = {RULE_STRAGGLER: (STRAGGLERS, BALANCED), RULE_REGIME: (REGIME_DIFFERS,)}
 STRAGGLER_MARGIN = 0.20
 MIN_EXTRA_MS = 1.0
 
@@ -56,7 +60,7 @@ def check(summaries: list[RankSummary]) -> list[Finding]:
         findings.append(
             Finding(
                 RULE_STRAGGLER,
-                "stragglers",
+                STRAGGLERS,
                 "warning",
                 f"straggler rank(s) {', '.join(str(s.rank) for s in slow)}: step time up to "
                 f"{worst.step_ms:.1f} ms against a median of {med:.1f} ms across {len(summaries)} ranks",
@@ -82,7 +86,7 @@ def check(summaries: list[RankSummary]) -> list[Finding]:
         findings.append(
             Finding(
                 RULE_REGIME,
-                "regime-differs",
+                REGIME_DIFFERS,
                 "warning",
                 msg,
                 "Ranks should do the same work: an odd regime points at that rank's data, placement or device.",

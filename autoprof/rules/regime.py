@@ -45,35 +45,43 @@ from autoprof.rules._work import is_roofline_op
 from autoprof.trace.model import CPU_OP, CUDA_RUNTIME, HOST_CATEGORIES, PYTHON_FUNCTION, Trace
 
 RULE = "bound_regime"
+INPUT_BOUND = "input-bound"
+SYNC_BOUND = "sync-bound"
+COMMUNICATION_BOUND = "communication-bound"
+OVERHEAD_BOUND = "overhead-bound"
+COMPUTE_BOUND = "compute-bound"
+MEMORY_BOUND = "memory-bound"
+MIXED = "mixed"
+VERDICTS = {RULE: (INPUT_BOUND, SYNC_BOUND, COMMUNICATION_BOUND, OVERHEAD_BOUND, COMPUTE_BOUND, MEMORY_BOUND, MIXED)}
 
 DEVICE_BUSY_COMPUTE = 0.60
-INPUT_BOUND = 0.25
-SYNC_BOUND = 0.30
+INPUT_SHARE_MIN = 0.25
+SYNC_SHARE_MIN = 0.30
 
 _ADVICE = {
-    "compute-bound": "The device is the bottleneck: reduce or speed up its work (mixed precision, fused "
+    COMPUTE_BOUND: "The device is the bottleneck: reduce or speed up its work (mixed precision, fused "
     "kernels, better shapes); host-side tuning will not help.",
-    "overhead-bound": "The host cannot feed the device: batch more work per op (bigger tensors, fewer small "
+    OVERHEAD_BOUND: "The host cannot feed the device: batch more work per op (bigger tensors, fewer small "
     "ops), fuse ops (torch.compile), or capture with CUDA graphs.",
-    "input-bound": "Data loading stalls the step: use DataLoader(num_workers>0, pin_memory=True, "
+    INPUT_BOUND: "Data loading stalls the step: use DataLoader(num_workers>0, pin_memory=True, "
     "prefetch_factor) or move preprocessing off the training loop.",
-    "sync-bound": "The host waits in synchronizing calls: remove .item()/.cpu()/print of device tensors "
+    SYNC_BOUND: "The host waits in synchronizing calls: remove .item()/.cpu()/print of device tensors "
     "from the step, use non_blocking copies from pinned memory.",
-    "mixed": "No single limit dominates: look at the other findings for this window.",
+    MIXED: "No single limit dominates: look at the other findings for this window.",
 }
 _CPU_ADVICE = {
-    "compute-bound": "The ops' own math dominates the step: larger gains need less work (smaller dtype, "
+    COMPUTE_BOUND: "The ops' own math dominates the step: larger gains need less work (smaller dtype, "
     "better algorithms, larger batches per GEMM) or faster hardware, not less Python.",
-    "memory-bound": "The ops move more data than they compute on: fuse elementwise chains (torch.compile), "
+    MEMORY_BOUND: "The ops move more data than they compute on: fuse elementwise chains (torch.compile), "
     "avoid materialising intermediates, keep data in lower precision.",
-    "overhead-bound": "Most of the step is framework overhead around ops too small to matter: batch work into "
+    OVERHEAD_BOUND: "Most of the step is framework overhead around ops too small to matter: batch work into "
     "fewer, larger ops, or try torch.compile.",
-    "input-bound": "Data loading stalls the step: use DataLoader(num_workers>0, persistent_workers=True, "
+    INPUT_BOUND: "Data loading stalls the step: use DataLoader(num_workers>0, persistent_workers=True, "
     "prefetch_factor) or move preprocessing off the training loop.",
-    "sync-bound": "The step waits in synchronizing calls: remove them from the step or make them asynchronous.",
-    "communication-bound": "The step waits in collectives: look at the slowest rank first (a straggler makes "
+    SYNC_BOUND: "The step waits in synchronizing calls: remove them from the step or make them asynchronous.",
+    COMMUNICATION_BOUND: "The step waits in collectives: look at the slowest rank first (a straggler makes "
     "the others wait), then overlap communication with compute and tune bucket sizes.",
-    "mixed": "No single share of the step leads: look at the evidence and the other findings.",
+    MIXED: "No single share of the step leads: look at the evidence and the other findings.",
 }
 
 
@@ -140,31 +148,31 @@ def _device_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any 
     comm = total(subtract(subtract(_collective_spans(trace, v), merge(input_iv)), merge(blocked_iv)))
     evidence.update(comm_us=us(comm), comm_share=share(comm, window), work_share=share(busy, window),
                     overhead_share=share(active, window))
-    if inp >= INPUT_BOUND * window:
-        verdict = "input-bound"
+    if inp >= INPUT_SHARE_MIN * window:
+        verdict = INPUT_BOUND
         msg = f"input-bound: data loading takes {share(inp, window):.0%} of the window"
     elif busy >= DEVICE_BUSY_COMPUTE * window:
-        verdict = "compute-bound"
+        verdict = COMPUTE_BOUND
         msg = f"compute-bound: the device is busy {share(busy, window):.0%} of the window"
     elif active > busy:
-        verdict = "overhead-bound"
+        verdict = OVERHEAD_BOUND
         msg = (
             f"overhead-bound: the host works {share(active, window):.0%} of the window preparing and "
             f"launching work, the device is busy only {share(busy, window):.0%}"
         )
-    elif blocked >= SYNC_BOUND * window:
+    elif blocked >= SYNC_SHARE_MIN * window:
         top = max(by_call.items(), key=lambda kv: kv[1])[0] if by_call else "synchronizing calls"
-        verdict = "sync-bound"
+        verdict = SYNC_BOUND
         msg = (
             f"sync-bound: the host waits {share(blocked, window):.0%} of the window in synchronizing calls "
             f"(most in {top}) while the device is busy only {share(busy, window):.0%}"
         )
     else:
-        verdict = "mixed"
+        verdict = MIXED
         msg = f"mixed: device busy {share(busy, window):.0%}, host active {share(active, window):.0%}"
-    severity = "info" if verdict in ("compute-bound", "mixed") else "warning"
+    severity = "info" if verdict in (COMPUTE_BOUND, MIXED) else "warning"
     advice = _ADVICE[verdict]
-    if verdict == "compute-bound":
+    if verdict == COMPUTE_BOUND:
         msg, advice = _roofline_split(trace, config, evidence, msg, advice)
     return Finding(RULE, verdict, severity, msg, advice, evidence)
 
@@ -326,11 +334,11 @@ def _judge(r: HostReading) -> str:
     ranked = sorted(r.shares().items(), key=lambda kv: -kv[1])
     (lead, top), (_, second) = ranked[0], ranked[1]
     if top < LEADS or top < MARGIN * second:
-        return "mixed"
+        return MIXED
     if lead != "work":
-        return {"input": "input-bound", "sync": "sync-bound", "communication": "communication-bound",
-                "overhead": "overhead-bound"}[lead]
-    return "memory-bound" if r.memory_ns > r.compute_ns and r.memory_ns >= r.unknown_ns else "compute-bound"
+        return {"input": INPUT_BOUND, "sync": SYNC_BOUND, "communication": COMMUNICATION_BOUND,
+                "overhead": OVERHEAD_BOUND}[lead]
+    return MEMORY_BOUND if r.memory_ns > r.compute_ns and r.memory_ns >= r.unknown_ns else COMPUTE_BOUND
 
 
 def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = None) -> Finding:
@@ -368,28 +376,28 @@ def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = N
         if r.flops:
             evidence["achieved_flops_per_s"] = round(r.flops / (r.work_time_ns / 1e9), 1)
     msg = _cpu_message(verdict, r)
-    severity = "warning" if verdict in ("overhead-bound", "input-bound", "sync-bound", "communication-bound") else "info"
+    severity = "warning" if verdict in (OVERHEAD_BOUND, INPUT_BOUND, SYNC_BOUND, COMMUNICATION_BOUND) else "info"
     advice = _CPU_ADVICE[verdict]
-    if verdict in ("compute-bound", "memory-bound"):
+    if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
         evidence["roofline_bound"] = ("unknown" if r.unknown_ns > r.compute_ns + r.memory_ns
-                                      else "memory" if verdict == "memory-bound" else "compute")
+                                      else "memory" if verdict == MEMORY_BOUND else "compute")
     return Finding(RULE, verdict, severity, msg, advice, evidence)
 
 
 def _cpu_message(verdict: str, r: HostReading) -> str:
     w = r.window_ns
     sh = r.shares()
-    if verdict == "input-bound":
+    if verdict == INPUT_BOUND:
         return f"input-bound (CPU): waiting for data (enumerate(DataLoader)) takes {sh['input']:.0%} of the step"
-    if verdict == "sync-bound":
+    if verdict == SYNC_BOUND:
         return f"sync-bound (CPU): the step waits {sh['sync']:.0%} of its time in synchronizing calls"
-    if verdict == "communication-bound":
+    if verdict == COMMUNICATION_BOUND:
         return f"communication-bound (CPU): collectives take {sh['communication']:.0%} of the step (waiting for peers or moving data)"
-    if verdict == "overhead-bound":
+    if verdict == OVERHEAD_BOUND:
         return (f"overhead-bound (CPU): {sh['overhead']:.0%} of the step is framework overhead: Python, dispatch and "
                 f"{r.small_calls} op calls whose work would take less than a call's fixed cost; op work takes {sh['work']:.0%}")
-    if verdict in ("compute-bound", "memory-bound"):
-        kind = "FLOP-bound ops" if verdict == "compute-bound" else "bandwidth-bound ops"
+    if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
+        kind = "FLOP-bound ops" if verdict == COMPUTE_BOUND else "bandwidth-bound ops"
         if r.unknown_ns > r.compute_ns + r.memory_ns:
             kind = "ops the roofline cannot cost"
         eff = f" running at {r.ideal_ns / r.work_time_ns:.0%} of their roofline" if r.work_time_ns else ""

@@ -20,6 +20,10 @@ from autoprof.rules.peaks import Peak, peak_for
 from autoprof.trace.model import CPU_OP, DEVICE_CATEGORIES, HOST_CATEGORIES, KERNEL, Trace
 
 RULE = "roofline"
+COMPUTE_BOUND = "compute-bound"
+MEMORY_BOUND = "memory-bound"
+MIXED = "mixed"
+VERDICTS = {RULE: (COMPUTE_BOUND, MEMORY_BOUND, MIXED)}
 DECIDES = 0.5  # share of the window's device time one bound must hold to decide
 _TF32_MARKERS = ("tf32", "s1688", "tensorop_s")
 
@@ -205,7 +209,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     pf_top = rf.peak.flops_for(top.dtype) or 0.0
     top_rec = top.record(rf.peak, pf_top)
     decided = rf.decided()
-    verdict = f"{decided}-bound" if decided else "mixed"
+    verdict = {"compute": COMPUTE_BOUND, "memory": MEMORY_BOUND}.get(decided or "", MIXED)
     msg = (
         f"roofline of the ops' own time ({rf.peak.name}): {share(rf.compute_ns, rf.total_ns):.0%} compute-bound, "
         f"{share(rf.memory_ns, rf.total_ns):.0%} memory-bound, {share(rf.unknown_ns, rf.total_ns):.0%} unknown; "

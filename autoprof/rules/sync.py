@@ -11,6 +11,9 @@ from autoprof.trace.model import GPU_MEMCPY, Trace
 
 RULE_FINAL = "final_device_sync"
 RULE_BLOCKING = "blocking_calls"
+PROFILER_FLUSH = "profiler-flush"
+HOST_BLOCKED = "host-blocked"
+VERDICTS = {RULE_FINAL: (PROFILER_FLUSH,), RULE_BLOCKING: (HOST_BLOCKED,)}
 FINAL_MIN_NS = 1_000_000
 BLOCKING_SHARE = 0.10
 
@@ -39,7 +42,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
             findings.append(
                 Finding(
                     RULE_FINAL,
-                    "profiler-flush",
+                    PROFILER_FLUSH,
                     "info",
                     f"final cudaDeviceSynchronize: {ms(d):.1f} ms ({share(d, window + d):.0%} of the window) "
                     "waiting for queued device work when the profiler stopped",
@@ -71,7 +74,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     findings.append(
         Finding(
             RULE_BLOCKING,
-            "host-blocked",
+            HOST_BLOCKED,
             "warning",
             f"the host is blocked {share(total_blocked, window):.0%} of the window in synchronizing calls, "
             f"most in {name} ({ms(t):.1f} ms)",

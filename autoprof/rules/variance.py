@@ -12,6 +12,8 @@ from autoprof.rules.occupancy import short_kernel_name
 from autoprof.trace.model import DEVICE_CATEGORIES, KERNEL, Trace
 
 RULE = "kernel_time_variation"
+UNSTABLE = "unstable-kernel-time"
+VERDICTS = {RULE: (UNSTABLE,)}
 CV_THRESHOLD = 0.15
 MIN_SHARE = 0.01
 
@@ -54,7 +56,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     return [
         Finding(
             RULE,
-            "unstable-kernel-time",
+            UNSTABLE,
             "info",
             f"{len(varied)} kernels vary across steps by a coefficient of variation ≥ {CV_THRESHOLD:.0%}; "
             f"most: {top[0][1]} (CV {top[0][0]:.0%}, {top[0][2]:.0f}–{top[0][3]:.0f} µs per step)",
