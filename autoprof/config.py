@@ -56,6 +56,9 @@ class Config:
     cross_rank_timeout_s: float = 30.0
     #: Roofline peaks override: {"flops_per_s": ..., "bytes_per_s": ...} (else the GPU table / CPU calibration).
     peaks: dict[str, float] | None = None
+    #: Findings about a share of the window (communication, unfused adds, a final sync, batched matmuls) below
+    #: this share are not emitted: a finding about nothing is noise in a log pipeline.
+    noise_floor: float = 0.01
 
     def replace(self, **changes: Any) -> Config:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
@@ -86,6 +89,8 @@ class Config:
                 "peaks must be {'flops_per_s': F, 'bytes_per_s': B} with finite numbers > 0, or None, "
                 f"not {_show(self.peaks)}"
             )
+        if not _is_finite_number(self.noise_floor) or not 0 <= self.noise_floor <= MAX_NOISE_FLOOR:
+            raise ConfigError(f"noise_floor must be a share of the window from 0 to {MAX_NOISE_FLOOR}, not {_show(self.noise_floor)}")
         t = self.cross_rank_timeout_s
         if not _is_finite_number(t) or not 0 <= t <= MAX_CROSS_RANK_TIMEOUT_S:
             raise ConfigError(
@@ -109,6 +114,7 @@ MAX_COUNT = 10**9  # skip_first, wait, warmup, repeat: call counts
 MAX_TOP_OPS = 1000
 MAX_RANK = 10**7
 MAX_CROSS_RANK_TIMEOUT_S = 3600.0
+MAX_NOISE_FLOOR = 0.5
 
 
 def _is_int(v: Any) -> bool:
@@ -200,20 +206,20 @@ def _env_ranks(raw: str | None) -> tuple[int, ...] | None:
         return None
 
 
-def _env_float(env: dict[str, str] | os._Environ[str], name: str, default: float) -> float:
+def _env_float(env: dict[str, str] | os._Environ[str], name: str, default: float, high: float, what: str) -> float:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
         v = float(raw)
-        if not 0 <= v <= MAX_CROSS_RANK_TIMEOUT_S:  # NaN and inf fail too
+        if not 0 <= v <= high:  # NaN and inf fail too
             raise ValueError
         return v
     except ValueError:
         if name not in _warned:
             _warned.add(name)
-            warnings.warn(f"autoprof: {name}={raw!r} is not a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}; "
-                          f"using {default}", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"autoprof: {name}={raw!r} is not {what} from 0 to {high:g}; using {default}", RuntimeWarning,
+                          stacklevel=3)
         return default
 
 
@@ -224,7 +230,7 @@ def from_env(env: dict[str, str] | os._Environ[str] | None = None) -> Config:
     sink = e.get("AUTOPROF_LOG") or None
     trace_dir = e.get("AUTOPROF_TRACE_DIR") or None
     ranks = _env_ranks(e.get("AUTOPROF_RANKS"))
-    timeout = _env_float(e, "AUTOPROF_CROSS_RANK_TIMEOUT", 30.0)
+    timeout = _env_float(e, "AUTOPROF_CROSS_RANK_TIMEOUT", 30.0, MAX_CROSS_RANK_TIMEOUT_S, "a number of seconds")
     return Config(
         ranks=ranks,
         cross_rank_timeout_s=timeout,
@@ -238,6 +244,7 @@ def from_env(env: dict[str, str] | os._Environ[str] | None = None) -> Config:
         active=_env_int(e, "AUTOPROF_ACTIVE", "active", DEFAULT_ACTIVE),
         repeat=_env_int(e, "AUTOPROF_REPEAT", "repeat", DEFAULT_REPEAT),
         background=parse_bool("AUTOPROF_BACKGROUND", e.get("AUTOPROF_BACKGROUND"), True),
+        noise_floor=_env_float(e, "AUTOPROF_NOISE_FLOOR", 0.01, MAX_NOISE_FLOOR, "a share of the window"),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import shape_of, share, us, view
+from autoprof.rules._common import noise_floor, shape_of, share, us, view
 from autoprof.trace.model import Trace
 
 RULE = "batched_matmul"
@@ -28,6 +28,8 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     if not hits:
         return []
     t = sum(trace.h_dur[i] for i in hits)
+    if t < noise_floor(config) * v.host_window_ns:
+        return []
     shapes = sorted({str(shape_of(trace, i)[0]) for i in hits if trace.shapes.get(i)})[:5]
     return [
         Finding(

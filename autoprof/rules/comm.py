@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import merge, share, subtract, total, us, view
+from autoprof.rules._common import duration, merge, noise_floor, percent, share, subtract, total, us, view
 from autoprof.trace.model import DEVICE_CATEGORIES, KERNEL, Trace
 
 RULE = "exposed_communication"
@@ -31,14 +31,16 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     exposed = total(subtract(comm_m, merge(compute)))
     comm_t = total(comm_m)
     window = v.window_ns
+    if comm_t < noise_floor(config) * window:
+        return []  # a finding about nothing (22 µs of NCCL in a 66 ms window) is noise in a log pipeline
     warn = exposed >= EXPOSED_WARN * window
     return [
         Finding(
             RULE,
             EXPOSED if warn else OVERLAPPED,
             "warning" if warn else "info",
-            f"communication (NCCL) takes {us(comm_t) / 1000:.1f} ms; {share(exposed, comm_t):.0%} of it is not "
-            f"overlapped by compute ({share(exposed, window):.0%} of the window)",
+            f"communication (NCCL) takes {duration(comm_t)}; {percent(exposed, comm_t)} of it is not "
+            f"overlapped by compute ({percent(exposed, window)} of the window)",
             "Overlap communication with compute: DDP bucket sizes (bucket_cap_mb), FSDP prefetching, or fewer, "
             "larger collectives.",
             {"comm_us": us(comm_t), "exposed_comm_us": us(exposed), "exposed_comm_share": share(exposed, comm_t),

@@ -18,6 +18,7 @@ from autoprof.findings import Finding
 from autoprof.rules._common import (
     COMPILE_WRAPPER_PREFIXES,
     descendants,
+    duration,
     has_ancestor,
     launched_under,
     launches_by_host,
@@ -130,8 +131,8 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
                     RULE_OVERHEAD,
                     WRAPPER_EXCEEDS_COMPUTE,
                     "warning",
-                    f"compile overhead: each compiled call spends {us(wrapper):.1f} µs in the compiled-region "
-                    f"wrapper (cache lookup, guards, AOT wrappers) against {us(compute_avg):.1f} µs of compute it wraps",
+                    f"compile overhead: each compiled call spends {duration(wrapper)} in the compiled-region "
+                    f"wrapper (cache lookup, guards, AOT wrappers) against {duration(compute_avg)} of compute it wraps",
                     "The ops are too small for torch.compile to pay off: compile a larger region (the whole "
                     "step or model), batch more work per call, or leave this function eager.",
                     evidence,
@@ -164,7 +165,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
                 RULE_COMPILING,
                 COMPILING,
                 "warning",
-                f"compilation inside the window: {us(t) / 1000:.1f} ms in {', '.join(names[:3])}",
+                f"compilation inside the window: {duration(t)} in {', '.join(names[:3])}",
                 "Warm up compiled code before measuring (more wait/warmup steps), and check for recompiles.",
                 {"compile_time_us": us(t), "compile_events_count": len(compile_work)},
                 tuple(names[:5]),

@@ -3,8 +3,10 @@ against one ``aten::addmm``; a compiled addmm is dispatcher-level fusion, report
 
 Producer → consumer is read from the op tree: the add is the next op on the same thread under the same
 parent (view-only ops in between are skipped), in the same step, and, where shapes were recorded, its
-first input has the matmul's output shape. Matmuls inside autograd's backward nodes are skipped: there an
-mm followed by an add is gradient accumulation, not a bias.
+first input has the matmul's output shape. Only ops the user's code called count: matmuls inside autograd's
+backward nodes are skipped (there an mm followed by an add is gradient accumulation, not a bias), and so are
+matmuls inside another op's decomposition (the mask add of ``aten::_scaled_dot_product_attention_math``);
+``aten::linear`` on a >2-D input is the one enclosing op kept (the user can flatten the input).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import has_ancestor, launched_under, launches_by_host, share, us, view
+from autoprof.rules._common import has_ancestor, launched_under, launches_by_host, noise_floor, share, us, view
 from autoprof.trace.model import CPU_OP, GPU_MEMCPY, HOST_CATEGORIES, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"
@@ -61,6 +63,17 @@ def _next_op(trace: Trace, i: int, kcpu: int, view_ids: set[int]) -> int:
     return -1
 
 
+def _called_by_user(trace: Trace, i: int, kcpu: int, linear_id: int) -> bool:
+    """Whether op ``i`` was called by the user's code: no enclosing op but ``aten::linear`` (a Linear on a >2-D
+    input runs matmul then add, which the user can change). Annotations (steps, sections) do not count."""
+    p = trace.h_parent[i]
+    while p >= 0:
+        if trace.h_cat[p] == kcpu and trace.h_name[p] != linear_id:
+            return False
+        p = trace.h_parent[p]
+    return True
+
+
 def check(trace: Trace, config: Any = None) -> list[Finding]:
     v = view(trace)
     kcpu = HOST_CATEGORIES.index(CPU_OP)
@@ -69,6 +82,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     view_ids = {trace.name_id(n) for n in _VIEW_OPS} - {-1}
     consumer_ids = {trace.name_id(n) for n in _CONSUMERS} - {-1}
     matmul_id = trace.name_id("aten::matmul")
+    linear_id = trace.name_id("aten::linear")
     backward_ids = {nid for nid, n in enumerate(trace.names) if "Backward" in n or n.startswith("autograd::engine")}
     shapes_of = trace.shapes
     last_dims: Any = None
@@ -90,6 +104,8 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
             continue  # the matmul above it is the producer
         if backward_ids and has_ancestor(trace, i, backward_ids):
             continue
+        if not _called_by_user(trace, i, kcpu, linear_id):
+            continue  # inside another op's decomposition (the mask add of SDPA's math path): nothing to fuse
         j = _next_op(trace, i, kcpu, view_ids)
         if j < 0 or trace.h_name[j] not in consumer_ids or v.host_step[j] != v.host_step[i]:
             continue
@@ -106,9 +122,9 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
         pairs.append((i, j))
     findings: list[Finding] = []
     window = v.host_window_ns
-    if pairs:
+    t_add = sum(trace.h_dur[j] for _, j in pairs)  # roughly what one fused GEMM saves
+    if pairs and t_add >= noise_floor(config) * window:  # below the floor: a finding about nothing
         t = sum(trace.h_dur[i] + trace.h_dur[j] for i, j in pairs)
-        t_add = sum(trace.h_dur[j] for _, j in pairs)  # roughly what one fused GEMM saves
         h_parent, h_name = trace.h_parent, trace.h_name
         parent_ids = {h_name[p] for p in {h_parent[i] for i, _ in pairs} if p >= 0}
         parents = sorted(trace.names[nid] for nid in parent_ids)

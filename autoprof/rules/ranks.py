@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoprof.findings import Finding
+from autoprof.rules._common import duration
 
 RULE_STRAGGLER = "straggler_ranks"
 RULE_REGIME = "rank_regime_mismatch"
@@ -63,12 +64,26 @@ def check(summaries: list[RankSummary]) -> list[Finding]:
                 STRAGGLERS,
                 "warning",
                 f"straggler rank(s) {', '.join(str(s.rank) for s in slow)}: step time up to "
-                f"{worst.step_ms:.1f} ms against a median of {med:.1f} ms across {len(summaries)} ranks",
+                f"{duration(worst.step_ms * 1e6)} against a median of {duration(med * 1e6)} across {len(summaries)} ranks",
                 "Every rank waits for the slowest at the next collective: look at that rank's own findings "
                 "(data loading, host overhead, a slower or throttled device, uneven work).",
                 {**evidence, "straggler_ranks": [s.rank for s in slow],
                  "worst_ratio": round(worst.step_ms / med, 3) if med else None},
                 tuple(f"rank {s.rank}" for s in slow),
+            )
+        )
+    else:  # compared and found balanced: say so, so that "balanced" never looks like "never compared"
+        spread = max(s.step_ms for s in summaries) / med - 1 if med else 0.0
+        findings.append(
+            Finding(
+                RULE_STRAGGLER,
+                BALANCED,
+                "info",
+                f"{len(summaries)} ranks compared: balanced (step times within {spread:.0%} of the median "
+                f"{duration(med * 1e6)})",
+                "Nothing to do about stragglers.",
+                {**evidence, "straggler_ranks": [], "worst_ratio": round(1 + spread, 3)},
+                (),
             )
         )
     verdicts = Counter(s.verdict for s in summaries if s.verdict)

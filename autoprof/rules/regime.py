@@ -32,6 +32,7 @@ from autoprof.rules._common import (
     COMPILE_WRAPPER_PREFIXES,
     DATALOADER_PREFIX,
     blocked_by_call,
+    duration,
     has_ancestor,
     merge,
     op_self_ns,
@@ -403,4 +404,4 @@ def _cpu_message(verdict: str, r: HostReading) -> str:
         eff = f" running at {r.ideal_ns / r.work_time_ns:.0%} of their roofline" if r.work_time_ns else ""
         return f"{verdict} (CPU): op work takes {sh['work']:.0%} of the step, mostly in {kind}{eff}"
     parts = ", ".join(f"{k} {v:.0%}" for k, v in sorted(sh.items(), key=lambda kv: -kv[1]) if v >= 0.05)
-    return f"mixed (CPU): no share of the step leads ({parts}; {us(w) / 1000:.1f} ms)"
+    return f"mixed (CPU): no share of the step leads ({parts}; {duration(w)} of steps)"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import blocked_by_call, ms, share, view
+from autoprof.rules._common import blocked_by_call, duration, ms, noise_floor, percent, share, view
 from autoprof.trace.model import GPU_MEMCPY, Trace
 
 RULE_FINAL = "final_device_sync"
@@ -37,14 +37,15 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
         # The final sync: the last cudaDeviceSynchronize, with no device work launched after it.
         last = max(trace.host_named([sync]), key=trace.h_ts.__getitem__, default=-1)
         last_launch = max((trace.h_ts[h] for h in trace.d_launch_host if h >= 0), default=-1)
-        if last >= 0 and trace.h_ts[last] > last_launch and trace.h_dur[last] >= FINAL_MIN_NS:
+        if (last >= 0 and trace.h_ts[last] > last_launch and trace.h_dur[last] >= FINAL_MIN_NS
+                and trace.h_dur[last] >= noise_floor(config) * (window + trace.h_dur[last])):
             d = trace.h_dur[last]
             findings.append(
                 Finding(
                     RULE_FINAL,
                     PROFILER_FLUSH,
                     "info",
-                    f"final cudaDeviceSynchronize: {ms(d):.1f} ms ({share(d, window + d):.0%} of the window) "
+                    f"final cudaDeviceSynchronize: {duration(d)} ({percent(d, window + d)} of the window) "
                     "waiting for queued device work when the profiler stopped",
                     "This is the profiler's flush, not the model: do not count it as step time.",
                     {"final_sync_ms": ms(d), "final_sync_share": share(d, window + d)},
@@ -77,7 +78,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
             HOST_BLOCKED,
             "warning",
             f"the host is blocked {share(total_blocked, window):.0%} of the window in synchronizing calls, "
-            f"most in {name} ({ms(t):.1f} ms)",
+            f"most in {name} ({duration(t)})",
             _ADVICE.get(name, _DEFAULT_ADVICE),
             evidence,
             tuple(k for k, _ in sorted(by_call.items(), key=lambda kv: -kv[1])[:4]),
