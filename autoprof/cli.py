@@ -66,7 +66,15 @@ class _Progress:
 
 
 def _records(r: FileResult) -> list[dict[str, Any]]:
-    out = []
+    """The file's records, as the live path writes them: one window record, then the findings."""
+    out = [
+        build_record(
+            "autoprof.window", "info", target=r.path, window=None, source=r.path, rank=r.rank, world_size=r.world_size,
+            trace_rank=r.rank, steps=r.steps, step_wall_ms=[round(ns / 1e6, 4) for ns in r.step_ns], top_ops=r.top_ops,
+            # offline, the program paid nothing for its window: both costs are 0 (and records stay reproducible)
+            event_count=r.event_count, autoprof_overhead_ms=0.0, stall_ms=0.0, sections=r.sections,
+        )
+    ]
     for f in r.findings:
         out.append(
             build_record(
@@ -90,6 +98,9 @@ def _table(results: list[FileResult], out: IO[str], color: bool) -> None:
         head = f"{r.path}  (rank {r.rank} of {r.world_size}, {r.event_count} events, "
         head += f"steps {r.steps[0]}–{r.steps[-1]})" if r.steps else "no ProfilerStep)"
         out.write((f"{_BOLD}{head}{_RESET}" if color else head) + "\n")
+        if r.sections:
+            out.write("  sections: " + ", ".join(
+                f"{x['name']} {x['step_share']:.0%} ({x['calls']} calls)" for x in r.sections[:8]) + "\n")
         if not r.findings:
             out.write("  no findings\n")
         width = max((len(f.rule) for f in r.findings), default=0)

@@ -11,6 +11,7 @@ from typing import Any
 from autoprof.config import SWITCH
 from autoprof.findings import Finding
 from autoprof.rules import ranks, run_rules
+from autoprof.rules.sections import section_times
 from autoprof.trace import chrome, live
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, Trace, gc_paused
@@ -54,6 +55,8 @@ class FileResult:
     event_count: int = 0
     steps: list[int] = field(default_factory=list)
     step_ns: list[int] = field(default_factory=list)
+    top_ops: list[dict[str, Any]] = field(default_factory=list)
+    sections: list[dict[str, Any]] = field(default_factory=list)
 
 
 def analyze_files(
@@ -82,7 +85,8 @@ def analyze_files(
             findings, failures = analyze_trace(trace, config)
             results.append(
                 FileResult(str(f), trace.rank, trace.world_size, findings, None, None, failures, trace.n_events,
-                           [s.number for s in trace.steps], [s.dur_ns for s in trace.steps])
+                           [s.number for s in trace.steps], [s.dur_ns for s in trace.steps],
+                           top_ops(trace, getattr(config, "top_ops", 10)), section_times(trace))
             )
     _cross_rank(results)
     return results

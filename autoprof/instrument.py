@@ -20,7 +20,7 @@ import wrapt
 
 from autoprof import emit as _emit
 from autoprof.config import SCHEDULE_KEYS, SWITCH, ConfigError, check_schedule_value
-from autoprof.session import _STEADY_KEEP, ACTIVE, DONE, SESSION, WAIT, Target, Window
+from autoprof.session import _STEADY_KEEP, ACTIVE, DONE, SECTIONS_SEEN, SESSION, WAIT, Target, Window
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -468,6 +468,7 @@ class section:  # noqa: N801 - used like a function: ``with autoprof.section("at
         stack.append(None)  # pushed first: whatever happens below, __exit__ pops this entry
         try:
             if _ap._is_profiler_enabled and SWITCH.enabled:
+                SECTIONS_SEEN.add(self.name)
                 rf = stack[-1] = _record_function(self.name)
                 try:
                     rf.__enter__()  # type: ignore[no-untyped-call]

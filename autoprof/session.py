@@ -31,9 +31,13 @@ from autoprof import emit as _emit
 from autoprof._files import keep_gzipped, safe_name
 from autoprof.config import SWITCH, Config
 from autoprof.rules import ranks
+from autoprof.rules.sections import section_times
 from autoprof.trace.model import gc_paused
 
 WAIT, WARMUP, ACTIVE, DONE = 0, 1, 2, 3
+#: Names of the ``autoprof.section`` blocks entered while a profiler recorded: each window names them in its trace
+#: (``autoprof_sections``), so that its section times are read the same live and offline.
+SECTIONS_SEEN: set[str] = set()
 _STEADY_KEEP = 16  # wall times of recent steady calls kept per target (bounded memory)
 
 
@@ -216,6 +220,12 @@ class Session:
                 return
             self.window = None  # over, stopped or not
             t0 = time.perf_counter_ns()
+            sections = sorted(SECTIONS_SEEN)
+            try:
+                if sections:
+                    w.prof.add_metadata_json("autoprof_sections", json.dumps(sections))
+            except Exception:
+                pass
             try:
                 w.prof.stop_trace()
             except Exception as e:
@@ -231,7 +241,7 @@ class Session:
         t.window += 1
         stall = time.perf_counter_ns() - t0  # what the calling thread pays when work runs in the background
         job = _WindowJob(t.name, window, w.steps, w.walls, w.prof, cfg, t.first_call_ns, _median(t.recent_ns),
-                         t.calls, stall, w.cpu_peak)
+                         t.calls, stall, w.cpu_peak, sections)
         if cfg.background:
             self._submit(job.run)
         else:
@@ -440,12 +450,13 @@ class _WindowJob:
 
     def __init__(self, target: str, window: int, steps: list[int], walls: list[int], prof: Any, cfg: Config,
                  first_call_ns: int | None, steady_ns: int | None, calls: int, stall_ns: int,
-                 cpu_peak: tuple[float, float] | None) -> None:
+                 cpu_peak: tuple[float, float] | None, sections: list[str]) -> None:
         self.target, self.window, self.steps, self.walls = target, window, steps, walls
         self.prof, self.cfg = prof, cfg
         self.first_call_ns, self.steady_ns, self.calls = first_call_ns, steady_ns, calls
         self.stall_ns = stall_ns
         self.cpu_peak = cpu_peak
+        self.sections = sections
 
     def run(self) -> None:
         t0 = time.perf_counter_ns()
@@ -454,7 +465,7 @@ class _WindowJob:
             from autoprof import engine
 
             rank, _local, world = _emit.dist_info()
-            meta: dict[str, Any] = {"live": True}
+            meta: dict[str, Any] = {"live": True, "sections": self.sections}
             if self.cpu_peak:
                 meta["cpu_peak_flops"], meta["cpu_peak_bytes_per_s"] = self.cpu_peak
                 if _PEAK_SPREAD:
@@ -473,6 +484,7 @@ class _WindowJob:
                 steps=self.steps,
                 step_wall_ms=[round(w / 1e6, 4) for w in self.walls],
                 top_ops=engine.top_ops(trace, self.cfg.top_ops),
+                sections=section_times(trace),
                 event_count=trace.n_events,
                 autoprof_overhead_ms=round(overhead / 1e6, 3),
                 stall_ms=round(self.stall_ns / 1e6, 3),

@@ -66,6 +66,9 @@ def _apply_metadata(b: TraceBuilder, doc: dict[str, Any]) -> None:
     if isinstance(dist, dict):
         b.rank = max(_int(dist.get("rank"), 0), 0)
         b.world_size = max(_int(dist.get("world_size"), 1), 1)
+    sections = doc.get("autoprof_sections")  # the sections a window kept by autoprof used
+    if isinstance(sections, list):
+        b.metadata["sections"] = [n for n in sections[:10_000] if isinstance(n, str)]
     props = doc.get("deviceProperties")
     if isinstance(props, list):
         b.device_properties = [p for p in props if isinstance(p, dict)]

@@ -1,0 +1,66 @@
+"""Section times: how long each ``autoprof.section`` (or, in a trace autoprof did not record, each user
+annotation of the program's own) takes, per call and per step. Pure: no torch, no I/O. Not a rule: the
+window record carries the table (live, and offline for each analysed file)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoprof.rules._common import view
+from autoprof.trace.model import HOST_CATEGORIES, USER_ANNOTATION, Trace
+
+#: Annotations torch, its libraries and autoprof write themselves: never a user's section.
+_NOT_SECTIONS = (
+    "ProfilerStep#", "Optimizer.", "DistributedDataParallel.", "nccl:", "gloo:", "c10d", "record_param_comms",
+    "enumerate(DataLoader)", "## Call CompiledFxGraph", "Torch-Compiled Region", "TorchDynamo", "CompiledFunction",
+    "Pregraph bytecode", "AOTDispatcher", "autograd::", "autoprof.",
+)
+MAX_SECTIONS = 50
+
+
+def section_names(trace: Trace) -> set[int]:
+    """Name ids of the sections: those autoprof recorded (the ``sections`` metadata of a live window or a kept
+    trace), else the user annotations that are neither torch's own nor the decorated target."""
+    listed = trace.metadata.get("sections")
+    if isinstance(listed, list):
+        return {trace.name_id(n) for n in listed if isinstance(n, str)} - {-1}
+    k = HOST_CATEGORIES.index(USER_ANNOTATION)
+    used = {nid for nid, c in zip(trace.h_name, trace.h_cat) if c == k}
+    return {nid for nid in used if not trace.names[nid].startswith(_NOT_SECTIONS) and trace.names[nid] != trace.target}
+
+
+def section_times(trace: Trace) -> list[dict[str, Any]]:
+    """One row per section, the longest first: ``name``, ``calls``, ``total_ms``, ``per_call_ms``, ``per_step_ms``
+    (None without steps) and ``step_share`` (of the steps' time, or of the window without steps). A section
+    nested in itself counts once, at its outermost call."""
+    ids = section_names(trace)
+    if not ids:
+        return []
+    v = view(trace)
+    k = HOST_CATEGORIES.index(USER_ANNOTATION)
+    calls: dict[int, int] = {}
+    total: dict[int, int] = {}
+    parent, names = trace.h_parent, trace.h_name
+    for i in trace.host_named(ids):
+        if trace.h_cat[i] != k or not v.host_in[i]:
+            continue
+        nid = names[i]
+        calls[nid] = calls.get(nid, 0) + 1
+        p = parent[i]
+        while p >= 0 and names[p] != nid:
+            p = parent[p]
+        if p < 0:  # outermost of its name
+            total[nid] = total.get(nid, 0) + trace.h_dur[i]
+    steps = len(trace.steps)
+    whole = sum(s.dur_ns for s in trace.steps) if steps else v.host_window_ns
+    rows = []
+    for nid, t in sorted(total.items(), key=lambda kv: -kv[1])[:MAX_SECTIONS]:
+        rows.append({
+            "name": trace.names[nid],
+            "calls": calls[nid],
+            "total_ms": round(t / 1e6, 4),
+            "per_call_ms": round(t / calls[nid] / 1e6, 4),
+            "per_step_ms": round(t / steps / 1e6, 4) if steps else None,
+            "step_share": round(t / whole, 4) if whole > 0 else 0.0,
+        })
+    return rows
