@@ -38,6 +38,7 @@ WAIT, WARMUP, ACTIVE, DONE = 0, 1, 2, 3
 #: Names of the ``autoprof.section`` blocks entered while a profiler recorded: each window names them in its trace
 #: (``autoprof_sections``), so that its section times are read the same live and offline.
 SECTIONS_SEEN: set[str] = set()
+KINETO_QUIET = "6"  # kineto's log level above its highest (USDT): none of its own lines
 _STEADY_KEEP = 16  # wall times of recent steady calls kept per target (bounded memory)
 
 
@@ -165,6 +166,11 @@ class Session:
             from torch.profiler import ProfilerActivity, profile
 
             _guard_foreign_profilers(self)
+            # Kineto prints two "USDT ... profiler_start/stop" lines per window on stderr, in the middle of the JSON
+            # records: quiet them unless the user chose a level. Kineto reads the variable once, when the first
+            # profiler of the process starts (so it also quiets the user's later profilers, as their own setting
+            # would).
+            os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)
             activities = [ProfilerActivity.CPU]
             cuda = torch.cuda.is_available()
             if cuda:

@@ -185,3 +185,30 @@ def test_unwritable_trace_dir_becomes_an_error_record(records: Any, tmp_path: Pa
 def test_a_failing_sink_never_raises(tmp_path: Path) -> None:
     autoprof.configure(sink=str(tmp_path / "missing-dir" / "x.jsonl"), background=False)
     emit.emit("autoprof.warning", "warning", target=None, window=None, message="m", reason="r")  # must not raise
+
+
+def test_kineto_lines_do_not_interleave_with_the_records(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    code = (
+        "import os, torch, autoprof\n"
+        "@autoprof(skip_first=0, wait=0, warmup=1, active=2)\n"
+        "def f(x): return x + 1\n"
+        "for _ in range(4): f(torch.ones(2))\n"
+        "autoprof.flush()\n"
+        "print('level', os.environ.get('KINETO_LOG_LEVEL'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTOPROF_", "KINETO_"))}
+    env["PYTHONPATH"] = str(REPO)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.splitlines()
+    assert lines and all(line.startswith("{") for line in lines), lines  # only JSON records on stderr
+    assert "level 6" in out.stdout
+    env["KINETO_LOG_LEVEL"] = "1"  # the user's own choice is kept
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert "level 1" in out.stdout and "USDT" in out.stderr
