@@ -1,0 +1,54 @@
+"""Small synthetic chrome traces for rule tests: host ops and runtime calls, kernels linked by correlation, steps.
+Times in µs, as chrome traces write them. No torch, no ../shared."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoprof.rules import run_rules
+from autoprof.findings import Finding
+from autoprof.trace import chrome
+from autoprof.trace.model import Trace
+
+
+class Synth:
+    def __init__(self, gpu: str | None = "NVIDIA A100-SXM4-80GB") -> None:
+        self.events: list[dict[str, Any]] = []
+        self.meta: dict[str, Any] = {}
+        if gpu:
+            self.meta["deviceProperties"] = [{"id": 0, "name": gpu}]
+        self._corr = 1000
+
+    def x(self, cat: str, name: str, ts: float, dur: float, tid: int = 1, pid: int = 1, **args: Any) -> Synth:
+        self.events.append({"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": pid, "tid": tid, "args": args})
+        return self
+
+    def step(self, k: int, ts: float, dur: float) -> Synth:
+        return self.x("user_annotation", f"ProfilerStep#{k}", ts, dur)
+
+    def op(self, name: str, ts: float, dur: float, dims: list[Any] | None = None, types: list[Any] | None = None,
+           tid: int = 1) -> Synth:
+        extra = {"Input Dims": dims, "Input type": types} if dims is not None else {}
+        return self.x("cpu_op", name, ts, dur, tid=tid, **extra)
+
+    def runtime(self, name: str, ts: float, dur: float, corr: int = -1, tid: int = 1) -> Synth:
+        return self.x("cuda_runtime", name, ts, dur, tid=tid, correlation=corr)
+
+    def launch(self, kernel: str, ts: float, k_ts: float, k_dur: float, stream: int = 7, cat: str = "kernel",
+               call: str = "cudaLaunchKernel", tid: int = 1) -> Synth:
+        """A runtime call at ``ts`` (2 µs) and the device work it launched, linked by a fresh correlation id."""
+        self._corr += 1
+        self.runtime(call, ts, 2, corr=self._corr, tid=tid)
+        return self.x(cat, kernel, k_ts, k_dur, tid=stream, pid=0, correlation=self._corr, device=0, stream=stream)
+
+    def device(self, name: str, k_ts: float, k_dur: float, stream: int = 7, cat: str = "kernel") -> Synth:
+        """Device work with no recorded launch."""
+        return self.x(cat, name, k_ts, k_dur, tid=stream, pid=0, device=0, stream=stream)
+
+    def trace(self) -> Trace:
+        return chrome.from_document({"traceEvents": self.events, **self.meta})
+
+    def findings(self, config: Any = None) -> dict[str, Finding]:
+        found, failures = run_rules(self.trace(), config)
+        assert failures == [], failures
+        return {f.rule: f for f in found}

@@ -1,0 +1,323 @@
+"""Every rule on small synthetic traces built here (no torch work, no ../shared): one case where it fires with the
+right verdict and evidence, one where it stays silent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from synth import Synth
+
+from autoprof.config import Config
+from autoprof.rules import ranks, run_rules
+from autoprof.rules.ranks import RankSummary
+
+GEMM = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params)"
+ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int, Functor)"
+MM_DIMS, MM_TYPES = [[4096, 4096], [4096, 4096]], ["float", "float"]
+
+
+def busy_gpu(times: tuple[float, ...] = (900, 900, 900), query: bool = True) -> Synth:
+    """Three 1 ms steps, each an aten::mm whose GEMM keeps the device busy ``times[k]`` µs."""
+    s = Synth()
+    for k, t in enumerate(times):
+        base = k * 1000
+        s.step(k, base, 1000).op("aten::mm", base + 10, 40, MM_DIMS, MM_TYPES)
+        if query:
+            s.runtime("cudaOccupancyMaxActiveBlocksPerMultiprocessor", base + 12, 1)
+        s.launch(GEMM, base + 20, base + 50, t)
+    return s
+
+
+def host_bound_gpu() -> Synth:
+    """Three 1 ms steps of 45 small ops, each launching a 2 µs kernel: the device waits for the host."""
+    s = Synth()
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000)
+        for j in range(45):
+            t = base + 10 + j * 21
+            s.op("aten::add", t, 20, [[64], [64], []], ["float", "float", "Scalar"])
+            s.launch(ELEMENTWISE, t + 5, t + 12, 2)
+    return s
+
+
+# -- bound_regime (device windows) and roofline ------------------------------------------------------------------
+
+
+def test_busy_device_is_compute_bound_and_flop_bound_by_the_roofline() -> None:
+    fs = busy_gpu().findings()
+    r = fs["bound_regime"]
+    assert r.verdict == "compute-bound" and r.evidence["device_busy_share"] >= 0.85
+    assert r.evidence["work_share"] == r.evidence["device_busy_share"] and r.evidence["roofline_bound"] == "compute"
+    assert fs["roofline"].verdict == "compute-bound"
+    op = fs["roofline"].evidence["ops"][0]
+    assert op["name"] == "aten::mm" and op["bound"] == "compute" and 0 < op["roofline_fraction_ratio"] <= 1
+
+
+def test_small_launches_are_overhead_bound_memory_side_and_leave_the_device_idle() -> None:
+    fs = host_bound_gpu().findings()
+    assert fs["bound_regime"].verdict == "overhead-bound"
+    assert fs["bound_regime"].evidence["host_active_share"] > fs["bound_regime"].evidence["device_busy_share"]
+    gaps = fs["device_idle_gaps"]
+    assert gaps.verdict == "device-idle" and gaps.evidence["device_idle_share"] > 0.8
+    assert gaps.evidence["host_wait_us"] > gaps.evidence["other_wait_us"]  # waiting for the host to launch
+    assert "waiting for the host" in gaps.message
+    assert fs["roofline"].verdict == "memory-bound"
+
+
+def test_a_busy_device_has_no_idle_gaps_finding() -> None:
+    assert "device_idle_gaps" not in busy_gpu().findings()
+
+
+def test_blocking_copies_are_sync_bound_and_the_final_sync_is_the_profilers_flush() -> None:
+    s = Synth()
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000).op("aten::mm", base + 10, 20, MM_DIMS, MM_TYPES).launch(GEMM, base + 15, base + 30, 100)
+        s.op("aten::_local_scalar_dense", base + 200, 700)
+        s.launch("Memcpy DtoH (Device -> Pageable)", base + 210, base + 880, 5, cat="gpu_memcpy", call="cudaMemcpyAsync")
+        s.events[-2]["dur"] = 690  # the copy call blocks until the device is done
+    s.runtime("cudaDeviceSynchronize", 3010, 2000)  # after the last launch: the profiler's flush
+    fs = s.findings()
+    r = fs["bound_regime"]
+    assert r.verdict == "sync-bound" and r.evidence["blocked_share"] >= 0.3
+    assert "cudaMemcpyAsync" in r.message
+    b = fs["blocking_calls"]
+    assert b.verdict == "host-blocked" and b.evidence["copy_kinds_ms"] and "pinned" in b.advice
+    f = fs["final_device_sync"]
+    assert f.verdict == "profiler-flush" and f.evidence["final_sync_ms"] == 2.0
+
+
+def test_no_blocking_no_sync_findings() -> None:
+    fs = busy_gpu().findings()
+    assert "blocking_calls" not in fs and "final_device_sync" not in fs
+
+
+def test_data_loading_on_a_gpu_step_is_input_bound() -> None:
+    s = busy_gpu(times=(300, 300, 300))
+    for k in range(3):
+        s.x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", k * 1000 + 400, 500)
+    r = s.findings()["bound_regime"]
+    assert r.verdict == "input-bound" and r.evidence["input_share"] >= 0.25
+
+
+def test_nothing_leading_on_a_gpu_is_mixed() -> None:
+    s = busy_gpu(times=(400, 400, 400), query=False)
+    r = s.findings()["bound_regime"]
+    assert r.verdict == "mixed", r
+
+
+# -- occupancy_query_launch, kernel_time_variation -----------------------------------------------------------------
+
+
+def test_occupancy_query_before_a_gemm_launch() -> None:
+    o = busy_gpu().findings()["occupancy_query_launch"]
+    assert o.verdict == "heavyweight-launches" and o.evidence["queried_launch_count"] == 3
+    assert o.evidence["gemm_conv_share"] == 1.0 and o.subjects == ("cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4",)
+    assert "occupancy_query_launch" not in busy_gpu(query=False).findings()
+
+
+def test_the_same_kernel_at_different_speeds_across_steps() -> None:
+    v = busy_gpu(times=(900, 500, 900)).findings()["kernel_time_variation"]
+    assert v.verdict == "unstable-kernel-time" and v.evidence["max_cv_ratio"] >= 0.15
+    assert "kernel_time_variation" not in busy_gpu().findings()
+
+
+# -- exposed_communication: both NCCL kernel namings, overlap, the noise floor ------------------------------------
+
+
+@pytest.mark.parametrize("kernel", ["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)",
+                                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096>)",
+                                    "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096>)"])
+def test_exposed_collective_under_every_nccl_naming(kernel: str) -> None:
+    s = busy_gpu(times=(300, 300, 300), query=False)
+    for k in range(3):
+        s.launch(kernel, k * 1000 + 400, k * 1000 + 400, 400, stream=9)
+    c = s.findings()["exposed_communication"]
+    assert c.verdict == "exposed-communication" and c.severity == "warning"
+    assert c.evidence["exposed_comm_share"] == 1.0 and c.evidence["exposed_window_share"] >= 0.2
+
+
+def test_collective_overlapped_by_compute_is_information() -> None:
+    s = busy_gpu(query=False)
+    for k in range(3):
+        s.launch("ncclDevKernel_Generic(x)", k * 1000 + 30, k * 1000 + 100, 200, stream=9)
+    c = s.findings()["exposed_communication"]
+    assert c.verdict == "communication" and c.severity == "info" and c.evidence["exposed_comm_share"] == 0.0
+
+
+def test_a_collective_that_is_nothing_stays_below_the_noise_floor() -> None:
+    s = busy_gpu(query=False)
+    s.launch("ncclDevKernel_Generic(x)", 2500, 2990, 5, stream=9)  # 5 µs in a 3 ms window
+    assert "exposed_communication" not in s.findings()
+    assert "exposed_communication" in s.findings(Config(noise_floor=0.0))
+    assert "<1%" in s.findings(Config(noise_floor=0.0))["exposed_communication"].message  # never "0%" of a real figure
+
+
+# -- compile rules ------------------------------------------------------------------------------------------------
+
+
+def test_recompiled_frame_and_compilation_inside_the_window() -> None:
+    s = Synth(gpu=None)
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000).x("cpu_op", "TorchDynamo Cache Lookup", base + 5, 3)
+        s.x("cpu_op", f"Torch-Compiled Region: 0/{min(k, 1)}", base + 10, 300)
+        s.op("aten::mm", base + 20, 250, [[512, 512], [512, 512]], ["float", "float"])
+    s.x("cpu_op", "inductor_compile", 1500, 400)  # a recompile's work inside the window
+    fs = s.findings()
+    rc = fs["recompilation"]
+    assert rc.verdict == "recompiled" and rc.evidence["max_compile_id"] == 1
+    cw = fs["compilation_in_window"]
+    assert cw.verdict == "compiling" and cw.evidence["compile_time_us"] == 400.0
+    assert "compile_overhead" not in fs  # 250 µs of matmul is worth its wrapper
+
+
+def test_no_compiled_region_no_compile_findings() -> None:
+    fs = busy_gpu().findings()
+    assert not {"recompilation", "compilation_in_window", "compile_overhead"} & set(fs)
+
+
+# -- cold_first_step and batched_matmul offline -------------------------------------------------------------------
+
+
+def test_a_slow_first_recorded_step_offline() -> None:
+    s = Synth(gpu=None)
+    for k, dur in enumerate((5000, 1000, 1000, 1000)):
+        base = sum((5000, 1000, 1000, 1000)[:k])
+        s.step(k, base, dur).op("aten::mm", base + 10, dur - 20, [[64, 64], [64, 64]], ["float", "float"])
+    c = s.findings()["cold_first_step"]
+    assert c.verdict == "cold-start" and c.evidence["first_step_ms"] == 5.0
+    steady = Synth(gpu=None)
+    for k in range(4):
+        steady.step(k, k * 1000, 1000).op("aten::mm", k * 1000 + 10, 980)
+    assert "cold_first_step" not in steady.findings()
+
+
+def test_matmul_on_3d_inputs_runs_as_bmm() -> None:
+    s = Synth(gpu=None)
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000).op("aten::matmul", base + 10, 900, [[8, 64, 64], [8, 64, 64]], ["float", "float"])
+        s.op("aten::bmm", base + 20, 870, [[8, 64, 64], [8, 64, 64]], ["float", "float"])
+    b = s.findings()["batched_matmul"]
+    assert b.verdict == "batched" and b.evidence["bmm_count"] == 3
+    two_d = Synth(gpu=None)
+    two_d.step(0, 0, 1000).op("aten::matmul", 10, 900).op("aten::mm", 20, 870)
+    assert "batched_matmul" not in two_d.findings()
+
+
+# -- unfused_bias_add: only what the user's code called ----------------------------------------------------------
+
+
+def _mm_add(s: Synth, base: float, parent: str | None) -> None:
+    if parent:
+        s.op(parent, base + 5, 500)
+    s.op("aten::matmul", base + 10, 300, [[8, 64], [64, 64]], ["float", "float"])
+    s.op("aten::mm", base + 12, 290, [[8, 64], [64, 64]], ["float", "float"])
+    s.op("aten::add", base + 320, 100, [[8, 64], [64], []], ["float", "float", "Scalar"])
+
+
+def test_an_unfused_bias_add_in_the_users_code_fires() -> None:
+    s = Synth(gpu=None)
+    for k in range(3):
+        s.step(k, k * 1000, 1000)
+        _mm_add(s, k * 1000, None)
+    u = s.findings()["unfused_bias_add"]
+    assert u.verdict == "unfused" and u.evidence["unfused_count"] == 3 and u.evidence["shape_checked_count"] == 3
+
+
+def test_the_mask_add_inside_sdpa_math_is_not_the_users() -> None:
+    s = Synth(gpu=None)
+    for k in range(3):
+        s.step(k, k * 1000, 1000)
+        _mm_add(s, k * 1000, "aten::_scaled_dot_product_attention_math")
+    assert "unfused_bias_add" not in s.findings()
+
+
+# -- cross-rank verdicts ------------------------------------------------------------------------------------------
+
+
+def test_straggler_named_and_balanced_ranks_said_so() -> None:
+    fs = {f.rule: f for f in ranks.check([RankSummary(0, 50.0, "mixed"), RankSummary(1, 80.0, "mixed"),
+                                          RankSummary(2, 51.0, "mixed")])}
+    assert fs["straggler_ranks"].verdict == "stragglers" and fs["straggler_ranks"].evidence["straggler_ranks"] == [1]
+    assert "rank_regime_mismatch" not in fs
+    (bal,) = ranks.check([RankSummary(0, 50.0, "mixed"), RankSummary(1, 51.0, "mixed")])
+    assert bal.verdict == "balanced" and bal.severity == "info" and bal.evidence["straggler_ranks"] == []
+    assert ranks.check([RankSummary(0, 50.0, None)]) == []
+
+
+def test_regime_mismatch_with_and_without_a_majority() -> None:
+    fs = {f.rule: f for f in ranks.check([RankSummary(0, 50.0, "compute-bound"), RankSummary(1, 50.0, "compute-bound"),
+                                          RankSummary(2, 50.0, "input-bound")])}
+    m = fs["rank_regime_mismatch"]
+    assert m.verdict == "regime-differs" and m.evidence["majority_verdict"] == "compute-bound" and m.subjects == ("rank 2",)
+    fs = {f.rule: f for f in ranks.check([RankSummary(0, 50.0, "compute-bound"), RankSummary(1, 50.0, "input-bound")])}
+    assert fs["rank_regime_mismatch"].evidence["majority_verdict"] is None
+    assert "disagree" in fs["rank_regime_mismatch"].message
+    s = RankSummary(3, 12.5, "mixed")
+    assert RankSummary.from_json(s.to_json()) == s
+    assert ranks.summary_of(1, [], "x") is None and ranks.summary_of(1, [2_000_000, 4_000_000], "x") == RankSummary(1, 3.0, "x")
+
+
+# -- the rule runner --------------------------------------------------------------------------------------------------
+
+
+def test_a_failing_rule_does_not_hide_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autoprof import rules
+
+    def broken(trace: Any, config: Any = None) -> Any:
+        raise RuntimeError("rule bug")
+
+    monkeypatch.setattr(rules, "RULES", (("broken", broken), *rules.RULES))
+    found, failures = run_rules(busy_gpu().trace())
+    assert [name for name, _ in failures] == ["broken"] and isinstance(failures[0][1], RuntimeError)
+    assert any(f.rule == "bound_regime" for f in found)
+
+
+# -- helpers the rules share ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name,inputs,flops",
+    [
+        ("aten::mm", [[2, 3], [3, 4]], 2 * 2 * 3 * 4),
+        ("aten::addmm", [[4], [2, 3], [3, 4]], 2 * 2 * 3 * 4),
+        ("aten::bmm", [[5, 2, 3], [5, 3, 4]], 2 * 5 * 2 * 3 * 4),
+        ("aten::baddbmm", [[5, 2, 4], [5, 2, 3], [5, 3, 4]], 2 * 5 * 2 * 3 * 4),
+        ("aten::matmul", [[3], [3]], 6),
+        ("aten::matmul", [[2, 3], [3]], 12),
+        ("aten::matmul", [[3], [3, 4]], 24),
+        ("aten::matmul", [[7, 2, 3], [3, 4]], 2 * 7 * 2 * 3 * 4),
+        ("aten::linear", [[8, 16], [32, 16], [32]], 2 * 8 * 16 * 32),
+        ("aten::mm", [[2, 3]], None),  # a shape missing
+        ("aten::mm", [[2, -3], [3, 4]], None),  # not a shape
+        ("aten::mm", ["x", [3, 4]], None),
+        ("aten::linear", [[8, 16], [1, 32, 16]], None),
+        ("aten::relu", [[8]], None),
+    ],
+)
+def test_matmul_flops_from_shapes(name: str, inputs: list[Any], flops: int | None) -> None:
+    from autoprof.rules._flops import matmul_flops
+
+    assert matmul_flops(name, inputs) == flops
+
+
+def test_kernel_names_shortened_and_heavy_kernels_recognised() -> None:
+    from autoprof.rules.occupancy import is_heavy, short_kernel_name
+
+    assert short_kernel_name("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int, F)") \
+        == "at::native::vectorized_elementwise_kernel"
+    assert short_kernel_name(GEMM) == "cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4"
+    assert short_kernel_name("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
+    assert short_kernel_name("<>") == "<>"[:60]
+    assert is_heavy("ampere_sgemm_128x64_tn") and is_heavy("cudnn::winograd") and not is_heavy("elementwise_kernel")
+
+
+def test_launches_without_a_query_are_counted_apart() -> None:
+    s = busy_gpu()
+    s.op("aten::add", 2950, 20, [[64], [64], []], ["float", "float", "Scalar"]).launch(ELEMENTWISE, 2955, 2990, 5)
+    o = s.findings()["occupancy_query_launch"]
+    assert o.evidence["queried_launch_count"] == 3 and o.evidence["unqueried_launch_count"] == 1
