@@ -17,15 +17,18 @@ from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, Trace, gc_paused
 
 
-def analyze_trace(trace: Trace, config: Any = None) -> tuple[list[Finding], list[tuple[str, BaseException]]]:
+def analyze_trace(
+    trace: Trace, config: Any = None, tick: Callable[[], None] | None = None
+) -> tuple[list[Finding], list[tuple[str, BaseException]]]:
     with gc_paused():
-        return run_rules(trace, config)
+        return run_rules(trace, config, tick)
 
 
-def window_trace(kineto_results: Any, **kw: Any) -> Trace:
-    """A closed window's Trace, read from ``prof.profiler.kineto_results`` (raw events, no FunctionEvents)."""
+def window_trace(events: Any, tick: Callable[[], None] | None = None, **kw: Any) -> Trace:
+    """A closed window's Trace, from its raw kineto events (``prof.profiler.kineto_results.events()``; never
+    FunctionEvents)."""
     with gc_paused():
-        return live.from_kineto_events(kineto_results.events(), **kw)
+        return live.from_kineto_events(events, tick=tick, **kw)
 
 
 def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ import torch.autograd.profiler as _autograd_profiler
 
 from autoprof import emit as _emit
 from autoprof._files import keep_gzipped, safe_name
+from autoprof._pace import PACER, lower_thread_priority
 from autoprof.config import SWITCH, Config
 from autoprof.rules import ranks
 from autoprof.rules.sections import section_times
@@ -165,6 +166,8 @@ class Session:
                 return None
             from torch.profiler import ProfilerActivity, profile
 
+            from autoprof import engine  # noqa: F401  # imported here, not in the background analysis (GIL)
+
             _guard_foreign_profilers(self)
             # Kineto prints two "USDT ... profiler_start/stop" lines per window on stderr, in the middle of the JSON
             # records: quiet them unless the user chose a level. Kineto reads the variable once, when the first
@@ -245,9 +248,18 @@ class Session:
             self._live = None
         window = t.window
         t.window += 1
+        # The raw events are built here, on the training thread: kineto holds the GIL while it builds them (~2 µs
+        # an event), so in the background it would stall the next steps anyway, at an unpredictable place; here it
+        # is one known cost, reported as stall_ms. The paced background analysis then only reads Python objects.
+        try:
+            events = w.prof.profiler.kineto_results.events()
+        except Exception as e:
+            _emit.emit("autoprof.error", "error", target=t.name, window=window, message=f"reading the window failed: {e}",
+                       reason="profiler", error_type=type(e).__name__)
+            return
         stall = time.perf_counter_ns() - t0  # what the calling thread pays when work runs in the background
         job = _WindowJob(t.name, window, w.steps, w.walls, w.prof, cfg, t.first_call_ns, _median(t.recent_ns),
-                         t.calls, stall, w.cpu_peak, sections)
+                         t.calls, stall, w.cpu_peak, sections, events)
         if cfg.background:
             self._submit(job.run)
         else:
@@ -324,6 +336,8 @@ class Session:
         self._queue.put(fn)
 
     def _work(self) -> None:
+        lower_thread_priority()
+        PACER.start()  # this thread's analysis yields to the training thread (see autoprof._pace)
         while True:
             fn = self._queue.get()
             try:
@@ -336,18 +350,20 @@ class Session:
                 self._queue.task_done()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every closed window has been analysed and emitted. True when drained."""
+        """Wait until every closed window has been analysed and emitted. True when drained. The caller waits, so
+        the analysis runs at full speed meanwhile."""
         if self._worker is None or not self._worker.is_alive():
             return True
-        if timeout is None:
-            self._queue.join()
+        with PACER:
+            if timeout is None:
+                self._queue.join()
+                return True
+            deadline = time.monotonic() + timeout
+            while self._queue.unfinished_tasks:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.005)
             return True
-        deadline = time.monotonic() + timeout
-        while self._queue.unfinished_tasks:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.005)
-        return True
 
     def shutdown(self) -> None:
         """At exit: stop a window still recording (no profiler left running) and drain the worker."""
@@ -456,13 +472,14 @@ class _WindowJob:
 
     def __init__(self, target: str, window: int, steps: list[int], walls: list[int], prof: Any, cfg: Config,
                  first_call_ns: int | None, steady_ns: int | None, calls: int, stall_ns: int,
-                 cpu_peak: tuple[float, float] | None, sections: list[str]) -> None:
+                 cpu_peak: tuple[float, float] | None, sections: list[str], events: Any) -> None:
         self.target, self.window, self.steps, self.walls = target, window, steps, walls
         self.prof, self.cfg = prof, cfg
         self.first_call_ns, self.steady_ns, self.calls = first_call_ns, steady_ns, calls
         self.stall_ns = stall_ns
         self.cpu_peak = cpu_peak
         self.sections = sections
+        self.events = events
 
     def run(self) -> None:
         t0 = time.perf_counter_ns()
@@ -480,10 +497,14 @@ class _WindowJob:
                 meta["first_call_ns"] = self.first_call_ns
                 meta["steady_call_ns"] = self.steady_ns
             path = self._keep_trace(rank)
+            tick = PACER.tick if PACER.active() else None
+            cpu0 = time.thread_time_ns()
             with gc_paused():  # one pause for reading and analysing (each pause's end costs a collection)
-                trace = engine.window_trace(self.prof.profiler.kineto_results, target=self.target, rank=rank,
-                                            world_size=world, metadata=meta)
-                findings, failures = engine.analyze_trace(trace, self.cfg)
+                trace = engine.window_trace(self.events, tick=tick, target=self.target, rank=rank, world_size=world,
+                                            metadata=meta)
+                self.events = None  # free the raw events before the rules run
+                findings, failures = engine.analyze_trace(trace, self.cfg, tick)
+            analysis_cpu = time.thread_time_ns() - cpu0
             overhead = time.perf_counter_ns() - t0 + self.stall_ns
             _emit.emit(
                 "autoprof.window", "info", **ctx, source="live",
@@ -493,6 +514,8 @@ class _WindowJob:
                 sections=section_times(trace),
                 event_count=trace.n_events,
                 autoprof_overhead_ms=round(overhead / 1e6, 3),
+                analysis_cpu_ms=round(analysis_cpu / 1e6, 3),
+                profiled_step_extra_ms=self._profiled_extra_ms(),
                 stall_ms=round(self.stall_ns / 1e6, 3),
                 calls_total=self.calls,
                 first_call_ms=round(self.first_call_ns / 1e6, 4) if self.first_call_ns is not None else None,
@@ -512,6 +535,13 @@ class _WindowJob:
                        error_type=type(e).__name__)
         finally:
             self.prof = None
+            self.events = None
+
+    def _profiled_extra_ms(self) -> float | None:
+        """What recording cost the recorded steps: their wall time beyond as many steady unprofiled calls."""
+        if not self.steady_ns or not self.walls:
+            return None
+        return round(max(sum(self.walls) - self.steady_ns * len(self.walls), 0) / 1e6, 3)
 
     def _keep_trace(self, rank: int) -> str | None:
         d = self.cfg.trace_dir

@@ -48,7 +48,7 @@ def _autoprof(events: int) -> tuple[float, float, float, int, int, list[str]]:
     meta = {"live": True, "cpu_peak_flops": flops, "cpu_peak_bytes_per_s": bw}
     t0 = time.perf_counter()
     with gc_paused():  # as the live path does: one pause of the cyclic collector for both
-        trace = engine.window_trace(prof.profiler.kineto_results, target=None, metadata=meta)
+        trace = engine.window_trace(prof.profiler.kineto_results.events(), target=None, metadata=meta)
         t1 = time.perf_counter()
         findings, failures = engine.analyze_trace(trace)
     t2 = time.perf_counter()

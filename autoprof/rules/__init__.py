@@ -36,11 +36,16 @@ VOCABULARY: dict[str, tuple[str, ...]] = {
 }
 
 
-def run_rules(trace: Trace, config: Any = None) -> tuple[list[Finding], list[tuple[str, BaseException]]]:
-    """Run every rule; a rule that fails does not stop the others. Returns (findings, failures)."""
+def run_rules(
+    trace: Trace, config: Any = None, between: Callable[[], None] | None = None
+) -> tuple[list[Finding], list[tuple[str, BaseException]]]:
+    """Run every rule; a rule that fails does not stop the others. Returns (findings, failures). ``between`` is
+    called before each rule (the background analysis paces itself there)."""
     findings: list[Finding] = []
     failures: list[tuple[str, BaseException]] = []
     for name, rule in RULES:
+        if between is not None:
+            between()
         try:
             findings.extend(rule(trace, config))
         except Exception as e:  # a bug in one rule must not hide the others' verdicts

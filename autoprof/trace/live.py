@@ -6,7 +6,7 @@ on this project's machines); reading the raw events takes a small fraction of th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from autoprof.trace.model import (
@@ -34,14 +34,16 @@ def from_kineto_events(
     rank: int = 0,
     world_size: int = 1,
     metadata: dict[str, Any] | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> Trace:
-    """Build a :class:`Trace` from kineto events (objects with ``name()``, ``activity_type()``, ...)."""
+    """Build a :class:`Trace` from kineto events (objects with ``name()``, ``activity_type()``, ...). ``tick`` is
+    called every 256 events (the background analysis paces itself there)."""
     with gc_paused():
-        return _build(events, source, target, rank, world_size, metadata)
+        return _build(events, source, target, rank, world_size, metadata, tick)
 
 
 def _build(events: Iterable[Any], source: str, target: str | None, rank: int, world_size: int,
-           metadata: dict[str, Any] | None) -> Trace:
+           metadata: dict[str, Any] | None, tick: Callable[[], None] | None) -> Trace:
     b = TraceBuilder(source=source)
     b.rank, b.world_size = rank, world_size
     if metadata:
@@ -65,7 +67,11 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
     op_thread: dict[int, int] = {}  # op id (an op's or annotation's correlation_id()) -> its torch thread id
     unresolved: list[tuple[int, int, int]] = []  # (row, linked op id, torch's thread id) of runtime calls
     i = -1
+    seen = 0
     for ev in events:
+        seen += 1
+        if tick is not None and not seen & 255:
+            tick()
         name = ev.name()
         if name in dropped:  # only ops carry these names: skip them before asking kineto anything else
             continue
