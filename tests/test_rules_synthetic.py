@@ -321,3 +321,17 @@ def test_launches_without_a_query_are_counted_apart() -> None:
     s.op("aten::add", 2950, 20, [[64], [64], []], ["float", "float", "Scalar"]).launch(ELEMENTWISE, 2955, 2990, 5)
     o = s.findings()["occupancy_query_launch"]
     assert o.evidence["queried_launch_count"] == 3 and o.evidence["unqueried_launch_count"] == 1
+
+
+def test_a_rate_above_the_peak_is_capped_and_said_so() -> None:
+    # 4096² floats added in 10 µs: far above any DRAM bandwidth (the data sat in caches)
+    s = Synth()
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000).op("aten::add", base + 10, 30, [[4096, 4096], [4096, 4096], []], ["float", "float", "Scalar"])
+        s.launch(ELEMENTWISE, base + 20, base + 50, 10)
+    rf = s.findings(Config(noise_floor=0.0))["roofline"]
+    op = rf.evidence["ops"][0]
+    assert op["above_peak"] is True and op["roofline_fraction_ratio"] == 1.0
+    assert "above the calibrated peak" in rf.message
+    assert all(o["roofline_fraction_ratio"] <= 1.0 for o in rf.evidence["ops"] + rf.evidence["top_lost"])
