@@ -104,11 +104,16 @@ def _cross_rank(results: list[FileResult]) -> None:
         return  # not one job's per-rank traces (several files of one rank, or no steps)
     summaries = []
     for rank, r in by_rank.items():
-        verdict = next((f.verdict for f in r.findings if f.rule == ranks.RULE_REGIME_SOURCE), None)
-        s = ranks.summary_of(rank, r.step_ns, verdict)
+        by_rule = {f.rule: f for f in r.findings}
+        s = ranks.summary_of(rank, r.step_ns, by_rule.get(ranks.RULE_REGIME_SOURCE), by_rule.get(ranks.RULE_COMM_SOURCE))
         if s:
             summaries.append(s)
-    by_rank[min(by_rank)].findings.extend(ranks.check(summaries))
+    cross = ranks.check(summaries)
+    by_rank[min(by_rank)].findings.extend(cross)
+    strag = next((f for f in cross if f.verdict == ranks.STRAGGLERS and f.evidence.get("method") == "collective_wait"), None)
+    for rank in strag.evidence["waiting_ranks"] if strag else ():
+        r = by_rank[rank]
+        r.findings = [ranks.as_waiting(f, strag) if f.rule == ranks.RULE_COMM_SOURCE and strag else f for f in r.findings]
 
 
 def analyze(

@@ -528,8 +528,10 @@ class _WindowJob:
                 _emit.emit("autoprof.error", "error", **ctx, message=f"rule {name} failed: {err}", reason="rule",
                            error_type=type(err).__name__)
             if world > 1:
-                verdict = next((f.verdict for f in findings if f.rule == ranks.RULE_REGIME_SOURCE), None)
-                _cross_rank(self.target, self.window, rank, world, self.walls, verdict, self.cfg)
+                by_rule = {f.rule: f for f in findings}
+                summary = ranks.summary_of(rank, self.walls, by_rule.get(ranks.RULE_REGIME_SOURCE),
+                                           by_rule.get(ranks.RULE_COMM_SOURCE))
+                _cross_rank(self.target, self.window, rank, world, summary, self.cfg)
         except Exception as e:
             _emit.emit("autoprof.error", "error", **ctx, message=f"window analysis failed: {e}", reason="analysis",
                        error_type=type(e).__name__)
@@ -556,7 +558,7 @@ class _WindowJob:
             return None
 
 
-def _cross_rank(target: str, window: int, rank: int, world: int, walls: list[int], verdict: str | None,
+def _cross_rank(target: str, window: int, rank: int, world: int, summary: ranks.RankSummary | None,
                 cfg: Config) -> None:
     """Compare this window across ranks through the default process group's key-value store.
 
@@ -579,7 +581,6 @@ def _cross_rank(target: str, window: int, rank: int, world: int, walls: list[int
         _emit.emit("autoprof.warning", "warning", **ctx, reason="cross_rank_skipped",
                    message=f"cross-rank comparison skipped: only rank(s) {chosen} of {world} are profiled")
         return
-    summary = ranks.summary_of(rank, walls, verdict)
     if summary is None:
         return
     prefix = f"autoprof/{target}/{window}/"

@@ -17,13 +17,14 @@ import autoprof
 pytestmark = pytest.mark.slow
 
 
-def torchrun(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+def torchrun(tmp_path: Path, *args: str, script: str = "distributed.py",
+             **env: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     log = tmp_path / "records.jsonl"
     e = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
     e.update(AUTOPROF_LOG=str(log), PYTHONPATH=str(REPO) + os.pathsep + e.get("PYTHONPATH", ""),
              OMP_NUM_THREADS="1", **env)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(REPO / "examples" / "distributed.py"), *args]
+           str(REPO / "examples" / script), *args]
     for attempt in range(3):
         if log.exists():
             log.unlink()
@@ -74,3 +75,46 @@ def test_excluded_rank_pays_only_the_idle_cost(tmp_path: Path) -> None:
     assert {r["rank"] for r in recs if r["event"] == "autoprof.window"} == {0}
     warns = [r for r in recs if r["event"] == "autoprof.warning"]
     assert len(warns) == 1 and "only rank(s) [0]" in warns[0]["message"]
+
+
+# -- real DistributedDataParallel: the all-reduce inside the step --------------------------------------------------
+
+
+def _ddp(tmp_path: Path, *args: str) -> tuple[list[dict[str, Any]], list[Any]]:
+    traces = tmp_path / "traces"
+    out, recs = torchrun(tmp_path, *args, "--trace-dir", str(traces), script="ddp.py")
+    assert out.returncode == 0, out.stderr[-3000:]
+    return recs, autoprof.analyze(traces)
+
+
+def _live(recs: list[dict[str, Any]], rule: str) -> list[dict[str, Any]]:
+    return [r for r in recs if r.get("rule") == rule]
+
+
+def test_ddp_rank_slow_inside_its_step_is_named_and_the_waiting_rank_is_communication_bound(tmp_path: Path) -> None:
+    recs, offline = _ddp(tmp_path, "--slow-rank", "1", "--slow-where", "inside")
+    (strag,) = _live(recs, "straggler_ranks")
+    assert strag["verdict"] == "stragglers" and strag["evidence"]["straggler_ranks"] == [1], strag
+    assert strag["evidence"]["method"] == "collective_wait" and strag["evidence"]["wait_for_stragglers_ms"] > 15
+    regime = {r["rank"]: r for r in _live(recs, "bound_regime")}
+    assert regime[0]["verdict"] == "communication-bound", regime[0]
+    assert "Python and dispatch" not in regime[0]["message"]
+    assert not _live(recs, "rank_regime_mismatch")  # the straggler explains why the ranks read apart
+    (off,) = [f for f in offline if f.rule == "straggler_ranks"]
+    assert off.verdict == "stragglers" and off.evidence["straggler_ranks"] == [1]
+
+
+def test_ddp_rank_slow_between_steps_is_still_named(tmp_path: Path) -> None:
+    recs, offline = _ddp(tmp_path, "--slow-rank", "1", "--slow-where", "between")
+    (strag,) = _live(recs, "straggler_ranks")
+    # rank 0's steps are the long ones (it waits inside them); rank 1 is slow outside its decorated call
+    assert strag["verdict"] == "stragglers" and strag["evidence"]["straggler_ranks"] == [1], strag
+    (off,) = [f for f in offline if f.rule == "straggler_ranks"]
+    assert off.evidence["straggler_ranks"] == [1]
+
+
+def test_balanced_ddp_has_no_straggler(tmp_path: Path) -> None:
+    recs, offline = _ddp(tmp_path, "--slow-rank", "-1")
+    (strag,) = _live(recs, "straggler_ranks")
+    assert strag["verdict"] == "balanced" and strag["severity"] == "info", strag
+    assert [f.verdict for f in offline if f.rule == "straggler_ranks"] == ["balanced"]

@@ -163,3 +163,18 @@ def test_every_shared_trace_analyses_without_error() -> None:
         fs, failures = run_rules(chrome.load(f))
         assert failures == [], f
         assert any(x.rule == "bound_regime" for x in fs), f
+
+
+@pytest.mark.parametrize(
+    "rel,kinds",
+    [("hta/a100_rank3_of8_train.json.gz", {"SendRecv", "AllReduce"}),
+     ("hta/a100_rank0_of2_convnet.json.gz", {"AllReduce", "Broadcast"}),
+     ("hta/a100_rank0_of16_compiled_cudagraphs.json.gz", {"SendRecv"})],
+)
+def test_per_rank_collective_figures_on_the_a100_rank_traces(rel: str, kinds: set[str]) -> None:
+    c = findings(rel)["exposed_communication"]
+    by_kind = c.evidence["collectives_us"]
+    assert set(by_kind) == kinds and all(v > 0 for v in by_kind.values())
+    # kernels of one kind can overlap (streams), so the kinds sum to at least the merged communication time
+    assert sum(by_kind.values()) >= c.evidence["comm_us"] * 0.99
+    assert c.evidence["rank"] == load(rel).rank

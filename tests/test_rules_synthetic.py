@@ -257,9 +257,46 @@ def test_regime_mismatch_with_and_without_a_majority() -> None:
     fs = {f.rule: f for f in ranks.check([RankSummary(0, 50.0, "compute-bound"), RankSummary(1, 50.0, "input-bound")])}
     assert fs["rank_regime_mismatch"].evidence["majority_verdict"] is None
     assert "disagree" in fs["rank_regime_mismatch"].message
-    s = RankSummary(3, 12.5, "mixed")
+    s = RankSummary(3, 12.5, "mixed", 4.0, {"comm_share": 0.3})
     assert RankSummary.from_json(s.to_json()) == s
-    assert ranks.summary_of(1, [], "x") is None and ranks.summary_of(1, [2_000_000, 4_000_000], "x") == RankSummary(1, 3.0, "x")
+    assert ranks.summary_of(1, []) is None and ranks.summary_of(1, [2_000_000, 4_000_000]) == RankSummary(1, 3.0, None)
+
+
+def _cpu_regime(verdict: str, comm_us: float, **shares: float) -> Any:
+    from autoprof.findings import Finding
+
+    return Finding("bound_regime", verdict, "info", "m", "a", {"device": "cpu", "comm_us": comm_us, **shares})
+
+
+def test_the_straggler_is_the_rank_that_waits_least_when_step_times_are_equal() -> None:
+    # DDP: rank 1 sleeps 30 ms in its step, rank 0 waits for it in the all-reduce: both steps take ~33 ms
+    fast = ranks.summary_of(0, [33_000_000] * 3, _cpu_regime("communication-bound", 3 * 31_000.0, comm_share=0.93))
+    slow = ranks.summary_of(1, [33_200_000] * 3, _cpu_regime("overhead-bound", 3 * 800.0, overhead_share=0.9))
+    assert fast is not None and slow is not None and fast.wait_ms == 31.0
+    (f,) = ranks.check([fast, slow])  # no regime mismatch: the straggler explains it
+    assert f.verdict == "stragglers" and f.evidence["straggler_ranks"] == [1] and f.evidence["waiting_ranks"] == [0]
+    assert f.evidence["method"] == "collective_wait" and abs(f.evidence["wait_for_stragglers_ms"] - 30.2) < 1e-6
+    assert f.evidence["transfer_ms"] == 0.8 and "rank 1 is overhead-bound" in f.message
+
+
+def test_equal_waits_are_balanced_and_close_figures_are_no_regime_mismatch() -> None:
+    a = RankSummary(0, 50.0, "overhead-bound", 2.0, {"work_share": 0.197, "overhead_share": 0.75, "comm_share": 0.04})
+    b = RankSummary(1, 50.5, "mixed", 2.3, {"work_share": 0.202, "overhead_share": 0.74, "comm_share": 0.05})
+    (f,) = ranks.check([a, b])
+    assert f.verdict == "balanced" and f.evidence["method"] == "collective_wait"
+    c = RankSummary(1, 50.5, "input-bound", 2.3, {"work_share": 0.05, "overhead_share": 0.15, "comm_share": 0.05})
+    assert [x.verdict for x in ranks.check([a, c])] == ["balanced", "regime-differs"]
+
+
+def test_a_waiting_ranks_nccl_time_is_waiting_for_the_straggler() -> None:
+    from autoprof.findings import Finding
+
+    comm = Finding("exposed_communication", "exposed-communication", "warning", "communication (NCCL) takes 90 ms",
+                   "overlap", {"exposed_comm_us": 90_000.0})
+    strag = Finding("straggler_ranks", "stragglers", "warning", "m", "a", {"straggler_ranks": [3]})
+    w = ranks.as_waiting(comm, strag)
+    assert w.verdict == "waiting-for-peer" and w.severity == "info" and w.evidence["waiting_for_ranks"] == [3]
+    assert "straggler rank(s) 3" in w.message
 
 
 # -- the rule runner --------------------------------------------------------------------------------------------------
@@ -335,3 +372,17 @@ def test_a_rate_above_the_peak_is_capped_and_said_so() -> None:
     assert op["above_peak"] is True and op["roofline_fraction_ratio"] == 1.0
     assert "above the calibrated peak" in rf.message
     assert all(o["roofline_fraction_ratio"] <= 1.0 for o in rf.evidence["ops"] + rf.evidence["top_lost"])
+
+
+@pytest.mark.parametrize("name,kind", [
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "AllReduce"),
+    ("void ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*)", "SendRecv"),
+    ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "AllGather"),
+    ("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "Generic"),
+    ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(x)", "ReduceScatter"),
+    ("some_nccl_helper", "other"),
+])
+def test_nccl_kernel_namings_name_their_collective(name: str, kind: str) -> None:
+    from autoprof.rules.comm import collective_kind
+
+    assert collective_kind(name) == kind

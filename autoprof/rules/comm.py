@@ -11,8 +11,21 @@ from autoprof.trace.model import DEVICE_CATEGORIES, KERNEL, Trace
 RULE = "exposed_communication"
 EXPOSED = "exposed-communication"
 OVERLAPPED = "communication"  # most of it overlapped by compute
-VERDICTS = {RULE: (EXPOSED, OVERLAPPED)}
+WAITING_FOR_PEER = "waiting-for-peer"  # set by the cross-rank comparison: the time waits for a straggler
+VERDICTS = {RULE: (EXPOSED, OVERLAPPED, WAITING_FOR_PEER)}
 EXPOSED_WARN = 0.20  # of the window
+
+
+def collective_kind(kernel: str) -> str:
+    """The collective an NCCL kernel runs, under every naming in use: ``ncclKernel_AllReduce_RING_LL_Sum_float``
+    (NCCL < 2.19), ``ncclDevKernel_AllGather_RING_LL`` (NCCL >= 2.19), ``ncclDevKernel_Generic`` (a kernel that runs
+    any collective: "Generic"); anything else with "nccl" in its name: "other"."""
+    name = kernel.split("(", 1)[0].strip()
+    name = name.rsplit(" ", 1)[-1]  # a "void " return type
+    for prefix in ("ncclKernel_", "ncclDevKernel_"):
+        if name.startswith(prefix):
+            return name[len(prefix):].split("_", 1)[0] or "other"
+    return "other"
 
 
 def check(trace: Trace, config: Any = None) -> list[Finding]:
@@ -21,9 +34,15 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     nccl = {nid for nid, n in enumerate(trace.names) if "nccl" in n.lower()}
     comm: list[tuple[int, int]] = []
     compute: list[tuple[int, int]] = []
+    by_kind: dict[str, int] = {}
     for t, d, c, nid, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, trace.d_name, v.device_in):
         if inside and c == kd:
-            (comm if nid in nccl else compute).append((t, t + d))
+            if nid in nccl:
+                comm.append((t, t + d))
+                kind = collective_kind(trace.names[nid])
+                by_kind[kind] = by_kind.get(kind, 0) + d
+            else:
+                compute.append((t, t + d))
     if not comm:
         return []
     kernel_ids = {nid for nid, c in zip(trace.d_name, trace.d_cat) if c == kd}
@@ -44,7 +63,8 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
             "Overlap communication with compute: DDP bucket sizes (bucket_cap_mb), FSDP prefetching, or fewer, "
             "larger collectives.",
             {"comm_us": us(comm_t), "exposed_comm_us": us(exposed), "exposed_comm_share": share(exposed, comm_t),
-             "exposed_window_share": share(exposed, window), "rank": trace.rank},
+             "exposed_window_share": share(exposed, window), "rank": trace.rank,
+             "collectives_us": {k: us(n) for k, n in sorted(by_kind.items(), key=lambda kv: -kv[1])}},
             tuple(sorted({trace.names[nid].split("(")[0][:60] for nid in kernel_ids & nccl})[:4]),
         )
     ]

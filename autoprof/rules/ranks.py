@@ -1,11 +1,14 @@
 """Cross-rank verdicts: stragglers and ranks whose regime differs from the rest.
 
-Input is one small summary per rank (median step time and regime verdict), gathered live through the
-process group's store or read from per-rank trace files. Pure; no torch.
+Input is one small summary per rank (median step time, time a step waits in collectives, regime verdict and
+its shares), gathered live through the process group's store or read from per-rank trace files. Pure; no torch.
 
-A straggler is a rank whose median step time exceeds the median of all ranks' medians by more than
-``STRAGGLER_MARGIN`` (20 %) and by at least 1 ms: in synchronous data-parallel training every rank then
-waits for it at the next collective.
+Stragglers: in synchronous data parallelism (DDP's all-reduce in backward, FSDP's all-gathers in forward) the
+fast ranks wait for the slow one inside their own steps, so every rank's step takes as long: the slow rank is
+found through the wait it causes, as the rank that waits least in collectives, when the ranks' waits differ by
+more than ``STRAGGLER_MARGIN`` (20 %) of the median step and at least 1 ms. The least wait approximates the
+transfer itself; the rest of each rank's wait is waiting for the straggler. Where the traces show no collective
+inside the steps, a rank whose median step time exceeds the median by 20 % and 1 ms is the straggler.
 """
 
 from __future__ import annotations
@@ -17,30 +20,68 @@ from typing import Any
 
 from autoprof.findings import Finding
 from autoprof.rules._common import duration
+from autoprof.rules.comm import WAITING_FOR_PEER
 
 RULE_STRAGGLER = "straggler_ranks"
 RULE_REGIME = "rank_regime_mismatch"
 RULE_REGIME_SOURCE = "bound_regime"  # the per-rank verdict compared across ranks
+RULE_COMM_SOURCE = "exposed_communication"  # on a device: a rank's NCCL time not overlapped by compute
 STRAGGLERS = "stragglers"
 BALANCED = "balanced"
 REGIME_DIFFERS = "regime-differs"
 VERDICTS = {RULE_STRAGGLER: (STRAGGLERS, BALANCED), RULE_REGIME: (REGIME_DIFFERS,)}
 STRAGGLER_MARGIN = 0.20
 MIN_EXTRA_MS = 1.0
+#: Regime figures compared across ranks (shares of the step): a rank differs when one of them is this far from the
+#: median of the ranks, not when two ranks fall either side of a cut-off.
+SHARE_GAP = 0.20
+SHARE_KEYS = ("input_share", "blocked_share", "comm_share", "work_share", "overhead_share")
 
 
 @dataclass(frozen=True)
 class RankSummary:
+    """What one rank's window says for the comparison: its median step time, how long a step waits in collectives
+    (None where the trace shows none), its regime verdict and the shares behind it."""
+
     rank: int
     step_ms: float
     verdict: str | None
+    wait_ms: float | None = None
+    shares: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "step_ms": self.step_ms, "verdict": self.verdict}
+        return {"rank": self.rank, "step_ms": self.step_ms, "verdict": self.verdict, "wait_ms": self.wait_ms,
+                "shares": self.shares}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> RankSummary:
-        return RankSummary(int(d["rank"]), float(d["step_ms"]), d.get("verdict"))
+        shares = d.get("shares")
+        wait = d.get("wait_ms")
+        return RankSummary(int(d["rank"]), float(d["step_ms"]), d.get("verdict"),
+                           float(wait) if isinstance(wait, (int, float)) else None,
+                           {str(k): float(v) for k, v in shares.items()} if isinstance(shares, dict) else None)
+
+
+def summary_of(rank: int, step_ns: list[int], regime: Finding | None = None,
+               comm: Finding | None = None) -> RankSummary | None:
+    """A rank's summary from its step times and its own ``bound_regime`` (and, on a device,
+    ``exposed_communication``) findings. The wait per step: host time blocked in collectives on a CPU window,
+    NCCL time not overlapped by compute on a device."""
+    if not step_ns:
+        return None
+    n = len(step_ns)
+    wait = None
+    shares = None
+    if regime is not None:
+        ev = regime.evidence
+        shares = {k: float(ev[k]) for k in SHARE_KEYS if isinstance(ev.get(k), (int, float))}
+        if ev.get("device") == "cpu" and isinstance(ev.get("comm_us"), (int, float)):
+            wait = ev["comm_us"] / 1000 / n
+        elif ev.get("device") != "cpu":
+            wait = 0.0  # a device window: its wait is its exposed NCCL time, none when no finding says otherwise
+    if comm is not None and isinstance(comm.evidence.get("exposed_comm_us"), (int, float)):
+        wait = comm.evidence["exposed_comm_us"] / 1000 / n
+    return RankSummary(rank, statistics.median(step_ns) / 1e6, regime.verdict if regime else None, wait, shares)
 
 
 def check(summaries: list[RankSummary]) -> list[Finding]:
@@ -48,71 +89,145 @@ def check(summaries: list[RankSummary]) -> list[Finding]:
         return []
     summaries = sorted(summaries, key=lambda s: s.rank)
     med = statistics.median(s.step_ms for s in summaries)
-    findings: list[Finding] = []
+    findings = _by_waits(summaries, med)
+    if findings is None:
+        findings = _by_step_time(summaries, med)
+    if not any(f.verdict == STRAGGLERS for f in findings):  # a straggler explains why the waiting ranks read apart
+        findings.extend(_regime_mismatch(summaries))
+    return findings
+
+
+def _by_waits(summaries: list[RankSummary], med: float) -> list[Finding] | None:
+    """Synchronous data parallelism evens the step times out (the fast ranks wait inside their step, in the
+    collective): the slow rank is the one that waits least. None where the ranks' traces show no collective waits."""
+    waits = [s for s in summaries if s.wait_ms is not None]
+    if len(waits) != len(summaries) or max(s.wait_ms or 0.0 for s in waits) <= 0:
+        return None
+    lo = min(s.wait_ms or 0.0 for s in waits)
+    hi = max(s.wait_ms or 0.0 for s in waits)
+    spread = hi - lo
+    evidence: dict[str, Any] = {
+        "median_step_ms": round(med, 3),
+        "step_ms_by_rank": {str(s.rank): round(s.step_ms, 3) for s in summaries},
+        "wait_ms_by_rank": {str(s.rank): round(s.wait_ms or 0.0, 3) for s in summaries},
+        "rank_count": len(summaries),
+        "method": "collective_wait",
+    }
+    if spread < max(STRAGGLER_MARGIN * med, MIN_EXTRA_MS):
+        return [_balanced(summaries, med, evidence, f"collective waits within {duration(spread * 1e6)} per step")]
+    slow = [s for s in summaries if (s.wait_ms or 0.0) <= lo + 0.25 * spread]
+    waiting = [s for s in summaries if s not in slow]
+    waited = statistics.median((s.wait_ms or 0.0) - lo for s in waiting)
+    regimes = {str(s.rank): s.verdict for s in slow if s.verdict}
+    own = "; ".join(f"rank {r} is {v}" for r, v in regimes.items())
+    return [
+        Finding(
+            RULE_STRAGGLER,
+            STRAGGLERS,
+            "warning",
+            f"straggler rank(s) {', '.join(str(s.rank) for s in slow)}: the other ranks wait for them "
+            f"{duration(waited * 1e6)} per step in collectives ({duration(med * 1e6)} steps)" + (f"; {own}" if own else ""),
+            "The other ranks' collective time is waiting for these: look at the slow rank's own findings (data "
+            "loading, host overhead, a slower or throttled device, uneven work) before tuning communication.",
+            {**evidence, "straggler_ranks": [s.rank for s in slow], "waiting_ranks": [s.rank for s in waiting],
+             "wait_for_stragglers_ms": round(waited, 3), "transfer_ms": round(lo, 3),
+             "straggler_regime_by_rank": regimes},
+            tuple(f"rank {s.rank}" for s in slow),
+        )
+    ]
+
+
+def _by_step_time(summaries: list[RankSummary], med: float) -> list[Finding]:
+    """Without collectives inside the steps, a slow rank shows in its own step time."""
     slow = [s for s in summaries if s.step_ms > med * (1 + STRAGGLER_MARGIN) and s.step_ms - med >= MIN_EXTRA_MS]
     evidence: dict[str, Any] = {
         "median_step_ms": round(med, 3),
         "step_ms_by_rank": {str(s.rank): round(s.step_ms, 3) for s in summaries},
         "rank_count": len(summaries),
         "margin_ratio": STRAGGLER_MARGIN,
+        "method": "step_time",
     }
-    if slow:
-        worst = max(slow, key=lambda s: s.step_ms)
-        findings.append(
-            Finding(
-                RULE_STRAGGLER,
-                STRAGGLERS,
-                "warning",
-                f"straggler rank(s) {', '.join(str(s.rank) for s in slow)}: step time up to "
-                f"{duration(worst.step_ms * 1e6)} against a median of {duration(med * 1e6)} across {len(summaries)} ranks",
-                "Every rank waits for the slowest at the next collective: look at that rank's own findings "
-                "(data loading, host overhead, a slower or throttled device, uneven work).",
-                {**evidence, "straggler_ranks": [s.rank for s in slow],
-                 "worst_ratio": round(worst.step_ms / med, 3) if med else None},
-                tuple(f"rank {s.rank}" for s in slow),
-            )
-        )
-    else:  # compared and found balanced: say so, so that "balanced" never looks like "never compared"
+    if not slow:
         spread = max(s.step_ms for s in summaries) / med - 1 if med else 0.0
-        findings.append(
-            Finding(
-                RULE_STRAGGLER,
-                BALANCED,
-                "info",
-                f"{len(summaries)} ranks compared: balanced (step times within {spread:.0%} of the median "
-                f"{duration(med * 1e6)})",
-                "Nothing to do about stragglers.",
-                {**evidence, "straggler_ranks": [], "worst_ratio": round(1 + spread, 3)},
-                (),
-            )
+        return [_balanced(summaries, med, evidence, f"step times within {spread:.0%} of the median")]
+    worst = max(slow, key=lambda s: s.step_ms)
+    return [
+        Finding(
+            RULE_STRAGGLER,
+            STRAGGLERS,
+            "warning",
+            f"straggler rank(s) {', '.join(str(s.rank) for s in slow)}: step time up to "
+            f"{duration(worst.step_ms * 1e6)} against a median of {duration(med * 1e6)} across {len(summaries)} ranks",
+            "Every rank waits for the slowest at the next collective: look at that rank's own findings "
+            "(data loading, host overhead, a slower or throttled device, uneven work).",
+            {**evidence, "straggler_ranks": [s.rank for s in slow],
+             "worst_ratio": round(worst.step_ms / med, 3) if med else None},
+            tuple(f"rank {s.rank}" for s in slow),
         )
+    ]
+
+
+def _balanced(summaries: list[RankSummary], med: float, evidence: dict[str, Any], how: str) -> Finding:
+    """Compared and found balanced: said, so that "balanced" never looks like "never compared"."""
+    return Finding(
+        RULE_STRAGGLER,
+        BALANCED,
+        "info",
+        f"{len(summaries)} ranks compared: balanced ({how}; median step {duration(med * 1e6)})",
+        "Nothing to do about stragglers.",
+        {**evidence, "straggler_ranks": []},
+        (),
+    )
+
+
+def _regime_mismatch(summaries: list[RankSummary]) -> list[Finding]:
+    """Ranks whose regime differs from the others' by their figures, not only by their labels: two identical ranks
+    either side of a cut-off (19.7 % and 20.2 %) are not a finding."""
     verdicts = Counter(s.verdict for s in summaries if s.verdict)
-    if len(verdicts) > 1:
-        common, n = verdicts.most_common(1)[0]
-        voted = sum(verdicts.values())
-        if n * 2 > voted:
-            odd = [s for s in summaries if s.verdict and s.verdict != common]
-            msg = (f"rank(s) {', '.join(str(s.rank) for s in odd)} are "
-                   f"{'/'.join(sorted({s.verdict or '' for s in odd}))} while most ranks are {common}")
-        else:  # no majority: name every rank's verdict rather than guess which is odd
-            odd = [s for s in summaries if s.verdict]
-            common = None  # type: ignore[assignment]
-            msg = "ranks disagree on the regime: " + ", ".join(f"rank {s.rank} {s.verdict}" for s in odd)
-        findings.append(
-            Finding(
-                RULE_REGIME,
-                REGIME_DIFFERS,
-                "warning",
-                msg,
-                "Ranks should do the same work: an odd regime points at that rank's data, placement or device.",
-                {"verdict_by_rank": {str(s.rank): s.verdict for s in summaries}, "majority_verdict": common},
-                tuple(f"rank {s.rank}" for s in odd),
-            )
+    if len(verdicts) < 2:
+        return []
+    with_shares = [s for s in summaries if s.shares]
+    if len(with_shares) == len(summaries):
+        keys = set.intersection(*(set(s.shares or {}) for s in summaries))
+        center = {k: statistics.median((s.shares or {})[k] for s in summaries) for k in keys}
+        apart = [s for s in summaries if any(abs((s.shares or {})[k] - center[k]) >= SHARE_GAP for k in keys)]
+        if not apart:
+            return []
+    common, n = verdicts.most_common(1)[0]
+    voted = sum(verdicts.values())
+    if n * 2 > voted:
+        odd = [s for s in summaries if s.verdict and s.verdict != common]
+        msg = (f"rank(s) {', '.join(str(s.rank) for s in odd)} are "
+               f"{'/'.join(sorted({s.verdict or '' for s in odd}))} while most ranks are {common}")
+        majority: str | None = common
+    else:  # no majority: name every rank's verdict rather than guess which is odd
+        odd = [s for s in summaries if s.verdict]
+        majority = None
+        msg = "ranks disagree on the regime: " + ", ".join(f"rank {s.rank} {s.verdict}" for s in odd)
+    return [
+        Finding(
+            RULE_REGIME,
+            REGIME_DIFFERS,
+            "warning",
+            msg,
+            "Ranks should do the same work: an odd regime points at that rank's data, placement or device.",
+            {"verdict_by_rank": {str(s.rank): s.verdict for s in summaries}, "majority_verdict": majority,
+             "shares_by_rank": {str(s.rank): s.shares for s in summaries if s.shares}},
+            tuple(f"rank {s.rank}" for s in odd),
         )
-    return findings
+    ]
 
 
-def summary_of(rank: int, step_ns: list[int], verdict: str | None) -> RankSummary | None:
-    if not step_ns:
-        return None
-    return RankSummary(rank, statistics.median(step_ns) / 1e6, verdict)
+def as_waiting(comm: Finding, stragglers: Finding) -> Finding:
+    """A waiting rank's ``exposed_communication``, read with the cross-rank comparison: its NCCL time is mostly
+    waiting for the stragglers, not communication to overlap."""
+    slow = stragglers.evidence.get("straggler_ranks", [])
+    return Finding(
+        comm.rule,
+        WAITING_FOR_PEER,
+        "info",
+        comm.message + f"; most of it is waiting for straggler rank(s) {', '.join(map(str, slow))}",
+        "Look at the slow rank first: overlapping communication cannot hide a peer that arrives late.",
+        {**comm.evidence, "waiting_for_ranks": list(slow)},
+        comm.subjects,
+    )

@@ -87,7 +87,11 @@ _CPU_ADVICE = {
 
 
 def _self_totals(trace: Trace, v: Any) -> tuple[int, int]:
-    return sum(compress(trace.h_self, v.host_in)), sum(compress(trace.d_dur, v.device_in))
+    """Self time of the program's own host events (a collective's span on the backend's thread is waiting, not the
+    program's CPU time) and the device time of the window."""
+    coll = _collective_ids(trace)
+    host = sum(s for s, inside, nid in zip(trace.h_self, v.host_in, trace.h_name) if inside and nid not in coll)
+    return host, sum(compress(trace.d_dur, v.device_in))
 
 
 def check(trace: Trace, config: Any = None) -> list[Finding]:
@@ -261,14 +265,29 @@ def _step_window_ns(trace: Trace, v: Any) -> int:
     return sum(spans) if len(spans) == len(trace.steps) else window
 
 
+def _collective_ids(trace: Trace) -> set[int]:
+    return {nid for nid, n in enumerate(trace.names) if n.startswith(COLLECTIVE_PREFIXES)}
+
+
 def _collective_spans(trace: Trace, v: Any, ids: set[int] | None = None) -> list[tuple[int, int]]:
-    """Merged spans of collective calls on the steps' threads (all threads where there are no steps)."""
+    """When the step waits in collectives: a collective is in flight (on any thread: gloo and NCCL run them on
+    their own threads, the step's thread then blocks with no op of its own) and the steps' threads are not inside
+    an op. A collective that overlaps the step's own compute (DDP's all-reduce during backward) is no wait."""
     if ids is None:
-        ids = {nid for nid, n in enumerate(trace.names) if n.startswith(COLLECTIVE_PREFIXES)}
+        ids = _collective_ids(trace)
+    ts, dur, host_in = trace.h_ts, trace.h_dur, v.host_in
+    flight = merge([(ts[i], ts[i] + dur[i]) for i in trace.host_named(ids) if host_in[i]])
+    if not flight:
+        return []
     step_threads = {s.tid for s in trace.steps}
-    ts, dur, host_in, tid = trace.h_ts, trace.h_dur, v.host_in, trace.h_tid
-    return merge([(ts[i], ts[i] + dur[i]) for i in trace.host_named(ids)
-                  if host_in[i] and (not step_threads or tid[i] in step_threads)])
+    if not step_threads:
+        return flight
+    kop = HOST_CATEGORIES.index(CPU_OP)
+    cat, tid, parent = trace.h_cat, trace.h_tid, trace.h_parent
+    busy = merge([(ts[i], ts[i] + dur[i]) for i in range(trace.n_host)
+                  if cat[i] == kop and host_in[i] and tid[i] in step_threads and trace.h_name[i] not in ids
+                  and (parent[i] < 0 or cat[parent[i]] != kop)])
+    return subtract(flight, busy)
 
 
 def _host_waits(trace: Trace, v: Any, r: HostReading) -> set[int]:
@@ -277,7 +296,7 @@ def _host_waits(trace: Trace, v: Any, r: HostReading) -> set[int]:
     names = trace.names
     loading = {nid for nid, n in enumerate(names) if n.startswith(DATALOADER_PREFIX)}
     blocking = {nid for nid, n in enumerate(names) if n in BLOCKING_CALLS}
-    comm = {nid for nid, n in enumerate(names) if n.startswith(COLLECTIVE_PREFIXES)}
+    comm = _collective_ids(trace)
     ts, dur, host_in = trace.h_ts, trace.h_dur, v.host_in
 
     def spans(ids: set[int]) -> list[tuple[int, int]]:
@@ -285,7 +304,6 @@ def _host_waits(trace: Trace, v: Any, r: HostReading) -> set[int]:
 
     inp = spans(loading)
     blocked = subtract(spans(blocking), inp)
-    # A collective on a helper thread may overlap the step's compute: only the step's own thread waits count.
     coll = subtract(subtract(_collective_spans(trace, v, comm), inp), blocked)
     r.input_ns, r.blocked_ns, r.comm_ns = total(inp), total(blocked), total(coll)
     return loading | blocking | comm
