@@ -49,7 +49,7 @@ def _autoprof(workers: str) -> str:
         + "with contextlib.redirect_stdout(buf):\n"
         + f"    rc = main(['analyze', '--json', '--workers', {workers}, sys.argv[1]])\n"
         + "assert rc == 0, rc\n"
-        + "rules = [__import__('json').loads(line)['rule'] for line in buf.getvalue().splitlines()]\n"
+        + "rules = [r for r in (__import__('json').loads(line).get('rule') for line in buf.getvalue().splitlines()) if r]\n"
         + f"detail = 'workers ' + {workers} + ', findings: ' + ', '.join(rules)\n"
         + _REPORT
     )

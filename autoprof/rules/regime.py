@@ -21,6 +21,7 @@ is overhead. The largest share names the verdict when it leads clearly (``LEADS`
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
@@ -89,8 +90,8 @@ _CPU_ADVICE = {
 def _self_totals(trace: Trace, v: Any) -> tuple[int, int]:
     """Self time of the program's own host events (a collective's span on the backend's thread is waiting, not the
     program's CPU time) and the device time of the window."""
-    coll = _collective_ids(trace)
-    host = sum(s for s, inside, nid in zip(trace.h_self, v.host_in, trace.h_name) if inside and nid not in coll)
+    host = sum(compress(trace.h_self, v.host_in))
+    host -= sum(trace.h_self[i] for i in trace.host_named(_collective_ids(trace)) if v.host_in[i])
     return host, sum(compress(trace.d_dur, v.device_in))
 
 
@@ -283,11 +284,13 @@ def _collective_spans(trace: Trace, v: Any, ids: set[int] | None = None) -> list
     if not step_threads:
         return flight
     kop = HOST_CATEGORIES.index(CPU_OP)
-    cat, tid, parent = trace.h_cat, trace.h_tid, trace.h_parent
-    busy = merge([(ts[i], ts[i] + dur[i]) for i in range(trace.n_host)
-                  if cat[i] == kop and host_in[i] and tid[i] in step_threads and trace.h_name[i] not in ids
-                  and (parent[i] < 0 or cat[parent[i]] != kop)])
-    return subtract(flight, busy)
+    cat, tid, parent, names = trace.h_cat, trace.h_tid, trace.h_parent, trace.h_name
+    busy: list[tuple[int, int]] = []
+    for t in step_threads:  # host events are sorted by thread: each step thread's events are one run
+        lo, hi = bisect.bisect_left(tid, t), bisect.bisect_right(tid, t)
+        busy.extend((ts[i], ts[i] + dur[i]) for i in range(lo, hi)
+                    if cat[i] == kop and host_in[i] and names[i] not in ids and (parent[i] < 0 or cat[parent[i]] != kop))
+    return subtract(flight, merge(busy))
 
 
 def _host_waits(trace: Trace, v: Any, r: HostReading) -> set[int]:
