@@ -75,7 +75,9 @@ def summary_of(rank: int, step_ns: list[int], regime: Finding | None = None,
     if regime is not None:
         ev = regime.evidence
         shares = {k: float(ev[k]) for k in SHARE_KEYS if isinstance(ev.get(k), (int, float))}
-        if ev.get("device") == "cpu" and isinstance(ev.get("comm_us"), (int, float)):
+        if ev.get("device") == "cpu" and isinstance(ev.get("comm_step_median_us"), (int, float)):
+            wait = ev["comm_step_median_us"] / 1000  # the median step's wait: one preempted step cannot sway it
+        elif ev.get("device") == "cpu" and isinstance(ev.get("comm_us"), (int, float)):
             wait = ev["comm_us"] / 1000 / n
         elif ev.get("device") != "cpu":
             wait = 0.0  # a device window: its wait is its exposed NCCL time, none when no finding says otherwise

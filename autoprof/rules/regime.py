@@ -22,6 +22,7 @@ is overhead. The largest share names the verdict when it leads clearly (``LEADS`
 from __future__ import annotations
 
 import bisect
+import statistics
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
@@ -309,6 +310,9 @@ def _host_waits(trace: Trace, v: Any, r: HostReading) -> set[int]:
     blocked = subtract(spans(blocking), inp)
     coll = subtract(subtract(_collective_spans(trace, v, comm), inp), blocked)
     r.input_ns, r.blocked_ns, r.comm_ns = total(inp), total(blocked), total(coll)
+    if trace.steps and coll:  # per step, for a comparison across ranks that one preempted step cannot sway
+        per_step = [sum(max(min(e, s.end_ns) - max(b, s.start_ns), 0) for b, e in coll) for s in trace.steps]
+        r.notes["comm_step_median_us"] = us(statistics.median(per_step))
     return loading | blocking | comm
 
 
@@ -379,6 +383,7 @@ def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = N
         input_us=us(r.input_ns), input_share=share(r.input_ns, w),
         blocked_us=us(r.blocked_ns), blocked_share=share(r.blocked_ns, w),
         comm_us=us(r.comm_ns), comm_share=share(r.comm_ns, w),
+        comm_step_median_us=r.notes.get("comm_step_median_us", 0.0),
         work_us=us(r.work_ns), work_share=share(r.work_ns, w),
         compute_work_share=share(r.compute_ns, w), memory_work_share=share(r.memory_ns, w),
         unknown_work_share=share(r.unknown_ns, w),
