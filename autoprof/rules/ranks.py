@@ -6,7 +6,8 @@ its shares), gathered live through the process group's store or read from per-ra
 Stragglers: in synchronous data parallelism (DDP's all-reduce in backward, FSDP's all-gathers in forward) the
 fast ranks wait for the slow one inside their own steps, so every rank's step takes as long: the slow rank is
 found through the wait it causes, as the rank that waits least in collectives, when the ranks' waits differ by
-more than ``STRAGGLER_MARGIN`` (20 %) of the median step and at least 1 ms. The least wait approximates the
+more than ``STRAGGLER_MARGIN`` (20 %) of the median step and at least 1 ms, and the least is at most half the
+most (``WAIT_RATIO``). The least wait approximates the
 transfer itself; the rest of each rank's wait is waiting for the straggler. Where the traces show no collective
 inside the steps, a rank whose median step time exceeds the median by 20 % and 1 ms is the straggler.
 """
@@ -32,6 +33,7 @@ REGIME_DIFFERS = "regime-differs"
 VERDICTS = {RULE_STRAGGLER: (STRAGGLERS, BALANCED), RULE_REGIME: (REGIME_DIFFERS,)}
 STRAGGLER_MARGIN = 0.20
 MIN_EXTRA_MS = 1.0
+WAIT_RATIO = 0.5  # a straggler waits at most this share of what the others wait
 #: Regime figures compared across ranks (shares of the step): a rank differs when one of them is this far from the
 #: median of the ranks, not when two ranks fall either side of a cut-off.
 SHARE_GAP = 0.20
@@ -115,7 +117,9 @@ def _by_waits(summaries: list[RankSummary], med: float) -> list[Finding] | None:
         "rank_count": len(summaries),
         "method": "collective_wait",
     }
-    if spread < max(STRAGGLER_MARGIN * med, MIN_EXTRA_MS):
+    # Both: the waits differ by a fifth of a step (and 1 ms), and the least wait is at most half the most: ranks
+    # that all wait a few ms with a jitter of one or two (a loaded 2-core machine) are balanced.
+    if spread < max(STRAGGLER_MARGIN * med, MIN_EXTRA_MS) or lo > WAIT_RATIO * hi:
         return [_balanced(summaries, med, evidence, f"collective waits within {duration(spread * 1e6)} per step")]
     slow = [s for s in summaries if (s.wait_ms or 0.0) <= lo + 0.25 * spread]
     waiting = [s for s in summaries if s not in slow]
