@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoprof.rules import run_rules
 from autoprof.findings import Finding
+from autoprof.rules import run_rules
 from autoprof.trace import chrome
 from autoprof.trace.model import Trace
 
