@@ -120,6 +120,12 @@ def percent(part: float, whole: float) -> str:
     return "<1%" if 0 < r < 0.005 else f"{r:.0%}"
 
 
+def steps_ns(trace: Trace, v: View) -> int:
+    """The time of the window's steps (what a share "of the step" is of); the host window without steps."""
+    total_ns = sum(s.dur_ns for s in trace.steps)
+    return total_ns if total_ns > 0 else v.host_window_ns
+
+
 def noise_floor(config: Any) -> float:
     """The share of the window below which a finding about a share of it is not emitted (``Config.noise_floor``)."""
     floor = getattr(config, "noise_floor", None)

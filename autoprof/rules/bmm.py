@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import noise_floor, shape_of, share, us, view
+from autoprof.rules._common import noise_floor, shape_of, share, steps_ns, us, view
 from autoprof.trace.model import Trace
 
 RULE = "batched_matmul"
@@ -28,7 +28,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     if not hits:
         return []
     t = sum(trace.h_dur[i] for i in hits)
-    if t < noise_floor(config) * v.host_window_ns:
+    if t < noise_floor(config) * steps_ns(trace, v):
         return []
     shapes = sorted({str(shape_of(trace, i)[0]) for i in hits if trace.shapes.get(i)})[:5]
     return [
@@ -39,7 +39,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
             f"{len(hits)} aten::matmul calls on 3-D+ inputs run as aten::bmm (batched matmul)",
             "Expected for batched inputs; if the batch dims are only a reshape of 2-D data, a single "
             "2-D mm on the flattened input can be faster.",
-            {"bmm_count": len(hits), "bmm_time_us": us(t), "bmm_time_share": share(t, v.host_window_ns),
+            {"bmm_count": len(hits), "bmm_time_us": us(t), "bmm_time_share": share(t, steps_ns(trace, v)),
              "input_shapes": shapes},
             ("aten::matmul -> aten::bmm",),
         )

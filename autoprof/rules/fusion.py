@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoprof.findings import Finding
-from autoprof.rules._common import has_ancestor, launched_under, launches_by_host, noise_floor, share, us, view
+from autoprof.rules._common import has_ancestor, launched_under, launches_by_host, noise_floor, share, steps_ns, us, view
 from autoprof.trace.model import CPU_OP, GPU_MEMCPY, HOST_CATEGORIES, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"
@@ -121,7 +121,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
             shapes_checked += 1
         pairs.append((i, j))
     findings: list[Finding] = []
-    window = v.host_window_ns
+    window = steps_ns(trace, v)
     t_add = sum(trace.h_dur[j] for _, j in pairs)  # roughly what one fused GEMM saves
     if pairs and t_add >= noise_floor(config) * window:  # below the floor: a finding about nothing
         t = sum(trace.h_dur[i] + trace.h_dur[j] for i, j in pairs)
@@ -148,7 +148,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
                 UNFUSED,
                 "warning",
                 f"unfused bias add: {len(pairs)} matmul results feed a separate add; the adds take "
-                f"{share(t_add, window):.1%} of the window",
+                f"{share(t_add, window):.1%} of the steps' time",
                 advice,
                 {
                     "unfused_count": len(pairs),
