@@ -71,7 +71,9 @@ class _Step:
         self.recording = False
         self.win: Window | None = None
         self.step = t.calls
-        t.current = self
+        stale, t.current = t.current, self
+        if stale is not None:  # a step whose end an interrupt skipped (it landed as a function was entered)
+            stale.finish(-1)  # exit its annotations, drop its window, rewind its cycle
         if t.rewind:  # the window of this cycle was dropped: start the cycle's warmup again
             t.rewind = False
             t.pos = t.warmup_start(t.pos)
@@ -80,6 +82,9 @@ class _Step:
         if phase == DONE:
             t.done = True
         if phase in (DONE, WAIT):
+            w = SESSION.window
+            if w is not None and w.target is t:  # a window whose close an interrupt skipped: none is open now
+                SESSION.drop(t)
             if _ap._is_profiler_enabled:
                 self.annotate(t.name)
             return
@@ -304,7 +309,10 @@ def _make_sync(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             t0 = now()
             return fn(*args, **kwargs)
         finally:
-            ins.end(mode, calls, t0)
+            try:
+                ins.end(mode, calls, t0)
+            finally:  # even if an interrupt lands as end() is entered (the next step heals the rest)
+                tls.d = 0
 
     return wrapper
 
@@ -342,7 +350,10 @@ def _make_async(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             t0 = _now()
             return await fn(*args, **kwargs)
         finally:
-            ins.end(mode, calls, t0)
+            try:
+                ins.end(mode, calls, t0)
+            finally:
+                _tls.d = 0
 
     return wrapper
 

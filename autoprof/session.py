@@ -422,37 +422,47 @@ def _guard_foreign_profilers(session: Session) -> None:
 _PEAK: list[tuple[float, float]] = []
 
 
+_MATMUL_SIZES = (512, 1024)
+_MATMUL_RUNS = 5
+_COPY_RUNS = 7
+_COPY_FLOATS = 1 << 23  # 32 MB
+#: Timings measured so far, kept across attempts: a calibration interrupted (a Ctrl-C, a SIGINT storm) resumes
+#: where it stopped instead of starting over, so it completes even when no attempt could run it whole.
+_CALIBRATION: dict[str, list[float]] = {}
+
+
 def _cpu_peaks() -> tuple[float, float] | None:
     """Calibrated CPU peaks (matmul FLOP/s, copy bytes/s), once per process, on the calling thread when the
     first window opens (~0.1 s here), on the thread count the program uses (torch's), so no training work
     competes with it: the best of 5 timed runs (after a warm-up) of float32 matmuls at 512 and 1024, and of 7
-    copies of 32 MB (~1.3 ms each). The spread of the best shape's runs goes with them (``_PEAK_SPREAD``). The figures are
-    written into the window's trace, so an offline analysis of a kept trace reads them too. The regime
-    verdict only uses them to cost each op's work (an op call is work when that takes longer than a call's
+    copies of 32 MB (~1.3 ms each). The spread of the best shape's runs goes with them (``_PEAK_SPREAD``). The
+    figures are written into the window's trace, so an offline analysis of a kept trace reads them too. The
+    regime verdict only uses them to cost each op's work (an op call is work when that takes longer than a call's
     fixed cost), so a peak measured low or high by half moves no verdict of the shipped scenarios."""
     if not _PEAK:
         try:
-            best_rate, runs = 0.0, [0.0]
-            for n in (512, 1024):
-                a = torch.full((n, n), 0.5)  # values do not matter to the timing; filling is cheaper than randn
-                b = torch.full((n, n), 0.5)
-                torch.mm(a, b)
-                rates = []
-                for _ in range(5):
-                    t0 = time.perf_counter()
+            for n in _MATMUL_SIZES:
+                rates = _CALIBRATION.setdefault(f"mm{n}", [])
+                if len(rates) < _MATMUL_RUNS:
+                    a = torch.full((n, n), 0.5)  # values do not matter to the timing; filling is cheaper than randn
+                    b = torch.full((n, n), 0.5)
                     torch.mm(a, b)
-                    rates.append(2 * n**3 / (time.perf_counter() - t0))
-                if max(rates) > best_rate:
-                    best_rate, runs = max(rates), rates
-            src = torch.empty(1 << 23)
-            dst = torch.empty_like(src)
-            dst.copy_(src)
-            best_copy = float("inf")
-            for _ in range(7):
-                t0 = time.perf_counter()
+                    while len(rates) < _MATMUL_RUNS:
+                        t0 = time.perf_counter()
+                        torch.mm(a, b)
+                        rates.append(2 * n**3 / (time.perf_counter() - t0))
+            copies = _CALIBRATION.setdefault("copy", [])
+            if len(copies) < _COPY_RUNS:
+                src = torch.empty(_COPY_FLOATS)
+                dst = torch.empty_like(src)
                 dst.copy_(src)
-                best_copy = min(best_copy, time.perf_counter() - t0)
-            _PEAK.append((best_rate, 2 * src.numel() * src.element_size() / best_copy))
+                while len(copies) < _COPY_RUNS:
+                    t0 = time.perf_counter()
+                    dst.copy_(src)
+                    copies.append(2 * _COPY_FLOATS * 4 / (time.perf_counter() - t0))
+            runs = max((_CALIBRATION[f"mm{n}"] for n in _MATMUL_SIZES), key=max)
+            best_rate = max(runs)
+            _PEAK.append((best_rate, max(copies)))
             _PEAK_SPREAD.append(1.0 - statistics.median(runs) / best_rate if best_rate else 0.0)
         except Exception:
             _PEAK.append((0.0, 0.0))
@@ -535,6 +545,10 @@ class _WindowJob:
         except Exception as e:
             _emit.emit("autoprof.error", "error", **ctx, message=f"window analysis failed: {e}", reason="analysis",
                        error_type=type(e).__name__)
+        except BaseException as e:  # a Ctrl-C during an analysis on the calling thread: say so, then let it go on
+            _emit.emit("autoprof.error", "error", **ctx, message="window analysis interrupted: the window is dropped",
+                       reason="interrupted", error_type=type(e).__name__)
+            raise
         finally:
             self.prof = None
             self.events = None
