@@ -16,8 +16,11 @@ import time
 
 #: Work at most this long ...
 SLICE_S = 0.0005
-#: ... then sleep this long (a 5 % duty cycle while the program trains).
+#: ... then sleep this long (a 5 % duty cycle while the program trains) ...
 PAUSE_S = 0.0095
+#: ... for at most this long per job: a very large window then finishes at full speed, well within the time the
+#: comparing rank waits for the others' summaries (``cross_rank_timeout_s``, 30 s by default).
+MAX_PACED_S = 10.0
 
 
 class Pacer:
@@ -43,9 +46,9 @@ class Pacer:
         return bool(getattr(self._local, "on", False))
 
     def start(self) -> None:
-        """Pace the calling thread from now on (the analysis worker, once per job)."""
+        """Pace the calling thread from now on (the analysis worker, at the start of each job)."""
         self._local.on = True
-        self._local.mark = time.perf_counter()
+        self._local.mark = self._local.began = time.perf_counter()
 
     def stop(self) -> None:
         self._local.on = False
@@ -55,7 +58,7 @@ class Pacer:
             return
         now = time.perf_counter()
         if now - self._local.mark >= SLICE_S:
-            if not self._waiters:
+            if not self._waiters and now - self._local.began < MAX_PACED_S:
                 time.sleep(PAUSE_S)
             self._local.mark = time.perf_counter()
 

@@ -337,12 +337,12 @@ class Session:
 
     def _work(self) -> None:
         lower_thread_priority()
-        PACER.start()  # this thread's analysis yields to the training thread (see autoprof._pace)
         while True:
             fn = self._queue.get()
             try:
                 if fn is None:
                     return
+                PACER.start()  # this job's analysis yields to the training thread (see autoprof._pace)
                 fn()
             except Exception:
                 pass  # jobs report their own failures
