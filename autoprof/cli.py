@@ -18,7 +18,7 @@ from typing import IO, Any
 from autoprof import __version__
 from autoprof.emit import build_record
 from autoprof.engine import FileResult, analyze_files
-from autoprof.findings import SEVERITIES, severity_rank
+from autoprof.findings import SEVERITIES, record_level, severity_rank
 
 _COLORS = {"info": "\033[36m", "warning": "\033[33m", "critical": "\033[31m", "error": "\033[31m"}
 _RESET = "\033[0m"
@@ -78,7 +78,7 @@ def _records(r: FileResult) -> list[dict[str, Any]]:
     for f in r.findings:
         out.append(
             build_record(
-                "autoprof.finding", "warning" if f.severity != "info" else "info",
+                "autoprof.finding", record_level(f),
                 target=r.path, window=None, source=r.path, rank=r.rank, world_size=r.world_size, trace_rank=r.rank,
                 **f.to_record(),
             )

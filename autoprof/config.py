@@ -278,11 +278,7 @@ def configure(**options: Any) -> Config:
     if isinstance(options.get("ranks"), (list, set, frozenset)):
         options["ranks"] = tuple(sorted(options["ranks"]))
     cfg = SWITCH.config.replace(**options)
-    SWITCH.set(cfg)
-    if "sink" in options or "logger" in options:
-        from autoprof import emit
-
-        emit.reset_output()
+    SWITCH.set(cfg)  # the records follow: emit reads the current sink and logger at each record
     return cfg
 
 

@@ -171,6 +171,10 @@ def reset_output() -> None:
 
 def _logger() -> Any:
     log = _out.get("logger")
+    writer = _out.get("writer")
+    if log is not None and isinstance(writer, _LineWriter) and writer.path != SWITCH.config.sink:
+        reset_output()  # the sink was configured anew: follow it (config never reaches into this module)
+        log = None
     if log is None:
         writer = _LineWriter(SWITCH.config.sink)
         log = structlog.wrap_logger(

@@ -55,6 +55,11 @@ def to_record(f: Finding) -> dict[str, Any]:
     }
 
 
+def record_level(f: Finding) -> str:
+    """The log level of a finding's record: ``info`` for information, ``warning`` for warnings and critical ones."""
+    return "info" if f.severity == "info" else "warning"
+
+
 def severity_rank(level: str) -> int:
     return SEVERITIES.index(level)
 

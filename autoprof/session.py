@@ -31,6 +31,7 @@ from autoprof import emit as _emit
 from autoprof._files import keep_gzipped, safe_name
 from autoprof._pace import PACER, lower_thread_priority
 from autoprof.config import SWITCH, Config
+from autoprof.findings import record_level
 from autoprof.rules import ranks
 from autoprof.rules.sections import section_times
 from autoprof.trace.model import gc_paused
@@ -532,7 +533,7 @@ class _WindowJob:
                 trace_path=path,
             )
             for f in findings:
-                _emit.emit("autoprof.finding", "warning" if f.severity != "info" else "info", **ctx, source="live",
+                _emit.emit("autoprof.finding", record_level(f), **ctx, source="live",
                            **f.to_record())
             for name, err in failures:
                 _emit.emit("autoprof.error", "error", **ctx, message=f"rule {name} failed: {err}", reason="rule",
@@ -621,7 +622,7 @@ def _cross_rank(target: str, window: int, rank: int, world: int, summary: ranks.
             except Exception:
                 pass
         for f in ranks.check(got):
-            _emit.emit("autoprof.finding", "warning" if f.severity != "info" else "info", **ctx, source="live",
+            _emit.emit("autoprof.finding", record_level(f), **ctx, source="live",
                        **f.to_record())
     except Exception as e:
         _emit.emit("autoprof.warning", "warning", **ctx, reason="cross_rank_skipped",

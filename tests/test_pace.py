@@ -12,8 +12,9 @@ from autoprof import _pace
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Any:
     class Clock:
-        now = 0.0
-        slept: list[float] = []
+        def __init__(self) -> None:
+            self.now = 0.0
+            self.slept: list[float] = []
 
         def perf_counter(self) -> float:
             return self.now
