@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from array import array
 from dataclasses import dataclass
 from typing import Any
@@ -121,9 +122,13 @@ def percent(part: float, whole: float) -> str:
 
 
 def steps_ns(trace: Trace, v: View) -> int:
-    """The time of the window's steps (what a share "of the step" is of); the host window without steps."""
-    total_ns = sum(s.dur_ns for s in trace.steps)
-    return total_ns if total_ns > 0 else v.host_window_ns
+    """The steps' typical time, the median step times their number (what a share "of the steps" is of; one step
+    slowed by a collector pause or a preemption does not sway it); the host window without steps."""
+    if trace.steps:
+        typical = int(statistics.median(s.dur_ns for s in trace.steps)) * len(trace.steps)
+        if typical > 0:
+            return typical
+    return int(v.host_window_ns)
 
 
 def noise_floor(config: Any) -> float:
