@@ -283,6 +283,8 @@ def test_jittery_waits_of_a_loaded_machine_are_balanced() -> None:
     # balanced DDP on a loaded 2-core machine, as measured: 5.4 and 3.5 ms waits in ~6 ms steps
     (f,) = ranks.check([RankSummary(0, 7.1, "communication-bound", 5.446), RankSummary(1, 5.46, "communication-bound", 3.482)])
     assert f.verdict == "balanced"
+    (f,) = ranks.check([RankSummary(0, 3.8, "communication-bound", 2.401), RankSummary(1, 6.06, "communication-bound", 0.656)])
+    assert f.verdict == "balanced"  # 1.7 ms apart: less than a straggler's cost worth a warning
 
 
 def test_equal_waits_are_balanced_and_close_figures_are_no_regime_mismatch() -> None:

@@ -6,10 +6,10 @@ its shares), gathered live through the process group's store or read from per-ra
 Stragglers: in synchronous data parallelism (DDP's all-reduce in backward, FSDP's all-gathers in forward) the
 fast ranks wait for the slow one inside their own steps, so every rank's step takes as long: the slow rank is
 found through the wait it causes, as the rank that waits least in collectives, when the ranks' waits differ by
-more than ``STRAGGLER_MARGIN`` (20 %) of the median step and at least 1 ms, and the least is at most half the
-most (``WAIT_RATIO``). The least wait approximates the
+more than ``STRAGGLER_MARGIN`` (20 %) of the median step and at least ``MIN_EXTRA_MS`` (5 ms), and the least is
+at most half the most (``WAIT_RATIO``). The least wait approximates the
 transfer itself; the rest of each rank's wait is waiting for the straggler. Where the traces show no collective
-inside the steps, a rank whose median step time exceeds the median by 20 % and 1 ms is the straggler.
+inside the steps, a rank whose median step time exceeds the median by 20 % and 5 ms is the straggler.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ BALANCED = "balanced"
 REGIME_DIFFERS = "regime-differs"
 VERDICTS = {RULE_STRAGGLER: (STRAGGLERS, BALANCED), RULE_REGIME: (REGIME_DIFFERS,)}
 STRAGGLER_MARGIN = 0.20
-MIN_EXTRA_MS = 1.0
+#: A straggler costs the others at least this much per step: less is what ranks sharing a loaded machine jitter by
+#: (balanced DDP on 2 cores: waits 1-3 ms apart in 3-6 ms steps, one window to the next).
+MIN_EXTRA_MS = 5.0
 WAIT_RATIO = 0.5  # a straggler waits at most this share of what the others wait
 #: Regime figures compared across ranks (shares of the step): a rank differs when one of them is this far from the
 #: median of the ranks, not when two ranks fall either side of a cut-off.
