@@ -232,10 +232,7 @@ def _fallback(event: str, e: Exception) -> None:
     if key in _fallback_warned:
         return
     _fallback_warned.add(key)
-    try:
-        sys.stderr.write(f"autoprof: could not write a record ({event}): {type(e).__name__}: {e}\n")
-    except Exception:
-        pass
+    _stderr_line(f"autoprof: could not write a record ({event}): {type(e).__name__}: {e}")
 
 
 atexit.register(reset_output)  # at exit (after the session drains its windows): close the sink, say what was dropped

@@ -104,8 +104,7 @@ def _cross_rank(results: list[FileResult]) -> None:
         return  # not one job's per-rank traces (several files of one rank, or no steps)
     summaries = []
     for rank, r in by_rank.items():
-        by_rule = {f.rule: f for f in r.findings}
-        s = ranks.summary_of(rank, r.step_ns, by_rule.get(ranks.RULE_REGIME_SOURCE), by_rule.get(ranks.RULE_COMM_SOURCE))
+        s = ranks.summary_from(rank, r.step_ns, r.findings)
         if s:
             summaries.append(s)
     cross = ranks.check(summaries)

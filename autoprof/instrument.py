@@ -34,8 +34,7 @@ _is_compiling = getattr(torch.compiler, "is_dynamo_compiling", None) or torch.co
 
 
 #: How a call was entered, so that leaving it undoes exactly that.
-PLAIN = 0  # nothing to undo
-NESTED = 1  # a nested call (or another thread's call) annotated while a profiler records
+PLAIN = 0  # begin() did not return (interrupted): end() works out what to undo
 OWNER = 2  # the outermost call of a target on its owner thread: a step of its schedule
 FOREIGN = 3  # the outermost call of a target on another thread: not a step, but its nested calls are annotations
 
@@ -51,6 +50,12 @@ def _close_rf(rf: Any) -> None:
         rf.__exit__(None, None, None)
     except Exception:
         pass
+
+
+def _close_all(rfs: list[Any]) -> None:
+    """Exit the annotations of a list, innermost (last) first, emptying it."""
+    while rfs:
+        _close_rf(rfs.pop())
 
 
 class _Step:
@@ -119,8 +124,7 @@ class _Step:
         """After the call. ``wall_ns`` < 0: the user's function never ran (autoprof was interrupted first)."""
         t = self.t
         try:
-            while self.rf:
-                _close_rf(self.rf.pop())
+            _close_all(self.rf)
         finally:
             win = self.win
             if win is not None and (wall_ns < 0 or win.dropped):
@@ -172,7 +176,7 @@ class _Instrument:
 
     def begin(self, calls: list[Any]) -> int:
         """Enter an outermost call (the thread's nesting depth is 0). Returns the mode; an annotation to exit
-        is appended to ``calls``. Sets the depth first, so that :meth:`end` (always called) resets it."""
+        is appended to ``calls``. Sets the depth first: the wrapper's ``finally`` resets it."""
         _tls.d = 1
         try:
             t = self.target or self.get_target()
@@ -209,8 +213,9 @@ class _Instrument:
     def end(self, mode: int, calls: list[Any], t0: int) -> None:
         """Leave an outermost call entered with :meth:`begin`: ``mode`` is what it returned (PLAIN: it was
         interrupted), ``t0`` when the user's function started (< 0: it never ran). Everything happens in
-        here, under ``finally`` clauses, so an interrupt at any point still exits the annotations, finishes
-        (or drops) the step and resets the depth: the caller evaluates nothing that could fail."""
+        here, under ``finally`` clauses, so an interrupt at any point still exits the annotations and finishes
+        (or drops) the step: the caller evaluates nothing that could fail, and resets the depth in its own
+        ``finally`` (an interrupt can land as this method is entered)."""
         try:
             wall_ns = -1
             try:
@@ -222,15 +227,12 @@ class _Instrument:
             _internal_error("step end", self.name, e)
             if self.target is not None:
                 _give_up(self.target)
-        finally:
-            _tls.d = 0
 
     def _end(self, mode: int, calls: list[Any], wall_ns: int) -> None:
         if mode == PLAIN:
             mode = self.interrupted_mode()
         try:
-            while calls:
-                _close_rf(calls.pop())
+            _close_all(calls)
         finally:
             t = self.target
             if mode == OWNER and t is not None:
@@ -246,8 +248,7 @@ def _give_up(t: Target) -> None:
     t.done = True
     step, t.current = t.current, None
     if step is not None:  # a step that failed half-way: exit what it entered
-        while step.rf:
-            _close_rf(step.rf.pop())
+        _close_all(step.rf)
     try:
         SESSION.drop(t)
     except Exception:

@@ -539,10 +539,8 @@ class _WindowJob:
                 _emit.emit("autoprof.error", "error", **ctx, message=f"rule {name} failed: {err}", reason="rule",
                            error_type=type(err).__name__)
             if world > 1:
-                by_rule = {f.rule: f for f in findings}
-                summary = ranks.summary_of(rank, self.walls, by_rule.get(ranks.RULE_REGIME_SOURCE),
-                                           by_rule.get(ranks.RULE_COMM_SOURCE))
-                _cross_rank(self.target, self.window, rank, world, summary, self.cfg)
+                _cross_rank(self.target, self.window, rank, world, ranks.summary_from(rank, self.walls, findings),
+                            self.cfg)
         except Exception as e:
             _emit.emit("autoprof.error", "error", **ctx, message=f"window analysis failed: {e}", reason="analysis",
                        error_type=type(e).__name__)

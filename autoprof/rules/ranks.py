@@ -90,6 +90,12 @@ def summary_of(rank: int, step_ns: list[int], regime: Finding | None = None,
     return RankSummary(rank, statistics.median(step_ns) / 1e6, regime.verdict if regime else None, wait, shares)
 
 
+def summary_from(rank: int, step_ns: list[int], findings: list[Finding]) -> RankSummary | None:
+    """A rank's summary from its window's findings (the live window and the offline file read the same)."""
+    by_rule = {f.rule: f for f in findings}
+    return summary_of(rank, step_ns, by_rule.get(RULE_REGIME_SOURCE), by_rule.get(RULE_COMM_SOURCE))
+
+
 def check(summaries: list[RankSummary]) -> list[Finding]:
     if len(summaries) < 2:
         return []

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
@@ -112,22 +112,35 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     return [_cpu_verdict(trace, v, evidence, config)]
 
 
+def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:
+    """Name ids of data loading (``enumerate(DataLoader)``) and of blocking runtime calls."""
+    names = trace.names
+    return ({nid for nid, n in enumerate(names) if n.startswith(DATALOADER_PREFIX)},
+            {nid for nid, n in enumerate(names) if n in BLOCKING_CALLS})
+
+
+def _wait_spans(trace: Trace, v: Any, loading: set[int], blocking: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Merged spans of blocking runtime calls and of data loading in the window (both readings use these)."""
+    krt = HOST_CATEGORIES.index(CUDA_RUNTIME)
+    ts, dur, cat, host_in = trace.h_ts, trace.h_dur, trace.h_cat, v.host_in
+    blocked = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(blocking) if cat[i] == krt and host_in[i]]
+    inp = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(loading) if host_in[i]]
+    return merge(blocked), merge(inp)
+
+
 def _host_spans(trace: Trace, v: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
-    """One pass: merged spans of blocking runtime calls, of data loading, and of host activity (ops, runtime
-    calls, Python functions). Only top-level activity spans are kept: a child lies inside its parent."""
-    blocking = [nid for nid, n in enumerate(trace.names) if n in BLOCKING_CALLS]
-    loading = [nid for nid, n in enumerate(trace.names) if n.startswith(DATALOADER_PREFIX)]
+    """Merged spans of blocking runtime calls, of data loading, and of host activity (ops, runtime calls, Python
+    functions). Only top-level activity spans are kept: a child lies inside its parent."""
+    blocked, inp = _wait_spans(trace, v, *_wait_ids(trace))
     kop, krt, kpy = (HOST_CATEGORIES.index(c) for c in (CPU_OP, CUDA_RUNTIME, PYTHON_FUNCTION))
     active_cats = {kop, krt, kpy}
     ts, dur, parent, cat, host_in = trace.h_ts, trace.h_dur, trace.h_parent, trace.h_cat, v.host_in
-    blocked = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(blocking) if cat[i] == krt and host_in[i]]
-    inp = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(loading) if host_in[i]]
     active = [
         (t, t + d)
         for t, d, c, p, inside in zip(ts, dur, cat, parent, host_in)
         if inside and c in active_cats and (p < 0 or cat[p] not in active_cats)
     ]
-    return merge(blocked), merge(inp), merge(active)
+    return blocked, inp, merge(active)
 
 
 def _device_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = None) -> Finding:
@@ -233,13 +246,12 @@ class HostReading:
     compute_ns: int = 0  # op calls whose work is FLOP-bound at the calibrated peak
     memory_ns: int = 0  # op calls whose work is bandwidth-bound
     unknown_ns: int = 0  # self time beyond the call floor of ops the roofline cannot cost
-    lost_ns: int = 0  # time of costed ops beyond WORK_CREDIT times their roofline (counted with the overhead)
     op_calls: int = 0
     small_calls: int = 0  # roofline-costed op calls whose work is below the call floor
     flops: float = 0.0
     ideal_ns: float = 0.0  # time the costed work would take at the peaks
     work_time_ns: int = 0  # measured time of the same work
-    notes: dict[str, Any] = field(default_factory=dict)
+    comm_step_median_ns: int = 0  # the median step's collective wait
 
     @property
     def work_ns(self) -> int:
@@ -297,22 +309,15 @@ def _collective_spans(trace: Trace, v: Any, ids: set[int] | None = None) -> list
 def _host_waits(trace: Trace, v: Any, r: HostReading) -> set[int]:
     """Time waiting for input, in blocking calls and in collectives (each counted once, in that order); returns
     the name ids whose events are waits (their nested ops are not op work)."""
-    names = trace.names
-    loading = {nid for nid, n in enumerate(names) if n.startswith(DATALOADER_PREFIX)}
-    blocking = {nid for nid, n in enumerate(names) if n in BLOCKING_CALLS}
+    loading, blocking = _wait_ids(trace)
     comm = _collective_ids(trace)
-    ts, dur, host_in = trace.h_ts, trace.h_dur, v.host_in
-
-    def spans(ids: set[int]) -> list[tuple[int, int]]:
-        return merge([(ts[i], ts[i] + dur[i]) for i in trace.host_named(ids) if host_in[i]])
-
-    inp = spans(loading)
-    blocked = subtract(spans(blocking), inp)
+    blocked, inp = _wait_spans(trace, v, loading, blocking)
+    blocked = subtract(blocked, inp)
     coll = subtract(subtract(_collective_spans(trace, v, comm), inp), blocked)
     r.input_ns, r.blocked_ns, r.comm_ns = total(inp), total(blocked), total(coll)
     if trace.steps and coll:  # per step, for a comparison across ranks that one preempted step cannot sway
         per_step = [sum(max(min(e, s.end_ns) - max(b, s.start_ns), 0) for b, e in coll) for s in trace.steps]
-        r.notes["comm_step_median_us"] = us(statistics.median(per_step))
+        r.comm_step_median_ns = int(statistics.median(per_step))
     return loading | blocking | comm
 
 
@@ -332,7 +337,6 @@ def _op_work(trace: Trace, v: Any, r: HostReading, waits: set[int], config: Any)
                     r.compute_ns += credited
                 else:
                     r.memory_ns += credited
-                r.lost_ns += st.time_ns - credited
                 r.flops += st.flops
                 r.ideal_ns += min(st.ideal_ns, st.time_ns)
                 r.work_time_ns += st.time_ns
@@ -383,7 +387,7 @@ def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = N
         input_us=us(r.input_ns), input_share=share(r.input_ns, w),
         blocked_us=us(r.blocked_ns), blocked_share=share(r.blocked_ns, w),
         comm_us=us(r.comm_ns), comm_share=share(r.comm_ns, w),
-        comm_step_median_us=r.notes.get("comm_step_median_us", 0.0),
+        comm_step_median_us=us(r.comm_step_median_ns),
         work_us=us(r.work_ns), work_share=share(r.work_ns, w),
         compute_work_share=share(r.compute_ns, w), memory_work_share=share(r.memory_ns, w),
         unknown_work_share=share(r.unknown_ns, w),

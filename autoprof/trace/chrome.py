@@ -792,13 +792,17 @@ def open_regular_file(path: str | os.PathLike[str]) -> io.BufferedReader:
         if stat.S_ISDIR(mode):
             raise TraceError(path, "is a directory, not a trace file")
         if not stat.S_ISREG(mode):
-            raise TraceError(path, f"not a regular file ({_kind(mode)}): refused")
+            raise _not_regular(path, mode)
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+
+
+def _not_regular(path: str | os.PathLike[str], mode: int) -> TraceError:
+    return TraceError(path, f"not a regular file ({_kind(mode)}): refused")
 
 
 def _kind(mode: int) -> str:
@@ -838,7 +842,7 @@ def iter_trace_inputs(path: str | os.PathLike[str]) -> Iterator[Path | TraceErro
                 except OSError as e:
                     found.append(TraceError(f, _os_problem(e)))
                     continue
-                found.append(f if stat.S_ISREG(mode) else TraceError(f, f"not a regular file ({_kind(mode)}): refused"))
+                found.append(f if stat.S_ISREG(mode) else _not_regular(f, mode))
     for err in unlisted:
         found.append(TraceError(err.filename if err.filename is not None else p, f"cannot list: {err.strerror or err}"))
     if not found:
