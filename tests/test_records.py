@@ -146,7 +146,9 @@ def test_every_record_kind_matches_the_schema(records: Any, tmp_path: Path) -> N
 def test_trace_dir_keeps_a_gzipped_chrome_trace_that_the_offline_path_agrees_with(records: Any, tmp_path: Path) -> None:
     d = tmp_path / "traces"
     autoprof.configure(trace_dir=str(d))
-    x, w, b = torch.randn(64, 64), torch.randn(64, 64), torch.randn(64)
+    # a tall, thin product: the separate add is a sizeable share of the step on any machine (a 64x64 matmul can take
+    # 15 ms on a loaded 2-core machine, leaving its add under the noise floor)
+    x, w, b = torch.randn(4096, 16), torch.randn(16, 16), torch.randn(16)
 
     @autoprof(name="kept/step", **FAST)
     def f() -> torch.Tensor:
