@@ -21,7 +21,13 @@ from typing import Any
 import structlog
 
 from autoprof.config import SWITCH
-from autoprof.findings import SCHEMA_VERSION
+from autoprof.findings import SCHEMA_VERSION, Finding, record_level
+
+#: The record events autoprof writes (``event`` field); the schema lists them too.
+WINDOW_EVENT = "autoprof.window"
+FINDING_EVENT = "autoprof.finding"
+WARNING_EVENT = "autoprof.warning"
+ERROR_EVENT = "autoprof.error"
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
            "critical": logging.CRITICAL}
@@ -213,6 +219,30 @@ def emit(event: str, level: str = "info", **fields: Any) -> None:
         getattr(_logger(), level)(event, **fields)
     except Exception as e:  # never raise into the user's code
         _fallback(event, e)
+
+
+def finding(f: Finding, **context: Any) -> None:
+    """Write a finding's record (``autoprof.finding``), ``context`` first (target, window, source)."""
+    emit(FINDING_EVENT, record_level(f), **context, **f.to_record())
+
+
+def finding_record(f: Finding, **context: Any) -> dict[str, Any]:
+    """The record :func:`finding` writes, as a dict (the CLI's ``--json`` lines)."""
+    return build_record(FINDING_EVENT, record_level(f), **context, **f.to_record())
+
+
+def error(message: str, reason: str, exc: BaseException | None = None, **context: Any) -> None:
+    """Write an ``autoprof.error`` record: ``reason`` is one word a pipeline can group by (see the schema), and
+    ``exc`` names the exception type behind it."""
+    fields: dict[str, Any] = {**context, "message": message, "reason": reason}
+    if exc is not None:
+        fields["error_type"] = type(exc).__name__
+    emit(ERROR_EVENT, "error", **fields)
+
+
+def warning(message: str, reason: str, **context: Any) -> None:
+    """Write an ``autoprof.warning`` record (``reason`` as for :func:`error`)."""
+    emit(WARNING_EVENT, "warning", **context, reason=reason, message=message)
 
 
 def _to_host(host: Any, event: str, level: str, fields: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ import time
 import types
 import warnings
 from collections.abc import Callable
+from enum import IntEnum
 from typing import Any, TypeVar, overload
 
 import torch
@@ -20,7 +21,8 @@ import wrapt
 
 from autoprof import emit as _emit
 from autoprof.config import SCHEDULE_KEYS, SWITCH, ConfigError, check_schedule_value
-from autoprof.session import _STEADY_KEEP, ACTIVE, DONE, SECTIONS_SEEN, SESSION, WAIT, Target, Window
+from autoprof.schedule import Phase, Schedule
+from autoprof.session import SECTIONS_SEEN, SESSION, Target, Window
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,15 +35,19 @@ _record_function = _ap.record_function
 _is_compiling = getattr(torch.compiler, "is_dynamo_compiling", None) or torch.compiler.is_compiling
 
 
-#: How a call was entered, so that leaving it undoes exactly that.
-PLAIN = 0  # begin() did not return (interrupted): end() works out what to undo
-OWNER = 2  # the outermost call of a target on its owner thread: a step of its schedule
-FOREIGN = 3  # the outermost call of a target on another thread: not a step, but its nested calls are annotations
+class Mode(IntEnum):
+    """How an outermost call was entered, so that leaving it undoes exactly that."""
+
+    PLAIN = 0  # begin() did not return (interrupted): end() works out what to undo
+    OWNER = 2  # the outermost call of a target on its owner thread: a step of its schedule
+    FOREIGN = 3  # the outermost call of a target on another thread: not a step, but its nested calls are annotations
+
+
+PLAIN, OWNER, FOREIGN = Mode.PLAIN, Mode.OWNER, Mode.FOREIGN  # module constants: the wrappers read them often
 
 
 def _internal_error(where: str, target: str | None, e: BaseException) -> None:
-    _emit.emit("autoprof.error", "error", target=target, window=None, message=f"{where}: {e}", reason="internal",
-               error_type=type(e).__name__)
+    _emit.error(f"{where}: {e}", "internal", e, target=target, window=None)
 
 
 def _close_rf(rf: Any) -> None:
@@ -81,12 +87,12 @@ class _Step:
             stale.finish(-1)  # exit its annotations, drop its window, rewind its cycle
         if t.rewind:  # the window of this cycle was dropped: start the cycle's warmup again
             t.rewind = False
-            t.pos = t.warmup_start(t.pos)
+            t.pos = t.schedule.warmup_start(t.pos)
         cfg = SWITCH.config
-        phase, _first, last = t.phase(t.pos)
-        if phase == DONE:
+        phase, _first, last = t.schedule.place(t.pos)
+        if phase == Phase.DONE:
             t.done = True
-        if phase in (DONE, WAIT):
+        if phase in (Phase.DONE, Phase.WAIT):
             w = SESSION.window
             if w is not None and w.target is t:  # a window whose close an interrupt skipped: none is open now
                 SESSION.drop(t)
@@ -96,7 +102,7 @@ class _Step:
         self.win = SESSION.open(t, cfg)
         if self.win is None:
             self._defer()
-        elif phase == ACTIVE:
+        elif phase == Phase.ACTIVE:
             if SESSION.start(t) is None:
                 self.win = None
                 self._defer()
@@ -117,7 +123,7 @@ class _Step:
 
     def _defer(self) -> None:
         # Back to the start of this cycle's warmup: a window is all of its steps or nothing.
-        self.t.pos = self.t.warmup_start(self.t.pos)
+        self.t.pos = self.t.schedule.warmup_start(self.t.pos)
         self.advance = False
 
     def finish(self, wall_ns: int) -> None:
@@ -144,18 +150,6 @@ class _Step:
                     SESSION.close(t, SWITCH.config)
 
 
-def _account(t: Target, wall_ns: int) -> None:
-    """Wall time of every outermost call, recorded or not (bounded memory)."""
-    if t.calls == 0:
-        t.first_call_ns = wall_ns
-    elif not t.done:
-        r = t.recent_ns
-        r.append(wall_ns)
-        if len(r) > _STEADY_KEEP:
-            del r[0]
-    t.calls += 1
-
-
 class _Instrument:
     """Per-decorated-callable state and the call logic shared by the sync and async wrappers."""
 
@@ -170,11 +164,12 @@ class _Instrument:
             t = self.target = SESSION.target(self.name, self._schedule())
         return t
 
-    def _schedule(self) -> dict[str, int]:
+    def _schedule(self) -> Schedule:
+        """This callable's options over the configured defaults (read when its first call happens)."""
         cfg = SWITCH.config
-        return {k: self.schedule.get(k, getattr(cfg, k)) for k in SCHEDULE_KEYS}
+        return Schedule.of({k: self.schedule.get(k, getattr(cfg, k)) for k in SCHEDULE_KEYS})
 
-    def begin(self, calls: list[Any]) -> int:
+    def begin(self, calls: list[Any]) -> Mode:
         """Enter an outermost call (the thread's nesting depth is 0). Returns the mode; an annotation to exit
         is appended to ``calls``. Sets the depth first: the wrapper's ``finally`` resets it."""
         _tls.d = 1
@@ -204,13 +199,13 @@ class _Instrument:
                 _give_up(self.target)
             return FOREIGN  # exit what was entered, reset the depth
 
-    def interrupted_mode(self) -> int:
+    def interrupted_mode(self) -> Mode:
         """The mode of a call whose :meth:`begin` was interrupted before it returned: OWNER where it had
         registered a step on this thread (so that :meth:`end` undoes it), else FOREIGN (reset the depth)."""
         t = self.target
         return OWNER if t is not None and t.owner == _get_ident() and t.current is not None else FOREIGN
 
-    def end(self, mode: int, calls: list[Any], t0: int) -> None:
+    def end(self, mode: Mode, calls: list[Any], t0: int) -> None:
         """Leave an outermost call entered with :meth:`begin`: ``mode`` is what it returned (PLAIN: it was
         interrupted), ``t0`` when the user's function started (< 0: it never ran). Everything happens in
         here, under ``finally`` clauses, so an interrupt at any point still exits the annotations and finishes
@@ -228,7 +223,7 @@ class _Instrument:
             if self.target is not None:
                 _give_up(self.target)
 
-    def _end(self, mode: int, calls: list[Any], wall_ns: int) -> None:
+    def _end(self, mode: Mode, calls: list[Any], wall_ns: int) -> None:
         if mode == PLAIN:
             mode = self.interrupted_mode()
         try:
@@ -239,7 +234,7 @@ class _Instrument:
                 step = t.current
                 t.current = None
                 if wall_ns >= 0:
-                    _account(t, wall_ns)
+                    t.account(wall_ns)
                 if step is not None:
                     step.finish(wall_ns)
 

@@ -1,13 +1,16 @@
-"""The one profiler per process: per-target schedules, step counting, the foreign-profiler guard, and
-closing a window (extract → analyse → emit).
+"""The one profiler per process: each target's state, the profiler's life (prepare, start, stop, drop), the
+foreign-profiler guard, and the background worker that analyses closed windows.
 
 Threads: each target's schedule is driven by the thread that made its first outermost call (its *owner*).
 Calls of the same target from other threads run normally and are annotated while a window records, but do
 not count as steps, so concurrent callers can never corrupt the step count.
 
-Closing a window: the owner thread only stops the profiler (``stop_trace``); reading the raw kineto
-events, the analysis, the optional trace file and the records run on one background worker thread, which
-``atexit`` drains. With ``configure(background=False)`` everything runs on the calling thread.
+Closing a window: the owner thread stops the profiler (``stop_trace``) and takes kineto's raw events; the
+analysis, the optional trace file and the records (:mod:`autoprof.window`) run on one background worker
+thread, which ``atexit`` drains. With ``configure(background=False)`` everything runs on the calling thread.
+What else used to live here has its own room: the schedule arithmetic (:mod:`autoprof.schedule`), the CPU
+calibration (:mod:`autoprof.calibrate`), a window's job (:mod:`autoprof.window`) and the cross-rank
+exchange (:mod:`autoprof.exchange`).
 """
 
 from __future__ import annotations
@@ -17,31 +20,27 @@ import json
 import os
 import queue
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.autograd.profiler as _autograd_profiler
 
+from autoprof import calibrate
 from autoprof import emit as _emit
-from autoprof._files import keep_gzipped, safe_name
+from autoprof import window as _window
 from autoprof._pace import PACER, lower_thread_priority
+from autoprof.calibrate import CpuPeaks
 from autoprof.config import SWITCH, Config
-from autoprof.findings import record_level
-from autoprof.rules import ranks
-from autoprof.rules.sections import section_times
-from autoprof.trace.model import gc_paused
+from autoprof.schedule import Schedule
 
-WAIT, WARMUP, ACTIVE, DONE = 0, 1, 2, 3
 #: Names of the ``autoprof.section`` blocks entered while a profiler recorded: each window names them in its trace
 #: (``autoprof_sections``), so that its section times are read the same live and offline.
 SECTIONS_SEEN: set[str] = set()
 KINETO_QUIET = "6"  # kineto's log level above its highest (USDT): none of its own lines
-_STEADY_KEEP = 16  # wall times of recent steady calls kept per target (bounded memory)
+STEADY_KEEP = 16  # wall times of recent steady calls kept per target (bounded memory)
 
 
 def profiler_recording() -> bool:
@@ -50,10 +49,9 @@ def profiler_recording() -> bool:
 
 
 class Target:
-    """Schedule and step state of one outermost decorated callable."""
+    """Schedule position and step state of one outermost decorated callable."""
 
     __slots__ = (
-        "active",
         "calls",
         "current",
         "done",
@@ -63,23 +61,16 @@ class Target:
         "owner",
         "pos",
         "recent_ns",
-        "repeat",
         "rewind",
-        "skip_first",
-        "wait",
-        "warmup",
+        "schedule",
         "warned_foreign",
         "warned_yield",
         "window",
     )
 
-    def __init__(self, name: str, schedule: dict[str, int]) -> None:
+    def __init__(self, name: str, schedule: Schedule) -> None:
         self.name = name
-        self.skip_first = schedule["skip_first"]
-        self.wait = schedule["wait"]
-        self.warmup = schedule["warmup"]
-        self.active = schedule["active"]
-        self.repeat = schedule["repeat"]
+        self.schedule = schedule
         self.calls = 0  # outermost calls by the owner thread
         self.pos = 0  # position in the schedule; stays put while a window cannot open (deferred)
         self.done = False
@@ -93,38 +84,32 @@ class Target:
         self.warned_yield = False
         self.lock = threading.Lock()
 
-    def phase(self, pos: int) -> tuple[int, bool, bool]:
-        """(phase, first of its phase in this cycle, last active step of this cycle)."""
-        if pos < self.skip_first:
-            return WAIT, False, False
-        c = pos - self.skip_first
-        cycle = self.wait + self.warmup + self.active
-        if self.repeat and c // cycle >= self.repeat:
-            return DONE, False, False
-        k = c % cycle
-        if k < self.wait:
-            return WAIT, False, False
-        if k < self.wait + self.warmup:
-            return WARMUP, k == self.wait, False
-        return ACTIVE, k == self.wait + self.warmup, k == cycle - 1
+    def account(self, wall_ns: int) -> None:
+        """Count an outermost call that ran, keeping its wall time (the first call's, then recent steady
+        ones: bounded memory)."""
+        if self.calls == 0:
+            self.first_call_ns = wall_ns
+        elif not self.done:
+            recent = self.recent_ns
+            recent.append(wall_ns)
+            if len(recent) > STEADY_KEEP:
+                del recent[0]
+        self.calls += 1
 
-    def warmup_start(self, pos: int) -> int:
-        """The position where the warmup of ``pos``'s cycle starts (a window is all of its steps or nothing)."""
-        if pos < self.skip_first:
-            return pos
-        cycle = self.wait + self.warmup + self.active
-        return self.skip_first + (pos - self.skip_first) // cycle * cycle + self.wait
+    def steady_ns(self) -> int | None:
+        """The median wall time of recent calls (None before any)."""
+        return int(statistics.median(self.recent_ns)) if self.recent_ns else None
 
 
 class Window:
     """One recording window of one target: its profiler and the steps it recorded."""
 
-    __slots__ = ("cpu_peak", "dropped", "prof", "started", "steps", "target", "walls")
+    __slots__ = ("cpu_peaks", "dropped", "prof", "started", "steps", "target", "walls")
 
-    def __init__(self, target: Target, prof: Any, cpu_peak: tuple[float, float] | None) -> None:
+    def __init__(self, target: Target, prof: Any, cpu_peaks: CpuPeaks | None) -> None:
         self.target = target
         self.prof = prof
-        self.cpu_peak = cpu_peak
+        self.cpu_peaks = cpu_peaks
         self.started = False
         self.dropped = False  # given up before its end (a user's profiler started, an interrupted step)
         self.steps: list[int] = []
@@ -144,7 +129,8 @@ class Session:
         self._own = threading.local()  # .active: autoprof itself is starting its profiler on this thread
 
     # -- targets ---------------------------------------------------------------------------------
-    def target(self, name: str, schedule: dict[str, int]) -> Target:
+    def target(self, name: str, schedule: Schedule) -> Target:
+        """The target called ``name`` (created with ``schedule`` on its first call)."""
         with self.lock:
             t = self.targets.get(name)
             if t is None:
@@ -179,7 +165,7 @@ class Session:
             cuda = torch.cuda.is_available()
             if cuda:
                 activities.append(ProfilerActivity.CUDA)
-            cpu_peak = None if cuda else _cpu_peaks()
+            cpu_peaks = None if cuda else calibrate.cpu_peaks()
             prof = profile(activities=activities, record_shapes=cfg.record_shapes)
             self._own.active = True
             try:
@@ -191,7 +177,7 @@ class Session:
                     pass
             finally:
                 self._own.active = False
-            w = self.window = Window(t, prof, cpu_peak)
+            w = self.window = Window(t, prof, cpu_peaks)
             return w
 
     def start(self, t: Target) -> Window | None:
@@ -213,40 +199,26 @@ class Session:
                 self._own.active = False
             try:  # name the target inside the trace, so the offline analysis reads it as the live one did
                 w.prof.add_metadata_json("autoprof_target", json.dumps(t.name))
-                if w.cpu_peak:
-                    w.prof.add_metadata_json("autoprof_cpu_peak_flops", json.dumps(w.cpu_peak[0]))
-                    w.prof.add_metadata_json("autoprof_cpu_peak_bytes_per_s", json.dumps(w.cpu_peak[1]))
-                    if _PEAK_SPREAD:
-                        w.prof.add_metadata_json("autoprof_cpu_peak_spread_ratio", json.dumps(round(_PEAK_SPREAD[0], 4)))
+                peaks = w.cpu_peaks
+                if peaks:
+                    w.prof.add_metadata_json("autoprof_cpu_peak_flops", json.dumps(peaks.flops))
+                    w.prof.add_metadata_json("autoprof_cpu_peak_bytes_per_s", json.dumps(peaks.bytes_per_s))
+                    w.prof.add_metadata_json("autoprof_cpu_peak_spread_ratio", json.dumps(round(peaks.spread, 4)))
             except Exception:
                 pass
             return w
 
     def close(self, t: Target, cfg: Config) -> None:
-        """Stop the profiler at the end of the window's last step and hand it to the worker."""
+        """Stop the profiler at the end of the window's last step and hand the window to the worker."""
+        started = time.perf_counter_ns()
         with self.lock:
             w = self.window
             if w is None or w.target is not t:
                 return
             self.window = None  # over, stopped or not
-            t0 = time.perf_counter_ns()
             sections = sorted(SECTIONS_SEEN)
-            try:
-                if sections:
-                    w.prof.add_metadata_json("autoprof_sections", json.dumps(sections))
-            except Exception:
-                pass
-            try:
-                w.prof.stop_trace()
-            except Exception as e:
-                self._heal()
-                _emit.emit("autoprof.error", "error", target=t.name, window=t.window,
-                           message=f"profiler stop failed: {e}", reason="profiler", error_type=type(e).__name__)
+            if not self._stop(w, t, sections):
                 return
-            except BaseException:  # interrupted: if it still records, stop it before the interrupt goes on
-                self._heal()
-                raise
-            self._live = None
         window = t.window
         t.window += 1
         # The raw events are built here, on the training thread: kineto holds the GIL while it builds them (~2 µs
@@ -255,16 +227,37 @@ class Session:
         try:
             events = w.prof.profiler.kineto_results.events()
         except Exception as e:
-            _emit.emit("autoprof.error", "error", target=t.name, window=window, message=f"reading the window failed: {e}",
-                       reason="profiler", error_type=type(e).__name__)
+            _emit.error(f"reading the window failed: {e}", "profiler", e, target=t.name, window=window)
             return
-        stall = time.perf_counter_ns() - t0  # what the calling thread pays when work runs in the background
-        job = _WindowJob(t.name, window, w.steps, w.walls, w.prof, cfg, t.first_call_ns, _median(t.recent_ns),
-                         t.calls, stall, w.cpu_peak, sections, events)
+        job = _window.ClosedWindow(
+            target=t.name, window=window, config=cfg, steps=w.steps, walls=w.walls, calls=t.calls,
+            first_call_ns=t.first_call_ns, steady_ns=t.steady_ns(),
+            stall_ns=time.perf_counter_ns() - started,  # what the calling thread pays when work runs in the background
+            cpu_peaks=w.cpu_peaks, sections=sections, prof=w.prof, events=events,
+        )
         if cfg.background:
-            self._submit(job.run)
+            self._submit(lambda: _window.run(job))
         else:
-            job.run()
+            _window.run(job)
+
+    def _stop(self, w: Window, t: Target, sections: list[str]) -> bool:
+        """Name the sections seen in ``w``'s trace and stop its profiler; False (reported) if it would not stop."""
+        try:
+            if sections:
+                w.prof.add_metadata_json("autoprof_sections", json.dumps(sections))
+        except Exception:
+            pass
+        try:
+            w.prof.stop_trace()
+        except Exception as e:
+            self._heal()
+            _emit.error(f"profiler stop failed: {e}", "profiler", e, target=t.name, window=t.window)
+            return False
+        except BaseException:  # interrupted: if it still records, stop it before the interrupt goes on
+            self._heal()
+            raise
+        self._live = None
+        return True
 
     def drop(self, t: Target) -> None:
         """Discard ``t``'s window without analysing it (an internal failure, an interrupted step, a user's
@@ -301,26 +294,24 @@ class Session:
             self._discard(w)
             t = w.target
             if t.current is None:  # between steps: this cycle starts again at its warmup (in a step: its finish)
-                t.pos = t.warmup_start(t.pos)
+                t.pos = t.schedule.warmup_start(t.pos)
             if not t.warned_yield:
                 t.warned_yield = True
                 t.warned_foreign = True  # one warning for this: the deferrals while your profiler records say nothing
-                _emit.emit(
-                    "autoprof.warning", "warning", target=t.name, window=t.window,
-                    message="a torch.profiler of yours started while autoprof's window recorded: autoprof ended and "
-                    "dropped its window so that your profile keeps its events, and records this cycle again once "
-                    "your profiler is done",
-                    reason="foreign_profiler",
+                _emit.warning(
+                    "a torch.profiler of yours started while autoprof's window recorded: autoprof ended and dropped "
+                    "its window so that your profile keeps its events, and records this cycle again once your "
+                    "profiler is done",
+                    "foreign_profiler", target=t.name, window=t.window,
                 )
 
     def _foreign(self, t: Target) -> None:
         if not t.warned_foreign:
             t.warned_foreign = True
-            _emit.emit(
-                "autoprof.warning", "warning", target=t.name, window=t.window,
-                message="another torch.profiler is recording: autoprof does not start its own window (a second "
-                "profiler would silently wipe the first); its annotations land in your profile",
-                reason="foreign_profiler",
+            _emit.warning(
+                "another torch.profiler is recording: autoprof does not start its own window (a second profiler "
+                "would silently wipe the first); its annotations land in your profile",
+                "foreign_profiler", target=t.name, window=t.window,
             )
 
     def _abandon(self, t: Target) -> None:
@@ -420,220 +411,6 @@ def _guard_foreign_profilers(session: Session) -> None:
         setattr(mod, attr, guard)
 
 
-_PEAK: list[tuple[float, float]] = []
-
-
-_MATMUL_SIZES = (512, 1024)
-_MATMUL_RUNS = 5
-_COPY_RUNS = 7
-_COPY_FLOATS = 1 << 23  # 32 MB
-#: Timings measured so far, kept across attempts: a calibration interrupted (a Ctrl-C, a SIGINT storm) resumes
-#: where it stopped instead of starting over, so it completes even when no attempt could run it whole.
-_CALIBRATION: dict[str, list[float]] = {}
-
-
-def _cpu_peaks() -> tuple[float, float] | None:
-    """Calibrated CPU peaks (matmul FLOP/s, copy bytes/s), once per process, on the calling thread when the
-    first window opens (~0.1 s here), on the thread count the program uses (torch's), so no training work
-    competes with it: the best of 5 timed runs (after a warm-up) of float32 matmuls at 512 and 1024, and of 7
-    copies of 32 MB (~1.3 ms each). The spread of the best shape's runs goes with them (``_PEAK_SPREAD``). The
-    figures are written into the window's trace, so an offline analysis of a kept trace reads them too. The
-    regime verdict only uses them to cost each op's work (an op call is work when that takes longer than a call's
-    fixed cost), so a peak measured low or high by half moves no verdict of the shipped scenarios."""
-    if not _PEAK:
-        try:
-            for n in _MATMUL_SIZES:
-                rates = _CALIBRATION.setdefault(f"mm{n}", [])
-                if len(rates) < _MATMUL_RUNS:
-                    a = torch.full((n, n), 0.5)  # values do not matter to the timing; filling is cheaper than randn
-                    b = torch.full((n, n), 0.5)
-                    torch.mm(a, b)
-                    while len(rates) < _MATMUL_RUNS:
-                        t0 = time.perf_counter()
-                        torch.mm(a, b)
-                        rates.append(2 * n**3 / (time.perf_counter() - t0))
-            copies = _CALIBRATION.setdefault("copy", [])
-            if len(copies) < _COPY_RUNS:
-                src = torch.empty(_COPY_FLOATS)
-                dst = torch.empty_like(src)
-                dst.copy_(src)
-                while len(copies) < _COPY_RUNS:
-                    t0 = time.perf_counter()
-                    dst.copy_(src)
-                    copies.append(2 * _COPY_FLOATS * 4 / (time.perf_counter() - t0))
-            runs = max((_CALIBRATION[f"mm{n}"] for n in _MATMUL_SIZES), key=max)
-            best_rate = max(runs)
-            _PEAK.append((best_rate, max(copies)))
-            _PEAK_SPREAD.append(1.0 - statistics.median(runs) / best_rate if best_rate else 0.0)
-        except Exception:
-            _PEAK.append((0.0, 0.0))
-    f, bw = _PEAK[0]
-    return (f, bw) if f and bw else None
-
-
-_PEAK_SPREAD: list[float] = []
-
-
-def _median(v: list[int]) -> int | None:
-    return int(statistics.median(v)) if v else None
-
-
-class _WindowJob:
-    """Everything after ``stop_trace``: read events, keep the trace file, analyse, emit."""
-
-    def __init__(self, target: str, window: int, steps: list[int], walls: list[int], prof: Any, cfg: Config,
-                 first_call_ns: int | None, steady_ns: int | None, calls: int, stall_ns: int,
-                 cpu_peak: tuple[float, float] | None, sections: list[str], events: Any) -> None:
-        self.target, self.window, self.steps, self.walls = target, window, steps, walls
-        self.prof, self.cfg = prof, cfg
-        self.first_call_ns, self.steady_ns, self.calls = first_call_ns, steady_ns, calls
-        self.stall_ns = stall_ns
-        self.cpu_peak = cpu_peak
-        self.sections = sections
-        self.events = events
-
-    def run(self) -> None:
-        t0 = time.perf_counter_ns()
-        ctx = {"target": self.target, "window": self.window}
-        try:
-            from autoprof import engine
-
-            rank, _local, world = _emit.dist_info()
-            meta: dict[str, Any] = {"live": True, "sections": self.sections}
-            if self.cpu_peak:
-                meta["cpu_peak_flops"], meta["cpu_peak_bytes_per_s"] = self.cpu_peak
-                if _PEAK_SPREAD:
-                    meta["cpu_peak_spread_ratio"] = _PEAK_SPREAD[0]
-            if self.first_call_ns is not None and self.steady_ns:
-                meta["first_call_ns"] = self.first_call_ns
-                meta["steady_call_ns"] = self.steady_ns
-            path = self._keep_trace(rank)
-            tick = PACER.tick if PACER.active() else None
-            cpu0 = time.thread_time_ns()
-            with gc_paused():  # one pause for reading and analysing (each pause's end costs a collection)
-                trace = engine.window_trace(self.events, tick=tick, target=self.target, rank=rank, world_size=world,
-                                            metadata=meta)
-                self.events = None  # free the raw events before the rules run
-                findings, failures = engine.analyze_trace(trace, self.cfg, tick)
-            analysis_cpu = time.thread_time_ns() - cpu0
-            overhead = time.perf_counter_ns() - t0 + self.stall_ns
-            _emit.emit(
-                "autoprof.window", "info", **ctx, source="live",
-                steps=self.steps,
-                step_wall_ms=[round(w / 1e6, 4) for w in self.walls],
-                top_ops=engine.top_ops(trace, self.cfg.top_ops),
-                sections=section_times(trace),
-                event_count=trace.n_events,
-                autoprof_overhead_ms=round(overhead / 1e6, 3),
-                analysis_cpu_ms=round(analysis_cpu / 1e6, 3),
-                profiled_step_extra_ms=self._profiled_extra_ms(),
-                stall_ms=round(self.stall_ns / 1e6, 3),
-                calls_total=self.calls,
-                first_call_ms=round(self.first_call_ns / 1e6, 4) if self.first_call_ns is not None else None,
-                trace_path=path,
-            )
-            for f in findings:
-                _emit.emit("autoprof.finding", record_level(f), **ctx, source="live",
-                           **f.to_record())
-            for name, err in failures:
-                _emit.emit("autoprof.error", "error", **ctx, message=f"rule {name} failed: {err}", reason="rule",
-                           error_type=type(err).__name__)
-            if world > 1:
-                _cross_rank(self.target, self.window, rank, world, ranks.summary_from(rank, self.walls, findings),
-                            self.cfg)
-        except Exception as e:
-            _emit.emit("autoprof.error", "error", **ctx, message=f"window analysis failed: {e}", reason="analysis",
-                       error_type=type(e).__name__)
-        except BaseException as e:  # a Ctrl-C during an analysis on the calling thread: say so, then let it go on
-            _emit.emit("autoprof.error", "error", **ctx, message="window analysis interrupted: the window is dropped",
-                       reason="interrupted", error_type=type(e).__name__)
-            raise
-        finally:
-            self.prof = None
-            self.events = None
-
-    def _profiled_extra_ms(self) -> float | None:
-        """What recording cost the recorded steps: their wall time beyond as many steady unprofiled calls."""
-        if not self.steady_ns or not self.walls:
-            return None
-        return round(max(sum(self.walls) - self.steady_ns * len(self.walls), 0) / 1e6, 3)
-
-    def _keep_trace(self, rank: int) -> str | None:
-        d = self.cfg.trace_dir
-        if not d:
-            return None
-        try:
-            name = f"{safe_name(self.target)}.window{self.window}.rank{rank}.pt.trace.json.gz"
-            return keep_gzipped(os.fspath(d), name, self.prof.export_chrome_trace)
-        except Exception as e:
-            _emit.emit("autoprof.error", "error", target=self.target, window=self.window,
-                       message=f"could not keep the trace in {d}: {e}", reason="trace_dir", error_type=type(e).__name__)
-            return None
-
-
-def _cross_rank(target: str, window: int, rank: int, world: int, summary: ranks.RankSummary | None,
-                cfg: Config) -> None:
-    """Compare this window across ranks through the default process group's key-value store.
-
-    Every profiled rank writes one small summary (median step time, regime) under
-    ``autoprof/<target>/<window>/<rank>``; the lowest profiled rank waits, on this background thread and at
-    most ``cross_rank_timeout_s``, for the others, then emits the straggler / regime findings. No collective
-    is issued, so ranks that are at different windows, excluded, or gone can never hang the job: the
-    comparison is skipped with one warning record. Cost: one store write per rank per window, plus one
-    wait and world_size reads on the comparing rank.
-    """
-    ctx = {"target": target, "window": window}
-    dist = sys.modules.get("torch.distributed")
-    if dist is None or not dist.is_available() or not dist.is_initialized():
-        return  # no process group: no cross-rank comparison
-    chosen = sorted(cfg.ranks) if cfg.ranks is not None else list(range(world))
-    chosen = [r for r in chosen if r < world]
-    if rank not in chosen:
-        return
-    if len(chosen) < 2:
-        _emit.emit("autoprof.warning", "warning", **ctx, reason="cross_rank_skipped",
-                   message=f"cross-rank comparison skipped: only rank(s) {chosen} of {world} are profiled")
-        return
-    if summary is None:
-        return
-    prefix = f"autoprof/{target}/{window}/"
-    try:
-        from torch.distributed.distributed_c10d import _get_default_store
-
-        store = _get_default_store()
-        store.set(prefix + str(rank), json.dumps(summary.to_json()))
-        if rank != chosen[0]:
-            return
-        keys = [prefix + str(r) for r in chosen]
-        try:
-            store.wait(keys, timedelta(seconds=cfg.cross_rank_timeout_s))
-        except Exception:
-            missing = [r for r, k in zip(chosen, keys) if not _has(store, k)]
-            _emit.emit("autoprof.warning", "warning", **ctx, reason="cross_rank_skipped",
-                       message=f"cross-rank comparison skipped: rank(s) {missing} did not report window {window} of "
-                       f"{target} within {cfg.cross_rank_timeout_s:g} s (excluded, at another window, or gone)")
-            return
-        got = [ranks.RankSummary.from_json(json.loads(store.get(k))) for k in keys]
-        for k in keys:
-            try:
-                store.delete_key(k)
-            except Exception:
-                pass
-        for f in ranks.check(got):
-            _emit.emit("autoprof.finding", record_level(f), **ctx, source="live",
-                       **f.to_record())
-    except Exception as e:
-        _emit.emit("autoprof.warning", "warning", **ctx, reason="cross_rank_skipped",
-                   message=f"cross-rank comparison skipped: {type(e).__name__}: {e}")
-
-
-def _has(store: Any, key: str) -> bool:
-    try:
-        return bool(store.check([key]))
-    except Exception:
-        return False
-
 
 SESSION = Session()
 atexit.register(SESSION.shutdown)
-

@@ -21,7 +21,7 @@ from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
 from autoprof import engine
-from autoprof.session import _cpu_peaks
+from autoprof.calibrate import cpu_peaks
 from autoprof.trace.model import gc_paused
 
 
@@ -43,9 +43,9 @@ def _window(events: int) -> profile:
 
 def _autoprof(events: int) -> tuple[float, float, float, int, int, list[str]]:
     """Record a window, then time window -> findings as the live path does (median run reported)."""
-    flops, bw = _cpu_peaks() or (0.0, 0.0)  # as in a live window: calibrated peaks known, the roofline runs
+    peaks = cpu_peaks()  # as in a live window: calibrated peaks known, the roofline runs
     prof = _window(events)
-    meta = {"live": True, "cpu_peak_flops": flops, "cpu_peak_bytes_per_s": bw}
+    meta: dict[str, Any] = {"live": True, **(peaks.metadata() if peaks else {})}
     t0 = time.perf_counter()
     with gc_paused():  # as the live path does: one pause of the cyclic collector for both
         trace = engine.window_trace(prof.profiler.kineto_results.events(), target=None, metadata=meta)

@@ -20,7 +20,7 @@ from conftest import REPO
 from test_cli import cli
 
 import autoprof
-from autoprof import config, instrument, session
+from autoprof import calibrate, config, instrument, session
 from autoprof.session import SESSION
 
 FAST = dict(skip_first=0, wait=0, warmup=1, active=2)
@@ -156,7 +156,7 @@ def test_a_character_device_is_refused() -> None:
 
 
 def test_ctrl_c_while_a_window_opens_does_not_disable_autoprof(records: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = session._cpu_peaks
+    real = calibrate.cpu_peaks
     hits = {"n": 0}
 
     def interrupted_calibration() -> Any:
@@ -165,7 +165,7 @@ def test_ctrl_c_while_a_window_opens_does_not_disable_autoprof(records: Any, mon
             raise KeyboardInterrupt  # a SIGINT landing in the ~100 ms calibration
         return real()
 
-    monkeypatch.setattr(session, "_cpu_peaks", interrupted_calibration)
+    monkeypatch.setattr(calibrate, "cpu_peaks", interrupted_calibration)
 
     @autoprof(name="interrupted", **FAST)
     def f(x: torch.Tensor) -> torch.Tensor:
@@ -501,7 +501,7 @@ def _chaos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, actions: list[Any]) 
     with monkeypatch.context() as m:
         m.setattr(instrument, "_record_function", inj.wrap(instrument._record_function))
         m.setattr(instrument, "_now", inj.wrap(instrument._now))
-        m.setattr(session, "_cpu_peaks", inj.wrap(session._cpu_peaks))
+        m.setattr(calibrate, "cpu_peaks", inj.wrap(calibrate.cpu_peaks))
         for name in ("open", "start", "close", "drop"):
             m.setattr(session.Session, name, inj.wrap(getattr(session.Session, name)))
         # as a signal lands when a function is entered: autoprof's own call end and step end

@@ -1,0 +1,124 @@
+"""One closed window's job, after ``stop_trace``: keep the trace file, build the :class:`Trace`, run the rules,
+write the records, and hand this rank's summary to the cross-rank exchange.
+
+It runs on the session's background thread (paced, see :mod:`autoprof._pace`) or, with
+``configure(background=False)``, on the calling thread. It reports its own failures as records and never
+raises an Exception.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoprof import emit as _emit
+from autoprof import exchange
+from autoprof._files import keep_gzipped, safe_name
+from autoprof._pace import PACER
+from autoprof.calibrate import CpuPeaks
+from autoprof.config import Config
+from autoprof.rules import ranks
+from autoprof.rules.sections import section_times
+from autoprof.trace.model import gc_paused
+
+
+@dataclass(slots=True)
+class ClosedWindow:
+    """What the training thread knew when it closed a window: all a job needs."""
+
+    target: str
+    window: int  # the target's window index
+    config: Config
+    steps: list[int]  # step numbers recorded
+    walls: list[int]  # their wall times (ns)
+    calls: int  # outermost calls of the target so far
+    first_call_ns: int | None  # wall time of the target's first call
+    steady_ns: int | None  # median wall time of recent unprofiled calls
+    stall_ns: int  # what closing cost the training thread (stop_trace and reading kineto's events)
+    cpu_peaks: CpuPeaks | None
+    sections: list[str]  # section names seen while profilers recorded
+    prof: Any = field(repr=False)  # the stopped torch.profiler.profile (for the kept trace file)
+    events: Any = field(repr=False)  # kineto's raw events
+
+    def metadata(self) -> dict[str, Any]:
+        """The trace metadata of a live window: what an offline analysis reads from a kept trace's file."""
+        meta: dict[str, Any] = {"live": True, "sections": self.sections}
+        if self.cpu_peaks:
+            meta.update(self.cpu_peaks.metadata())
+        if self.first_call_ns is not None and self.steady_ns:
+            meta["first_call_ns"] = self.first_call_ns
+            meta["steady_call_ns"] = self.steady_ns
+        return meta
+
+    def profiled_extra_ms(self) -> float | None:
+        """What recording cost the recorded steps: their wall time beyond as many steady unprofiled calls."""
+        if not self.steady_ns or not self.walls:
+            return None
+        return round(max(sum(self.walls) - self.steady_ns * len(self.walls), 0) / 1e6, 3)
+
+
+def run(job: ClosedWindow) -> None:
+    """Analyse a closed window and write its records. An interrupt (a Ctrl-C while it runs on the calling
+    thread) is reported, then goes on."""
+    started = time.perf_counter_ns()
+    ctx = {"target": job.target, "window": job.window}
+    try:
+        from autoprof import engine
+
+        rank, _local, world = _emit.dist_info()
+        path = _keep_trace(job, rank)
+        tick = PACER.tick if PACER.active() else None
+        cpu0 = time.thread_time_ns()
+        with gc_paused():  # one pause for reading and analysing (each pause's end costs a collection)
+            trace = engine.window_trace(job.events, tick=tick, target=job.target, rank=rank, world_size=world,
+                                        metadata=job.metadata())
+            job.events = None  # free the raw events before the rules run
+            findings, failures = engine.analyze_trace(trace, job.config, tick)
+        analysis_cpu = time.thread_time_ns() - cpu0
+        overhead = time.perf_counter_ns() - started + job.stall_ns
+        _emit.emit(
+            "autoprof.window", "info", **ctx, source="live",
+            steps=job.steps,
+            step_wall_ms=[round(w / 1e6, 4) for w in job.walls],
+            top_ops=engine.top_ops(trace, job.config.top_ops),
+            sections=section_times(trace),
+            event_count=trace.n_events,
+            autoprof_overhead_ms=round(overhead / 1e6, 3),
+            analysis_cpu_ms=round(analysis_cpu / 1e6, 3),
+            profiled_step_extra_ms=job.profiled_extra_ms(),
+            stall_ms=round(job.stall_ns / 1e6, 3),
+            calls_total=job.calls,
+            first_call_ms=round(job.first_call_ns / 1e6, 4) if job.first_call_ns is not None else None,
+            trace_path=path,
+        )
+        for finding in findings:
+            _emit.finding(finding, **ctx, source="live")
+        for name, err in failures:
+            _emit.error(f"rule {name} failed: {err}", "rule", err, **ctx)
+        if world > 1:
+            exchange.compare(job.target, job.window, rank, world, ranks.summary_from(rank, job.walls, findings),
+                             job.config)
+    except Exception as e:
+        _emit.error(f"window analysis failed: {e}", "analysis", e, **ctx)
+    except BaseException as e:
+        _emit.error("window analysis interrupted: the window is dropped", "interrupted", e, **ctx)
+        raise
+    finally:
+        job.prof = None
+        job.events = None
+
+
+def _keep_trace(job: ClosedWindow, rank: int) -> str | None:
+    """Write the window's chrome trace into ``trace_dir`` (when set); its path, or None."""
+    folder = job.config.trace_dir
+    if not folder:
+        return None
+    try:
+        name = f"{safe_name(job.target)}.window{job.window}.rank{rank}.pt.trace.json.gz"
+        return keep_gzipped(os.fspath(folder), name, job.prof.export_chrome_trace)
+    except Exception as e:
+        _emit.error(f"could not keep the trace in {folder}: {e}", "trace_dir", e, target=job.target,
+                    window=job.window)
+        return None
