@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from autoprof import __version__
-from autoprof.emit import build_record
+from autoprof.emit import build_record, finding_record
 from autoprof.engine import FileResult, analyze_files
-from autoprof.findings import SEVERITIES, record_level, severity_rank
+from autoprof.findings import SEVERITIES, severity_rank
 
 _COLORS = {"info": "\033[36m", "warning": "\033[33m", "critical": "\033[31m", "error": "\033[31m"}
 _RESET = "\033[0m"
@@ -76,13 +76,8 @@ def _records(r: FileResult) -> list[dict[str, Any]]:
         )
     ]
     for f in r.findings:
-        out.append(
-            build_record(
-                "autoprof.finding", record_level(f),
-                target=r.path, window=None, source=r.path, rank=r.rank, world_size=r.world_size, trace_rank=r.rank,
-                **f.to_record(),
-            )
-        )
+        out.append(finding_record(f, target=r.path, window=None, source=r.path, rank=r.rank, world_size=r.world_size,
+                                  trace_rank=r.rank))
     for name, e in r.failures:
         out.append(build_record("autoprof.error", "error", target=r.path, window=None, source=r.path, rank=r.rank,
                                 world_size=r.world_size, message=f"rule {name} failed: {e}", reason="rule",

@@ -14,7 +14,7 @@ from autoprof.rules import ranks, run_rules
 from autoprof.rules.sections import section_times
 from autoprof.trace import chrome, live
 from autoprof.trace.chrome import TraceError
-from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, Trace, gc_paused
+from autoprof.trace.model import CPU_OP, HOST_CODE, Trace, gc_paused
 
 
 def analyze_trace(
@@ -33,7 +33,7 @@ def window_trace(events: Any, tick: Callable[[], None] | None = None, **kw: Any)
 
 def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
     """The ops with the most self CPU time: name, self_cpu_us, calls."""
-    k = HOST_CATEGORIES.index(CPU_OP)
+    k = HOST_CODE[CPU_OP]
     acc: dict[int, list[int]] = {}
     for i in range(trace.n_host):
         if trace.h_cat[i] == k:

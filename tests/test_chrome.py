@@ -13,7 +13,7 @@ from conftest import shared_trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoprof.trace import chrome
+from autoprof.trace import chrome, jsonstream
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import Trace
 
@@ -194,11 +194,10 @@ def _load_bytes(b: bytes) -> None:
         assert failures == [], failures
 
 
-def test_streaming_across_tiny_chunks_matches_a_whole_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_streaming_across_tiny_chunks_matches_a_whole_read() -> None:
     p = shared_trace("hta/a100_alexnet_cuda_sync.json.gz")
     whole = chrome.load(p)
-    monkeypatch.setattr(chrome, "_CHUNK", 777)  # events and long kernel names straddle chunk borders
-    small = chrome.load(p)
+    small = chrome.load(p, sizes=chrome.ReadSizes(chunk_chars=777))  # events and long kernel names straddle chunk borders
     assert small.n_events == whole.n_events
     assert list(small.h_ts) == list(whole.h_ts) and list(small.d_launch_host) == list(whole.d_launch_host)
     assert small.rank == whole.rank and small.device_properties == whole.device_properties
@@ -256,16 +255,8 @@ def _model(t: Trace) -> dict[str, Any]:
     return out
 
 
-def _scanner_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No batch ever parses: the whole array goes through the scanner (the reference reading)."""
-    monkeypatch.setattr(chrome, "_parse_batch", lambda text: None)
-
-
-def _small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Batches of a few kB, and worker processes from the first batch on."""
-    monkeypatch.setattr(chrome, "_CHUNK", 4096)
-    monkeypatch.setattr(chrome, "_BATCH", 8192)
-    monkeypatch.setattr(chrome, "_POOL_AT", 0)
+SCANNER_ONLY = chrome.ReadSizes(batch_chars=0)  # no batches: the whole array through the scanner (the reference)
+SMALL_BATCHES = chrome.ReadSizes(chunk_chars=4096, batch_chars=8192, pool_after=0)  # helpers from the first batch on
 
 
 @pytest.mark.parametrize("rel", [
@@ -276,9 +267,7 @@ def _small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_batches_and_workers_build_the_scanners_model(rel: str, monkeypatch: pytest.MonkeyPatch) -> None:
     p = shared_trace(rel)
     default = _model(chrome.load(p, workers=0))
-    with monkeypatch.context() as m:
-        _scanner_only(m)
-        reference = _model(chrome.load(p, workers=0))
+    reference = _model(chrome.load(p, workers=0, sizes=SCANNER_ONLY))
     from autoprof.trace import _pool
 
     arrived: list[int] = []
@@ -289,10 +278,9 @@ def test_batches_and_workers_build_the_scanners_model(rel: str, monkeypatch: pyt
         real_arrived(self, w, bid, result)
 
     with monkeypatch.context() as m:
-        _small_batches(m)
         m.setattr(_pool.Pool, "_arrived", spy)
-        pooled = _model(chrome.load(p, workers=2))
-        local = _model(chrome.load(p, workers=0))
+        pooled = _model(chrome.load(p, workers=2, sizes=SMALL_BATCHES))
+        local = _model(chrome.load(p, workers=0, sizes=SMALL_BATCHES))
     assert default == reference
     assert pooled == reference
     assert local == reference
@@ -315,16 +303,11 @@ def _tricky_events(n: int = 400) -> list[dict[str, Any]]:
 def test_a_cut_inside_a_string_is_never_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, indent: int | None) -> None:
     p = tmp_path / "tricky.json"
     p.write_text(json.dumps({"traceEvents": _tricky_events(), "deviceProperties": [{"id": 0}, {"id": 1}]}, indent=indent))
-    with monkeypatch.context() as m:
-        _scanner_only(m)
-        reference = _model(chrome.load(p, workers=0))
+    reference = _model(chrome.load(p, workers=0, sizes=SCANNER_ONLY))
     assert len(reference["h_ts"]) == 401 and any("}, {" in n for n in reference["names"])
-    with monkeypatch.context() as m:
-        _small_batches(m)
-        m.setattr(chrome, "_BATCH", 300)
-        m.setattr(chrome, "_CHUNK", 256)
-        assert _model(chrome.load(p, workers=0)) == reference
-        assert _model(chrome.load(p, workers=1)) == reference
+    tiny = chrome.ReadSizes(chunk_chars=256, batch_chars=300, pool_after=0)
+    assert _model(chrome.load(p, workers=0, sizes=tiny)) == reference
+    assert _model(chrome.load(p, workers=1, sizes=tiny)) == reference
 
 
 def test_a_worker_that_dies_or_never_starts_loses_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -334,31 +317,31 @@ def test_a_worker_that_dies_or_never_starts_loses_nothing(monkeypatch: pytest.Mo
     reference = _model(chrome.load(p, workers=0))
     started: list[_pool.Pool] = []
     real_start = _pool.Pool.start
+    helper = {"code": _pool.WORKER_CODE}
 
-    def record(n: int, source: str) -> _pool.Pool | None:
-        pool = real_start(n, source)
+    def record(n: int, source: str, code: str = _pool.WORKER_CODE) -> _pool.Pool | None:
+        pool = real_start(n, source, helper["code"])  # the helpers this test chose
         if pool is not None:
             started.append(pool)
         return pool
 
     with monkeypatch.context() as m:
-        _small_batches(m)
         m.setattr(_pool.Pool, "start", staticmethod(record))
-        m.setattr(_pool, "_CODE", "import sys; sys.exit(3)")  # dies at once: every batch is redone here
-        assert _model(chrome.load(p, workers=2)) == reference
-        m.setattr(_pool, "_CODE", "import os, sys, time; r = os.fdopen(int(sys.argv[2]), 'rb'); r.read(100); os._exit(9)")
-        assert _model(chrome.load(p, workers=1)) == reference  # dies holding a batch
+        helper["code"] = "import sys; sys.exit(3)"  # dies at once: every batch is redone here
+        assert _model(chrome.load(p, workers=2, sizes=SMALL_BATCHES)) == reference
+        helper["code"] = "import os, sys, time; r = os.fdopen(int(sys.argv[2]), 'rb'); r.read(100); os._exit(9)"
+        assert _model(chrome.load(p, workers=1, sizes=SMALL_BATCHES)) == reference  # dies holding a batch
         fake = tmp_path / "python3"
         fake.write_text("not a program")
         fake.chmod(0o755)
         m.setattr(_pool.sys, "executable", str(fake))
         fds = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
-        assert _model(chrome.load(p, workers=1)) == reference  # cannot start at all (exec fails)
+        assert _model(chrome.load(p, workers=1, sizes=SMALL_BATCHES)) == reference  # cannot start at all (exec fails)
         if fds is not None:
             assert len(os.listdir("/proc/self/fd")) == fds  # and leaves no pipe open
         m.setattr(_pool.sys, "executable", "/usr/sbin/uwsgi")  # an embedding program: never started
         assert _pool.default_workers() == 0
-        assert _model(chrome.load(p, workers=1)) == reference
+        assert _model(chrome.load(p, workers=1, sizes=SMALL_BATCHES)) == reference
     assert len(started) == 2
     for pool in started:  # every started worker was reaped
         assert all(w.proc.poll() is not None for w in pool.workers)
@@ -371,12 +354,8 @@ def test_a_bad_event_in_a_worker_batch_is_named_as_in_a_plain_read(tmp_path: Pat
     with pytest.raises(TraceError) as plain:
         chrome.load(p, workers=0)
     assert "event 333 (cpu_op) has a non-numeric 'ts'" in str(plain.value)
-    with monkeypatch.context() as m:
-        _small_batches(m)
-        m.setattr(chrome, "_BATCH", 2000)
-        m.setattr(chrome, "_CHUNK", 1000)
-        with pytest.raises(TraceError) as pooled:
-            chrome.load(p, workers=1)
+    with pytest.raises(TraceError) as pooled:
+        chrome.load(p, workers=1, sizes=chrome.ReadSizes(chunk_chars=1000, batch_chars=2000, pool_after=0))
     assert str(pooled.value) == str(plain.value)
 
 
@@ -387,13 +366,13 @@ def test_values_only_the_stdlib_reads_still_take_the_batch_path(tmp_path: Path, 
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": ev * 3}))
     rescans: list[int] = []
-    real = chrome._StreamReader._rescan
+    real = jsonstream.StreamReader.rewind
 
-    def spy(self: Any, c: Any, pending: Any) -> None:
+    def spy(self: Any, taken: Any) -> None:
         rescans.append(1)
-        real(self, c, pending)
+        real(self, taken)
 
-    monkeypatch.setattr(chrome._StreamReader, "_rescan", spy)
+    monkeypatch.setattr(jsonstream.StreamReader, "rewind", spy)
     t = chrome.load(p, workers=0)
     assert t.n_events == 12 and rescans == []
 
@@ -412,16 +391,12 @@ def test_fuzz_workers_read_what_one_process_reads(data: Any, tmp_path: Path, mon
     p = tmp_path / "m.json"
     p.write_bytes(bytes(raw))
 
-    def read(workers: int) -> Any:
+    def read(workers: int, sizes: chrome.ReadSizes = chrome.DEFAULT_SIZES) -> Any:
         try:
-            return _model(chrome.load(p, workers=workers))
+            return _model(chrome.load(p, workers=workers, sizes=sizes))
         except TraceError as e:
             assert "\n" not in str(e)
             return str(e)
 
     one = read(0)
-    with monkeypatch.context() as m:
-        _small_batches(m)
-        m.setattr(chrome, "_BATCH", 2000)  # the 16 kB trace in ~8 batches
-        m.setattr(chrome, "_CHUNK", 1000)
-        assert read(1) == one
+    assert read(1, chrome.ReadSizes(chunk_chars=1000, batch_chars=2000, pool_after=0)) == one  # ~8 batches of 16 kB

@@ -10,10 +10,10 @@ from typing import Any
 from autoprof.trace.model import (
     CPU_OP,
     CUDA_RUNTIME,
-    DEVICE_CATEGORIES,
+    DEVICE_CODE,
     GPU_MEMCPY,
     GPU_MEMSET,
-    HOST_CATEGORIES,
+    HOST_CODE,
     KERNEL,
     Trace,
 )
@@ -180,7 +180,7 @@ def view(trace: Trace) -> View:
     else:
         host_in = [True] * trace.n_host
         device_in = [True] * trace.n_device
-    work = {DEVICE_CATEGORIES.index(c) for c in (KERNEL, GPU_MEMCPY, GPU_MEMSET)}
+    work = {DEVICE_CODE[c] for c in (KERNEL, GPU_MEMCPY, GPU_MEMSET)}
     busy: Intervals = [
         (t, t + d) for t, d, c, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, device_in) if inside and c in work
     ]
@@ -239,7 +239,7 @@ def blocked_by_call(trace: Trace, v: View) -> dict[str, int]:
     cached = trace.metadata.get("_blocked_by_call")
     if isinstance(cached, dict):
         return dict(cached)
-    k = HOST_CATEGORIES.index(CUDA_RUNTIME)
+    k = HOST_CODE[CUDA_RUNTIME]
     idx = trace.host_by_name()
     cat, dur, host_in = trace.h_cat, trace.h_dur, v.host_in
     found: list[tuple[int, str, int]] = []
@@ -254,7 +254,7 @@ def blocked_by_call(trace: Trace, v: View) -> dict[str, int]:
 
 def op_self_ns(trace: Trace, v: View) -> int:
     """Self time of the ops in the window: where op math runs (compile wrappers excluded)."""
-    k = HOST_CATEGORIES.index(CPU_OP)
+    k = HOST_CODE[CPU_OP]
     wrappers = {nid for nid, n in enumerate(trace.names) if n.startswith(COMPILE_WRAPPER_PREFIXES)}
     return sum(
         s for s, c, inside, nid in zip(trace.h_self, trace.h_cat, v.host_in, trace.h_name)

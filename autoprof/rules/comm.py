@@ -6,7 +6,7 @@ from typing import Any
 
 from autoprof.findings import Finding
 from autoprof.rules._common import duration, merge, noise_floor, percent, share, subtract, total, us, view
-from autoprof.trace.model import DEVICE_CATEGORIES, KERNEL, Trace
+from autoprof.trace.model import DEVICE_CODE, KERNEL, Trace
 
 RULE = "exposed_communication"
 EXPOSED = "exposed-communication"
@@ -30,7 +30,7 @@ def collective_kind(kernel: str) -> str:
 
 def check(trace: Trace, config: Any = None) -> list[Finding]:
     v = view(trace)
-    kd = DEVICE_CATEGORIES.index(KERNEL)
+    kd = DEVICE_CODE[KERNEL]
     nccl = {nid for nid, n in enumerate(trace.names) if "nccl" in n.lower()}
     comm: list[tuple[int, int]] = []
     compute: list[tuple[int, int]] = []

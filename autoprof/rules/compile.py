@@ -25,7 +25,7 @@ from autoprof.rules._common import (
     us,
     view,
 )
-from autoprof.trace.model import CPU_OP, HOST_CATEGORIES, Trace
+from autoprof.trace.model import CPU_OP, HOST_CODE, Trace
 
 RULE_OVERHEAD = "compile_overhead"
 RULE_RECOMPILE = "recompilation"
@@ -51,7 +51,7 @@ _COMPILE_WORK = (
 
 def check(trace: Trace, config: Any = None) -> list[Finding]:
     v = view(trace)
-    kcpu = HOST_CATEGORIES.index(CPU_OP)
+    kcpu = HOST_CODE[CPU_OP]
     regions: list[tuple[int, int, int]] = []  # (index, frame, compile id)
     lookups: dict[int, list[int]] = {}
     compile_work: list[int] = []

@@ -15,7 +15,7 @@ from typing import Any
 
 from autoprof.findings import Finding
 from autoprof.rules._common import has_ancestor, launched_under, launches_by_host, noise_floor, share, steps_ns, us, view
-from autoprof.trace.model import CPU_OP, GPU_MEMCPY, HOST_CATEGORIES, KERNEL, Trace
+from autoprof.trace.model import CPU_OP, GPU_MEMCPY, HOST_CODE, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"
 RULE_COMPILED = "compiled_addmm"
@@ -76,7 +76,7 @@ def _called_by_user(trace: Trace, i: int, kcpu: int, linear_id: int) -> bool:
 
 def check(trace: Trace, config: Any = None) -> list[Finding]:
     v = view(trace)
-    kcpu = HOST_CATEGORIES.index(CPU_OP)
+    kcpu = HOST_CODE[CPU_OP]
     prod_ids = {trace.name_id(n) for n in _PRODUCERS} - {-1}
     addmm_id = trace.name_id("aten::addmm")
     view_ids = {trace.name_id(n) for n in _VIEW_OPS} - {-1}

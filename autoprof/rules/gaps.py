@@ -9,7 +9,7 @@ from typing import Any
 
 from autoprof.findings import Finding
 from autoprof.rules._common import share, us, view
-from autoprof.trace.model import DEVICE_CATEGORIES, GPU_MEMCPY, GPU_MEMSET, KERNEL, Trace
+from autoprof.trace.model import DEVICE_CODE, GPU_MEMCPY, GPU_MEMSET, KERNEL, Trace
 
 RULE = "device_idle_gaps"
 DEVICE_IDLE = "device-idle"
@@ -22,7 +22,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     v = view(trace)
     if not v.device_busy:
         return []
-    work = {DEVICE_CATEGORIES.index(c) for c in (KERNEL, GPU_MEMCPY, GPU_MEMSET)}
+    work = {DEVICE_CODE[c] for c in (KERNEL, GPU_MEMCPY, GPU_MEMSET)}
     streams: dict[tuple[int, int], list[int]] = {}
     for d, (c, inside, dev, stream) in enumerate(zip(trace.d_cat, v.device_in, trace.d_device, trace.d_stream)):
         if inside and c in work:

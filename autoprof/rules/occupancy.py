@@ -8,7 +8,7 @@ from typing import Any
 
 from autoprof.findings import Finding
 from autoprof.rules._common import OCCUPANCY_PREFIX, view
-from autoprof.trace.model import CUDA_DRIVER, CUDA_RUNTIME, DEVICE_CATEGORIES, HOST_CATEGORIES, KERNEL, Trace
+from autoprof.trace.model import DEVICE_CODE, KERNEL, LAUNCH_CODES, Trace
 
 RULE = "occupancy_query_launch"
 HEAVYWEIGHT = "heavyweight-launches"
@@ -48,8 +48,8 @@ def is_heavy(name: str) -> bool:
 
 def check(trace: Trace, config: Any = None) -> list[Finding]:
     v = view(trace)
-    rt = {HOST_CATEGORIES.index(CUDA_RUNTIME), HOST_CATEGORIES.index(CUDA_DRIVER)}
-    kd = DEVICE_CATEGORIES.index(KERNEL)
+    rt = LAUNCH_CODES
+    kd = DEVICE_CODE[KERNEL]
     kernel_of = {h: d for d, (h, c) in enumerate(zip(trace.d_launch_host, trace.d_cat)) if h >= 0 and c == kd}
     if not kernel_of:
         return []

@@ -45,7 +45,7 @@ from autoprof.rules._common import (
     view,
 )
 from autoprof.rules._work import is_roofline_op
-from autoprof.trace.model import CPU_OP, CUDA_RUNTIME, HOST_CATEGORIES, PYTHON_FUNCTION, Trace
+from autoprof.trace.model import CPU_OP, CUDA_RUNTIME, HOST_CODE, PYTHON_FUNCTION, Trace
 
 RULE = "bound_regime"
 INPUT_BOUND = "input-bound"
@@ -121,7 +121,7 @@ def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:
 
 def _wait_spans(trace: Trace, v: Any, loading: set[int], blocking: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Merged spans of blocking runtime calls and of data loading in the window (both readings use these)."""
-    krt = HOST_CATEGORIES.index(CUDA_RUNTIME)
+    krt = HOST_CODE[CUDA_RUNTIME]
     ts, dur, cat, host_in = trace.h_ts, trace.h_dur, trace.h_cat, v.host_in
     blocked = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(blocking) if cat[i] == krt and host_in[i]]
     inp = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(loading) if host_in[i]]
@@ -132,7 +132,7 @@ def _host_spans(trace: Trace, v: Any) -> tuple[list[tuple[int, int]], list[tuple
     """Merged spans of blocking runtime calls, of data loading, and of host activity (ops, runtime calls, Python
     functions). Only top-level activity spans are kept: a child lies inside its parent."""
     blocked, inp = _wait_spans(trace, v, *_wait_ids(trace))
-    kop, krt, kpy = (HOST_CATEGORIES.index(c) for c in (CPU_OP, CUDA_RUNTIME, PYTHON_FUNCTION))
+    kop, krt, kpy = (HOST_CODE[c] for c in (CPU_OP, CUDA_RUNTIME, PYTHON_FUNCTION))
     active_cats = {kop, krt, kpy}
     ts, dur, parent, cat, host_in = trace.h_ts, trace.h_dur, trace.h_parent, trace.h_cat, v.host_in
     active = [
@@ -296,7 +296,7 @@ def _collective_spans(trace: Trace, v: Any, ids: set[int] | None = None) -> list
     step_threads = {s.tid for s in trace.steps}
     if not step_threads:
         return flight
-    kop = HOST_CATEGORIES.index(CPU_OP)
+    kop = HOST_CODE[CPU_OP]
     cat, tid, parent, names = trace.h_cat, trace.h_tid, trace.h_parent, trace.h_name
     busy: list[tuple[int, int]] = []
     for t in step_threads:  # host events are sorted by thread: each step thread's events are one run
@@ -342,7 +342,7 @@ def _op_work(trace: Trace, v: Any, r: HostReading, waits: set[int], config: Any)
                 r.work_time_ns += st.time_ns
             else:
                 r.small_calls += st.calls
-    kop = HOST_CATEGORIES.index(CPU_OP)
+    kop = HOST_CODE[CPU_OP]
     wrappers = {nid for nid, n in enumerate(trace.names) if n.startswith(COMPILE_WRAPPER_PREFIXES)}
     skip = costed | waits | wrappers
     above = costed | waits

@@ -17,7 +17,7 @@ from autoprof.findings import Finding
 from autoprof.rules._common import has_ancestor, op_self_ns, share, us, view
 from autoprof.rules._work import WorkCache, is_roofline_op
 from autoprof.rules.peaks import Peak, peak_for
-from autoprof.trace.model import CPU_OP, DEVICE_CATEGORIES, HOST_CATEGORIES, KERNEL, Trace
+from autoprof.trace.model import CPU_OP, DEVICE_CODE, HOST_CODE, KERNEL, Trace
 
 RULE = "roofline"
 COMPUTE_BOUND = "compute-bound"
@@ -110,11 +110,11 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
     if peak is None:
         return None
     v = view(trace)
-    kcpu = HOST_CATEGORIES.index(CPU_OP)
+    kcpu = HOST_CODE[CPU_OP]
     device = bool(v.device_busy)
     total = 0
     if device:
-        kernel = DEVICE_CATEGORIES.index(KERNEL)
+        kernel = DEVICE_CODE[KERNEL]
         total = sum(dur for dur, c, inside in zip(trace.d_dur, trace.d_cat, v.device_in) if c == kernel and inside)
     else:
         total = op_self_ns(trace, v)

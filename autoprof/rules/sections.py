@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoprof.rules._common import view
-from autoprof.trace.model import HOST_CATEGORIES, USER_ANNOTATION, Trace
+from autoprof.trace.model import HOST_CODE, USER_ANNOTATION, Trace
 
 #: Annotations torch, its libraries and autoprof write themselves: never a user's section.
 _NOT_SECTIONS = (
@@ -24,7 +24,7 @@ def section_names(trace: Trace) -> set[int]:
     listed = trace.metadata.get("sections")
     if isinstance(listed, list):
         return {trace.name_id(n) for n in listed if isinstance(n, str)} - {-1}
-    k = HOST_CATEGORIES.index(USER_ANNOTATION)
+    k = HOST_CODE[USER_ANNOTATION]
     used = {nid for nid, c in zip(trace.h_name, trace.h_cat) if c == k}
     return {nid for nid in used if not trace.names[nid].startswith(_NOT_SECTIONS) and trace.names[nid] != trace.target}
 
@@ -37,7 +37,7 @@ def section_times(trace: Trace) -> list[dict[str, Any]]:
     if not ids:
         return []
     v = view(trace)
-    k = HOST_CATEGORIES.index(USER_ANNOTATION)
+    k = HOST_CODE[USER_ANNOTATION]
     calls: dict[int, int] = {}
     total: dict[int, int] = {}
     parent, names = trace.h_parent, trace.h_name

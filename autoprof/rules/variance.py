@@ -9,7 +9,7 @@ from typing import Any
 from autoprof.findings import Finding
 from autoprof.rules._common import view
 from autoprof.rules.occupancy import short_kernel_name
-from autoprof.trace.model import DEVICE_CATEGORIES, KERNEL, Trace
+from autoprof.trace.model import DEVICE_CODE, KERNEL, Trace
 
 RULE = "kernel_time_variation"
 UNSTABLE = "unstable-kernel-time"
@@ -26,7 +26,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
     per: dict[int, list[int]] = {}
     counts: dict[int, list[int]] = {}
     total = 0
-    kd = DEVICE_CATEGORIES.index(KERNEL)
+    kd = DEVICE_CODE[KERNEL]
     # A collective's time is set by the slowest peer, not by this device's clocks.
     nccl = {nid for nid, n in enumerate(trace.names) if "nccl" in n.lower()}
     for s, nid, cat, dur in zip(v.device_step, trace.d_name, trace.d_cat, trace.d_dur):

@@ -14,9 +14,11 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
-_CODE = "import sys; sys.path.insert(0, sys.argv[1]); from autoprof.trace._worker import main; main(sys.argv[2:])"
+from autoprof.trace.events import BatchResult, BatchStatus
+
+#: What a helper runs: ``python -c WORKER_CODE <package parent> <fd in> <fd out>``.
+WORKER_CODE = "import sys; sys.path.insert(0, sys.argv[1]); from autoprof.trace._worker import main; main(sys.argv[2:])"
 PER_WORKER = 8  # batches queued per worker: enough that the caller rarely parses one itself (it has
 # reading, cutting and merging to do; measured on 2 CPUs: 2.5 s to read a 1M-event file vs 2.7 s with 4)
 _STALL_S = 120.0  # a batch (a few MB) takes well under a second; a worker silent this long is given up
@@ -47,7 +49,7 @@ def default_workers() -> int:
 
 
 class _Worker:
-    def __init__(self, pool: Pool, source: str) -> None:
+    def __init__(self, pool: Pool, source: str, code: str) -> None:
         self.pool = pool
         self.source = source
         self.outstanding = 0
@@ -57,7 +59,7 @@ class _Worker:
         pkg_parent = str(Path(__file__).resolve().parents[2])
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", _CODE, pkg_parent, str(r_in), str(w_out)],
+                [sys.executable, "-c", code, pkg_parent, str(r_in), str(w_out)],
                 pass_fds=(r_in, w_out), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, close_fds=True,
             )
@@ -109,18 +111,19 @@ class Pool:
 
     def __init__(self) -> None:
         self.cv = threading.Condition()
-        self.results: dict[int, Any] = {}
+        self.results: dict[int, BatchResult] = {}
         self.owner: dict[int, _Worker] = {}
         self.workers: list[_Worker] = []
 
     @classmethod
-    def start(cls, n: int, source: str) -> Pool | None:
+    def start(cls, n: int, source: str, code: str = WORKER_CODE) -> Pool | None:
+        """Start up to ``n`` helpers running ``code``; None when none could start (or helpers are not possible)."""
         if os.name != "posix" or not _is_python(sys.executable):
             return None
         pool = cls()
         for _ in range(n):
             try:
-                pool.workers.append(_Worker(pool, source))
+                pool.workers.append(_Worker(pool, source, code))
             except Exception:
                 break
         if not pool.workers:
@@ -139,24 +142,24 @@ class Pool:
         w.q.put((bid, text))
         return True
 
-    def result(self, bid: int, wait: bool) -> tuple[Any, ...] | None:
-        """The result of batch ``bid`` (``("error",)`` if its worker is gone), or None if not there yet."""
+    def result(self, bid: int, wait: bool) -> BatchResult | None:
+        """The result of batch ``bid`` (FAILED if its worker is gone), or None if not there yet."""
         with self.cv:
             while True:
                 if bid in self.results:
                     self.owner.pop(bid, None)
-                    return self.results.pop(bid)  # type: ignore[no-any-return]
+                    return self.results.pop(bid)
                 w = self.owner.get(bid)
                 if w is None or w.dead:
                     self.owner.pop(bid, None)
-                    return ("error",)
+                    return BatchResult(BatchStatus.FAILED)
                 if not wait:
                     return None
                 if not self.cv.wait(_STALL_S) and bid not in self.results:
                     w.dead = True
                     w.proc.kill()
 
-    def _arrived(self, w: _Worker, bid: int, result: Any) -> None:
+    def _arrived(self, w: _Worker, bid: int, result: BatchResult) -> None:
         with self.cv:
             self.results[bid] = result
             w.outstanding -= 1

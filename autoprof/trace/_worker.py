@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str]) -> None:
     gc.disable()  # many short-lived containers, no cycles: reference counting frees everything
-    from autoprof.trace.chrome import _work
+    from autoprof.trace.events import BatchResult, BatchStatus, read_batch
 
     with os.fdopen(int(argv[0]), "rb") as fin, os.fdopen(int(argv[1]), "wb") as fout:
         while True:
@@ -20,8 +20,8 @@ def main(argv: Sequence[str]) -> None:
             except EOFError:
                 return
             try:
-                result = _work(text, source)
+                result = read_batch(text, source)
             except Exception:
-                result = ("error",)
+                result = BatchResult(BatchStatus.FAILED)
             pickle.dump((bid, result), fout, protocol=pickle.HIGHEST_PROTOCOL)
             fout.flush()

@@ -16,6 +16,7 @@ from autoprof.trace.model import (
     DEVICE_CATEGORIES,
     DROPPED_OPS,
     HOST_CATEGORIES,
+    HOST_CODE,
     SHAPED_OPS,
     SHAPED_PREFIXES,
     USER_ANNOTATION,
@@ -52,7 +53,7 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
     # category, one for the thread, one for the name; kineto is asked only for what the rules read.
     cat_of: dict[Any, Any] = {}
     thread_of: dict[Any, int] = {}  # torch's thread id, or ("sys", system thread id) -> thread index
-    ann = (HOST_CATEGORIES.index(USER_ANNOTATION), False, False)
+    ann = (HOST_CODE[USER_ANNOTATION], False, False)
     name_add, cat_add, ts_add = b.h_name.append, b.h_cat.append, b.h_ts.append
     dur_add, tid_add, corr_add = b.h_dur.append, b.h_tid.append, b.h_corr.append
     shapes_out = b.h_shapes
@@ -80,7 +81,7 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
         if c is False:
             cat = normalize_category(str(at))
             if cat in HOST_CATEGORIES:
-                c = (HOST_CATEGORIES.index(cat), cat in (CUDA_RUNTIME, CUDA_DRIVER), cat == CPU_OP)
+                c = (HOST_CODE[cat], cat in (CUDA_RUNTIME, CUDA_DRIVER), cat == CPU_OP)
             elif cat in DEVICE_CATEGORIES:
                 c = (-1, cat, False)
             else:

@@ -30,6 +30,11 @@ GPU_USER_ANNOTATION = "gpu_user_annotation"
 
 HOST_CATEGORIES = (CPU_OP, USER_ANNOTATION, PYTHON_FUNCTION, CUDA_RUNTIME, CUDA_DRIVER)
 DEVICE_CATEGORIES = (KERNEL, GPU_MEMCPY, GPU_MEMSET, GPU_USER_ANNOTATION)
+#: Category codes, written once: a host event's ``h_cat`` is its category's index in HOST_CATEGORIES, a device
+#: event's ``d_cat`` its index in DEVICE_CATEGORIES.
+HOST_CODE: dict[str, int] = {c: k for k, c in enumerate(HOST_CATEGORIES)}
+DEVICE_CODE: dict[str, int] = {c: k for k, c in enumerate(DEVICE_CATEGORIES)}
+LAUNCH_CODES = frozenset({HOST_CODE[CUDA_RUNTIME], HOST_CODE[CUDA_DRIVER]})  # runtime/driver calls: launches
 
 # Old (2021) and alternative spellings found in real traces, mapped to the current ones.
 CATEGORY_ALIASES: dict[str, str] = {
@@ -213,7 +218,7 @@ class TraceBuilder:
             # id (the live loader gets one from every such event), another id space than the launches'.
             corr = -1
         self.d_name.append(self.intern(name))
-        self.d_cat.append(DEVICE_CATEGORIES.index(cat))
+        self.d_cat.append(DEVICE_CODE[cat])
         self.d_ts.append(ts_ns)
         self.d_dur.append(max(dur_ns, 0))
         self.d_device.append(device)
@@ -270,7 +275,7 @@ class Trace:
         launch = b.d_launch
         self.launch_config = {new: launch[old] for new, old in enumerate(dorder) if old in launch} if launch else {}
         # Launch links: device event -> host runtime/driver call with the same correlation id.
-        launch_cats = (HOST_CATEGORIES.index(CUDA_RUNTIME), HOST_CATEGORIES.index(CUDA_DRIVER))
+        launch_cats = LAUNCH_CODES
         h_corr = self.h_corr
         by_corr = {h_corr[i]: i for i, k in enumerate(self.h_cat) if k in launch_cats and h_corr[i] >= 0}
         get = by_corr.get
@@ -369,7 +374,7 @@ class Trace:
 
     @property
     def has_device(self) -> bool:
-        k = DEVICE_CATEGORIES.index(KERNEL)
+        k = DEVICE_CODE[KERNEL]
         return any(c == k for c in self.d_cat)
 
     def name_id(self, name: str) -> int:
@@ -408,11 +413,11 @@ class Trace:
         return DEVICE_CATEGORIES[self.d_cat[i]]
 
     def host_indices(self, cat: str) -> Iterator[int]:
-        k = HOST_CATEGORIES.index(cat)
+        k = HOST_CODE[cat]
         return (i for i, c in enumerate(self.h_cat) if c == k)
 
     def device_indices(self, *cats: str) -> Iterator[int]:
-        ks = {DEVICE_CATEGORIES.index(c) for c in cats}
+        ks = {DEVICE_CODE[c] for c in cats}
         return (i for i, c in enumerate(self.d_cat) if c in ks)
 
     def span_ns(self) -> tuple[int, int]:
@@ -472,7 +477,7 @@ class Trace:
 
         steps = self.steps
         starts = [s.start_ns for s in steps]
-        annotation = DEVICE_CATEGORIES.index(GPU_USER_ANNOTATION)  # spans, not work: never placed
+        annotation = DEVICE_CODE[GPU_USER_ANNOTATION]  # spans, not work: never placed
         for d, h in enumerate(self.d_launch_host):
             if h >= 0 or self.d_cat[d] == annotation:
                 continue

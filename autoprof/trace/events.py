@@ -1,0 +1,361 @@
+"""Chrome-trace events into a :class:`TraceBuilder`'s columns: :class:`EventConsumer`, the hot loop of an offline
+load, and what a batch consumed elsewhere (a helper process) hands back (:class:`Columns`, :class:`BatchResult`).
+
+Events can arrive in several batches: parsed in this process (:meth:`EventConsumer.consume`) or consumed by
+another consumer whose columns are appended (:meth:`EventConsumer.merge`). Either way the builder ends up
+with the same columns, in file order.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from autoprof.trace.inputs import TraceError
+from autoprof.trace.model import (
+    CPU_OP,
+    DEVICE_CATEGORIES,
+    DEVICE_CODE,
+    DROPPED_OPS,
+    FLOW_CATEGORIES,
+    HOST_CODE,
+    LAUNCH_CODES,
+    SHAPED_OPS,
+    SHAPED_PREFIXES,
+    TraceBuilder,
+    normalize_category,
+    untrusted_int,
+)
+
+#: A consumer's own category codes: host categories are HOST_CODE's values, device categories follow from
+#: DEVICE_OFFSET on (one lookup tells which lane an event goes to), SKIPPED for categories no rule reads.
+DEVICE_OFFSET = 16
+SKIPPED = -1
+_CPU_OP = HOST_CODE[CPU_OP]
+
+_int = untrusted_int  # every integer read from a file goes through the untrusted-value reader
+
+
+def category_code(cat: Any) -> int:
+    """The consumer's code of a raw ``cat`` value."""
+    norm = normalize_category(cat) if isinstance(cat, str) else None
+    if norm is None:
+        return SKIPPED
+    if norm in HOST_CODE:
+        return HOST_CODE[norm]
+    if norm in DEVICE_CODE:
+        return DEVICE_OFFSET + DEVICE_CODE[norm]
+    return SKIPPED
+
+
+@dataclass
+class Columns:
+    """Everything :meth:`EventConsumer.merge` needs of a consumer that read one batch on its own (picklable:
+    arrays, lists and dicts). Name and thread columns index this batch's own ``names`` and ``threads``."""
+
+    count: int  # events read
+    names: list[str]
+    threads: list[tuple[Any, Any]]
+    h_name: array[int]
+    h_cat: array[int]
+    h_ts: array[int]
+    h_dur: array[int]
+    h_tid: array[int]
+    h_corr: array[int]
+    h_shapes: dict[int, tuple[Any, Any]]
+    d_name: array[int]
+    d_cat: array[int]
+    d_ts: array[int]
+    d_dur: array[int]
+    d_device: array[int]
+    d_stream: array[int]
+    d_corr: array[int]
+    d_launch: dict[int, tuple[Any, ...]]
+    dev_no_corr: dict[int, tuple[int, int]]
+    f_start: array[int]
+    f_tid: array[int]
+    f_ts: array[int]
+    f_id: array[int]
+
+
+class BatchStatus(Enum):
+    """How reading one batch on its own went."""
+
+    READ = "read"  # parsed and consumed: its columns come with it
+    UNPARSED = "unparsed"  # not a run of whole events: the scanner reads from here on
+    FAILED = "failed"  # parsed, but an event is bad (or its helper is gone): consumed again by the caller, whose
+    # error message knows the event's index in the whole file
+
+
+@dataclass
+class BatchResult:
+    status: BatchStatus
+    columns: Columns | None = None
+
+
+_orjson_loads: Any
+try:  # a faster parser for the batches (the stdlib's is used where orjson is missing)
+    from orjson import loads as _orjson_loads
+except ImportError:  # pragma: no cover - orjson is a dependency
+    _orjson_loads = None
+
+
+def parse_batch(text: str) -> list[Any] | None:
+    """The events of a batch (whole events joined by commas), or None where it is not such a run."""
+    doc = "[" + text + "]"
+    if _orjson_loads is not None:
+        try:
+            v = _orjson_loads(doc)
+            return v if type(v) is list else None
+        except Exception:  # e.g. NaN or a 2**64 integer, which the stdlib reads: try it
+            pass
+    try:
+        v = json.loads(doc)
+    except (ValueError, RecursionError):
+        return None
+    return v if type(v) is list else None
+
+
+def read_batch(text: str, source: str) -> BatchResult:
+    """One batch, parsed and consumed on its own (in a helper process, or here while helpers are busy)."""
+    events = parse_batch(text)
+    if events is None:
+        return BatchResult(BatchStatus.UNPARSED)
+    consumer = EventConsumer(TraceBuilder(source=source), source)
+    try:
+        consumer.consume(events)
+    except Exception:  # redone where the event index in the whole file is known, for the exact error
+        return BatchResult(BatchStatus.FAILED)
+    return BatchResult(BatchStatus.READ, consumer.columns())
+
+
+def _bad_time(source: str, k: int, cat: Any, key: str, value: Any) -> TraceError:
+    if value is None:
+        return TraceError(source, f"event {k} ({cat}) has no '{key}'")
+    return TraceError(source, f"event {k} ({cat}) has a non-numeric '{key}'")
+
+
+class EventConsumer:
+    """Turns chrome events into builder columns, one pass. Host events are written straight into the
+    builder's columns; categories and threads are looked up once per distinct value (short local names in
+    :meth:`consume`: it is the hot loop of an offline load)."""
+
+    def __init__(self, b: TraceBuilder, source: str) -> None:
+        self.b = b
+        self.source = source
+        self.count = 0  # events seen so far: the index of the next one, for error messages
+        self.cat_cache: dict[Any, int] = {}  # raw category -> category_code
+        self.threads: dict[tuple[Any, Any], int] = {}
+        self.shaped: dict[str, bool] = {}
+        # Op name -> its last (dims, types): repeated shapes share one copy (less memory, less for the
+        # cyclic collector to walk, and pickled once by a helper).
+        self.last_shapes: dict[str, tuple[Any, Any]] = {}
+        self.dev_no_corr: dict[int, tuple[int, int]] = {}  # device index -> (thread, ts): linked by flows
+        # Flow events (used only if correlation ids are missing): start?, thread, ts, id.
+        self.f_start = array("b")
+        self.f_tid = array("l")
+        self.f_ts = array("q")
+        self.f_id = array("q")
+
+    def consume(self, events: Iterable[Any]) -> None:
+        """Append ``events`` (the next ones of the file) to the builder. Raises TraceError on a bad event."""
+        b = self.b
+        source = self.source
+        cat_cache = self.cat_cache
+        threads = self.threads
+        dropped = DROPPED_OPS
+        cpu_op = _CPU_OP
+        empty: dict[str, Any] = {}
+        hn, hc, hts, hdur = b.h_name.append, b.h_cat.append, b.h_ts.append, b.h_dur.append
+        htid, hcorr = b.h_tid.append, b.h_corr.append
+        names = b._name_ids
+        intern = b.intern
+        ev: Any
+        ts: Any
+        dur: Any
+        name: Any
+        k = self.count - 1
+        for k, ev in enumerate(events, self.count):  # k is read after the loop
+            if type(ev) is not dict:
+                raise TraceError(source, f"event {k} is not an object")
+            ph = ev.get("ph")
+            if ph != "X":
+                if ph == "s" or ph == "f":
+                    self._flow(ev, ph, k)
+                    continue
+                if ph == "M" or (ph is None and "ts" not in ev):
+                    continue
+            cat = ev.get("cat")
+            try:
+                code = cat_cache[cat]
+            except KeyError:
+                code = cat_cache[cat] = category_code(cat)
+            except TypeError:  # unhashable category
+                code = SKIPPED
+            if code < 0:
+                continue
+            ts = ev.get("ts")
+            if type(ts) is int:
+                ts *= 1000
+            elif type(ts) is float:
+                ts = round(ts * 1000)
+            else:
+                raise _bad_time(source, k, cat, "ts", ts)
+            dur = ev.get("dur", 0)
+            if type(dur) is int:
+                dur *= 1000
+            elif type(dur) is float:
+                dur = round(dur * 1000)
+            elif dur is None:
+                dur = 0
+            else:
+                raise _bad_time(source, k, cat, "dur", dur)
+            name = ev.get("name")
+            if type(name) is not str:
+                name = str(name)
+            elif code == cpu_op and name in dropped:
+                continue
+            args = ev.get("args")
+            if type(args) is not dict:
+                args = empty
+            corr = args.get("correlation", -1)
+            if type(corr) is not int:
+                corr = _int(corr)
+            key = (ev.get("pid"), ev.get("tid"))
+            try:  # self._thread(*key), inlined: the hot path
+                tid = threads[key]
+            except KeyError:
+                tid = threads[key] = b.thread(*key)
+            except TypeError:
+                tid = self._thread(*key)
+            if code >= DEVICE_OFFSET:
+                self._device(code, name, ts, dur, tid, corr, ev, args)
+                continue
+            if code == cpu_op and "Input Dims" in args:
+                self._shapes(name, args)
+            nid = names.get(name)
+            hn(nid if nid is not None else intern(name))
+            hc(code)
+            hts(ts)
+            hdur(dur if dur > 0 else 0)
+            htid(tid)
+            hcorr(corr)
+        self.count = k + 1
+
+    def _flow(self, ev: dict[str, Any], ph: str, k: int) -> None:
+        """A flow event's start or end (kept for the fallback link of device work without a correlation id)."""
+        if ev.get("cat") not in FLOW_CATEGORIES:
+            return
+        ts = ev.get("ts")
+        if type(ts) is not int and type(ts) is not float:
+            raise TraceError(self.source, f"event {k}: flow event without a numeric 'ts'")
+        flow_id = ev.get("id")
+        self.f_start.append(ph == "s")
+        self.f_tid.append(self._thread(ev.get("pid"), ev.get("tid")))
+        self.f_ts.append(round(ts * 1000))
+        self.f_id.append(flow_id if type(flow_id) is int else _int(flow_id))
+
+    def _shapes(self, name: str, args: dict[str, Any]) -> None:
+        """Keep the input shapes and dtypes of the host event about to be appended, for the ops rules read."""
+        want = self.shaped.get(name)
+        if want is None:
+            want = self.shaped[name] = name in SHAPED_OPS or name.startswith(SHAPED_PREFIXES)
+        if not want:
+            return
+        dims, types = args.get("Input Dims"), args.get("Input type")
+        last = self.last_shapes.get(name)
+        index = len(self.b.h_ts)
+        if last is not None and last[0] == dims and last[1] == types:
+            self.b.h_shapes[index] = last  # a trace repeats its shapes: share one copy
+        else:
+            self.b.h_shapes[index] = self.last_shapes[name] = (dims, types)
+
+    def _device(self, code: int, name: str, ts: int, dur: int, tid: int, corr: int, ev: dict[str, Any],
+                args: dict[str, Any]) -> None:
+        grid, block = args.get("grid"), args.get("block")
+        launch = (tuple(grid), tuple(block)) if isinstance(grid, list) and isinstance(block, list) else None
+        device = _int(args.get("device"), _int(ev.get("pid"), 0))
+        stream = _int(args.get("stream"), _int(ev.get("tid"), 0))
+        j = self.b.add_device(DEVICE_CATEGORIES[code - DEVICE_OFFSET], name, ts, dur, device, stream, corr, launch)
+        if corr < 0:
+            self.dev_no_corr[j] = (tid, ts)
+
+    def _thread(self, pid: Any, tid: Any) -> int:
+        key = (pid, tid)
+        try:
+            return self.threads[key]
+        except KeyError:
+            t = self.threads[key] = self.b.thread(pid, tid)
+            return t
+        except TypeError:  # unhashable pid/tid
+            return self.b.thread(str(pid), str(tid))
+
+    # -- batches consumed elsewhere -------------------------------------------------------------
+    def columns(self) -> Columns:
+        """What :meth:`merge` needs of this consumer."""
+        b = self.b
+        return Columns(
+            self.count, b.names, b.threads,
+            b.h_name, b.h_cat, b.h_ts, b.h_dur, b.h_tid, b.h_corr, b.h_shapes,
+            b.d_name, b.d_cat, b.d_ts, b.d_dur, b.d_device, b.d_stream, b.d_corr, b.d_launch,
+            self.dev_no_corr, self.f_start, self.f_tid, self.f_ts, self.f_id,
+        )
+
+    def merge(self, part: Columns) -> None:
+        """Append a batch that another consumer read (its events follow the ones seen so far)."""
+        b = self.b
+        name_map = [b.intern(s) for s in part.names]
+        thread_map = [b.thread(*key) for key in part.threads]
+        h0, d0 = len(b.h_ts), len(b.d_ts)
+        b.h_name.extend(map(name_map.__getitem__, part.h_name))
+        b.h_cat.extend(part.h_cat)
+        b.h_ts.extend(part.h_ts)
+        b.h_dur.extend(part.h_dur)
+        b.h_tid.extend(map(thread_map.__getitem__, part.h_tid))
+        b.h_corr.extend(part.h_corr)
+        if part.h_shapes:
+            b.h_shapes.update({i + h0: v for i, v in part.h_shapes.items()})
+        b.d_name.extend(map(name_map.__getitem__, part.d_name))
+        b.d_cat.extend(part.d_cat)
+        b.d_ts.extend(part.d_ts)
+        b.d_dur.extend(part.d_dur)
+        b.d_device.extend(part.d_device)
+        b.d_stream.extend(part.d_stream)
+        b.d_corr.extend(part.d_corr)
+        if part.d_launch:
+            b.d_launch.update({j + d0: v for j, v in part.d_launch.items()})
+        for j, (t, ts) in part.dev_no_corr.items():
+            self.dev_no_corr[j + d0] = (thread_map[t], ts)
+        self.f_start.extend(part.f_start)
+        self.f_tid.extend(map(thread_map.__getitem__, part.f_tid))
+        self.f_ts.extend(part.f_ts)
+        self.f_id.extend(part.f_id)
+        self.count += part.count
+
+    def finish(self) -> None:
+        """Flow fallback: link device work without a correlation id to its launch through flow events."""
+        if not self.dev_no_corr:
+            return
+        b = self.b
+        launch_at = {(b.h_tid[i], b.h_ts[i]): i for i in range(len(b.h_ts)) if b.h_cat[i] in LAUNCH_CODES}
+        flows_s: dict[int, tuple[int, int]] = {}
+        flows_f: dict[tuple[int, int], int] = {}
+        for start, t, ts, flow_id in zip(self.f_start, self.f_tid, self.f_ts, self.f_id):
+            if start:
+                flows_s[flow_id] = (t, ts)
+            else:
+                flows_f[(t, ts)] = flow_id
+        for j, key in self.dev_no_corr.items():
+            fid = flows_f.get(key)
+            if fid is None or fid < 0:
+                continue
+            b.d_corr[j] = fid
+            start_key = flows_s.get(fid)
+            if start_key is not None and start_key in launch_at:
+                h = launch_at[start_key]
+                if b.h_corr[h] < 0:
+                    b.h_corr[h] = fid
