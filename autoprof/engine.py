@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoprof.config import SWITCH
+from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
 from autoprof.rules import ranks, run_rules
 from autoprof.rules.sections import section_times
@@ -18,7 +18,7 @@ from autoprof.trace.model import CPU_OP, HOST_CODE, Trace, gc_paused
 
 
 def analyze_trace(
-    trace: Trace, config: Any = None, tick: Callable[[], None] | None = None
+    trace: Trace, config: Config | None = None, tick: Callable[[], None] | None = None
 ) -> tuple[list[Finding], list[tuple[str, BaseException]]]:
     with gc_paused():
         return run_rules(trace, config, tick)
@@ -64,7 +64,7 @@ class FileResult:
 
 def analyze_files(
     paths: Sequence[str | os.PathLike[str]],
-    config: Any = None,
+    config: Config | None = None,
     progress: Callable[[str], AbstractContextManager[Any]] | None = None,
     workers: int | None = None,
 ) -> list[FileResult]:
@@ -89,7 +89,7 @@ def analyze_files(
             results.append(
                 FileResult(str(f), trace.rank, trace.world_size, findings, None, None, failures, trace.n_events,
                            [s.number for s in trace.steps], [s.dur_ns for s in trace.steps],
-                           top_ops(trace, getattr(config, "top_ops", 10)), section_times(trace))
+                           top_ops(trace, config.top_ops if config is not None else Config().top_ops), section_times(trace))
             )
     _cross_rank(results)
     return results
@@ -116,7 +116,7 @@ def _cross_rank(results: list[FileResult]) -> None:
 
 
 def analyze(
-    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], config: Any = None, workers: int | None = None
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], config: Config | None = None, workers: int | None = None
 ) -> list[Finding]:
     """Findings of saved chrome traces (a file, several files, or a directory of per-rank traces).
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules import run_rules
 from autoprof.trace import chrome
@@ -48,7 +49,7 @@ class Synth:
     def trace(self) -> Trace:
         return chrome.from_document({"traceEvents": self.events, **self.meta})
 
-    def findings(self, config: Any = None) -> dict[str, Finding]:
+    def findings(self, config: Config | None = None) -> dict[str, Finding]:
         found, failures = run_rules(self.trace(), config)
         assert failures == [], failures
         return {f.rule: f for f in found}

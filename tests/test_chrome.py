@@ -251,7 +251,7 @@ def _model(t: Trace) -> dict[str, Any]:
     out: dict[str, Any] = {c: list(getattr(t, c)) for c in _COLUMNS}
     out.update(names=t.names, threads=t.threads, shapes=t.shapes, launch=t.launch_config, steps=t.steps,
                rank=(t.rank, t.world_size), props=t.device_properties,
-               meta={k: v for k, v in t.metadata.items() if not k.startswith("_")})
+               meta=dict(t.metadata))
     return out
 
 

@@ -394,3 +394,22 @@ def test_nccl_kernel_namings_name_their_collective(name: str, kind: str) -> None
     from autoprof.rules.comm import collective_kind
 
     assert collective_kind(name) == kind
+
+
+def test_derived_values_are_computed_once_per_trace_and_kept_out_of_its_data() -> None:
+    from autoprof.rules import _common, roofline
+
+    trace = busy_gpu().trace()
+    metadata = dict(trace.metadata)
+    found, failures = run_rules(trace)
+    assert failures == [] and found
+    assert trace.metadata == metadata  # the rules wrote nothing into the trace's data
+    assert len(trace.derived) >= 3  # the view, the launch links, the blocking calls, the roofline
+    assert _common.view(trace) is _common.view(trace)
+    assert roofline.analyse(trace) is roofline.analyse(trace) is not None
+    other = busy_gpu().trace()  # a trace of its own has values of its own
+    assert _common.view(other) is not _common.view(trace)
+    assert _common.blocked_by_call(trace) == _common.blocked_by_call(trace)
+    copy = _common.blocked_by_call(trace)
+    copy["x"] = 1
+    assert "x" not in _common.blocked_by_call(trace)  # callers get a copy: the kept value never changes

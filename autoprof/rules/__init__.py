@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules import bmm, cold, comm, compile, fusion, gaps, occupancy, ranks, regime, roofline, sync, variance
 from autoprof.trace.model import Trace
@@ -37,7 +38,7 @@ VOCABULARY: dict[str, tuple[str, ...]] = {
 
 
 def run_rules(
-    trace: Trace, config: Any = None, between: Callable[[], None] | None = None
+    trace: Trace, config: Config | None = None, between: Callable[[], None] | None = None
 ) -> tuple[list[Finding], list[tuple[str, BaseException]]]:
     """Run every rule; a rule that fails does not stop the others. Returns (findings, failures). ``between`` is
     called before each rule (the background analysis paces itself there)."""

@@ -7,6 +7,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
+from autoprof.config import Config
 from autoprof.trace.model import (
     CPU_OP,
     CUDA_RUNTIME,
@@ -131,10 +132,9 @@ def steps_ns(trace: Trace, v: View) -> int:
     return int(v.host_window_ns)
 
 
-def noise_floor(config: Any) -> float:
+def noise_floor(config: Config | None) -> float:
     """The share of the window below which a finding about a share of it is not emitted (``Config.noise_floor``)."""
-    floor = getattr(config, "noise_floor", None)
-    return float(floor) if isinstance(floor, (int, float)) and not isinstance(floor, bool) else DEFAULT_NOISE_FLOOR
+    return DEFAULT_NOISE_FLOOR if config is None else config.noise_floor
 
 
 DEFAULT_NOISE_FLOOR = 0.01
@@ -168,9 +168,11 @@ class View:
 
 
 def view(trace: Trace) -> View:
-    cached: Any = trace.metadata.get("_view")
-    if isinstance(cached, View):
-        return cached
+    """The trace's :class:`View` (computed once per trace: ``trace.derived``)."""
+    return trace.derive(_view_of)
+
+
+def _view_of(trace: Trace) -> View:
     hs = trace.step_of_host()
     ds = trace.step_of_device(hs)
     start, end = trace.span_ns()
@@ -185,21 +187,19 @@ def view(trace: Trace) -> View:
         (t, t + d) for t, d, c, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, device_in) if inside and c in work
     ]
     dev_end = max((e for _, e in busy), default=0)
-    v = View(hs, ds, host_in, device_in, start, end, dev_end, merge(busy))
-    trace.metadata["_view"] = v
-    return v
+    return View(hs, ds, host_in, device_in, start, end, dev_end, merge(busy))
 
 
 def launches_by_host(trace: Trace) -> dict[int, list[int]]:
-    """Host runtime/driver call -> the device events it launched (by correlation). Cached per trace."""
-    cached = trace.metadata.get("_launches")
-    if isinstance(cached, dict):
-        return cached
+    """Host runtime/driver call -> the device events it launched (by correlation). Computed once per trace."""
+    return trace.derive(_launches_of)
+
+
+def _launches_of(trace: Trace) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
     for d, h in enumerate(trace.d_launch_host):
         if h >= 0:
             out.setdefault(h, []).append(d)
-    trace.metadata["_launches"] = out
     return out
 
 
@@ -234,11 +234,14 @@ def launched_under(trace: Trace, i: int, by_host: dict[int, list[int]]) -> list[
     return found
 
 
-def blocked_by_call(trace: Trace, v: View) -> dict[str, int]:
-    """Host ns spent in each blocking runtime call within the window (in order of first occurrence)."""
-    cached = trace.metadata.get("_blocked_by_call")
-    if isinstance(cached, dict):
-        return dict(cached)
+def blocked_by_call(trace: Trace) -> dict[str, int]:
+    """Host ns spent in each blocking runtime call within the window (in order of first occurrence): a copy of the
+    value computed once per trace."""
+    return dict(trace.derive(_blocked_by_call))
+
+
+def _blocked_by_call(trace: Trace) -> dict[str, int]:
+    v = view(trace)
     k = HOST_CODE[CUDA_RUNTIME]
     idx = trace.host_by_name()
     cat, dur, host_in = trace.h_cat, trace.h_dur, v.host_in
@@ -247,9 +250,7 @@ def blocked_by_call(trace: Trace, v: View) -> dict[str, int]:
         hits = [i for i in idx.get(trace.name_id(name), ()) if cat[i] == k and host_in[i]]
         if hits:
             found.append((hits[0], name, sum(dur[i] for i in hits)))
-    out = {name: t for _, name, t in sorted(found)}
-    trace.metadata["_blocked_by_call"] = out
-    return dict(out)
+    return {name: t for _, name, t in sorted(found)}
 
 
 def op_self_ns(trace: Trace, v: View) -> int:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import noise_floor, shape_of, share, steps_ns, us, view
 from autoprof.trace.model import Trace
@@ -13,7 +12,7 @@ BATCHED = "batched"
 VERDICTS = {RULE: (BATCHED,)}
 
 
-def check(trace: Trace, config: Any = None) -> list[Finding]:
+def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     v = view(trace)
     mm = trace.name_id("aten::matmul")
     bmm = trace.name_id("aten::bmm")

@@ -4,8 +4,8 @@ slower than the steady steps that follow (lazy init, cuDNN autotuning, allocator
 from __future__ import annotations
 
 import statistics
-from typing import Any
 
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import ms
 from autoprof.trace.model import Trace
@@ -18,7 +18,7 @@ COLD_RATIO = 1.5
 MIN_EXTRA_NS = 1_000_000  # ignore sub-millisecond differences
 
 
-def check(trace: Trace, config: Any = None) -> list[Finding]:
+def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     first = trace.metadata.get("first_call_ns")
     steady = trace.metadata.get("steady_call_ns")
     if isinstance(first, int) and isinstance(steady, int) and steady > 0:

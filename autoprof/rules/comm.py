@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import duration, merge, noise_floor, percent, share, subtract, total, us, view
 from autoprof.trace.model import DEVICE_CODE, KERNEL, Trace
@@ -28,7 +27,7 @@ def collective_kind(kernel: str) -> str:
     return "other"
 
 
-def check(trace: Trace, config: Any = None) -> list[Finding]:
+def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     v = view(trace)
     kd = DEVICE_CODE[KERNEL]
     nccl = {nid for nid, n in enumerate(trace.names) if "nccl" in n.lower()}

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import Any
 
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import (
     COMPILE_WRAPPER_PREFIXES,
@@ -49,7 +49,7 @@ _COMPILE_WORK = (
 )
 
 
-def check(trace: Trace, config: Any = None) -> list[Finding]:
+def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     v = view(trace)
     kcpu = HOST_CODE[CPU_OP]
     regions: list[tuple[int, int, int]] = []  # (index, frame, compile id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import has_ancestor, launched_under, launches_by_host, noise_floor, share, steps_ns, us, view
 from autoprof.trace.model import CPU_OP, GPU_MEMCPY, HOST_CODE, KERNEL, Trace
@@ -74,7 +75,7 @@ def _called_by_user(trace: Trace, i: int, kcpu: int, linear_id: int) -> bool:
     return True
 
 
-def check(trace: Trace, config: Any = None) -> list[Finding]:
+def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     v = view(trace)
     kcpu = HOST_CODE[CPU_OP]
     prod_ids = {trace.name_id(n) for n in _PRODUCERS} - {-1}

@@ -5,8 +5,7 @@ another stream, an event, a copy)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import share, us, view
 from autoprof.trace.model import DEVICE_CODE, GPU_MEMCPY, GPU_MEMSET, KERNEL, Trace
@@ -18,7 +17,7 @@ IDLE_SHARE = 0.30
 MIN_GAP_NS = 1_000
 
 
-def check(trace: Trace, config: Any = None) -> list[Finding]:
+def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     v = view(trace)
     if not v.device_busy:
         return []

@@ -4,8 +4,8 @@ CUTLASS) query occupancy before heavyweight GEMM/conv kernels; elementwise launc
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import OCCUPANCY_PREFIX, view
 from autoprof.trace.model import DEVICE_CODE, KERNEL, LAUNCH_CODES, Trace
@@ -46,7 +46,7 @@ def is_heavy(name: str) -> bool:
     return any(k in low for k in _HEAVY)
 
 
-def check(trace: Trace, config: Any = None) -> list[Finding]:
+def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     v = view(trace)
     rt = LAUNCH_CODES
     kd = DEVICE_CODE[KERNEL]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from autoprof.config import Config
+
 T = 1e12
 G = 1e9
 
@@ -67,9 +69,9 @@ def gpu_peak(device_name: str | None) -> Peak | None:
     return None
 
 
-def peak_for(trace_device_properties: list[dict[str, Any]], metadata: dict[str, Any], config: Any) -> Peak | None:
+def peak_for(trace_device_properties: list[dict[str, Any]], metadata: dict[str, Any], config: Config | None) -> Peak | None:
     """The peaks that apply: the config override, else the GPU table, else the CPU calibration."""
-    override = getattr(config, "peaks", None) if config is not None else None
+    override = config.peaks if config is not None else None
     if isinstance(override, dict) and override.get("flops_per_s") and override.get("bytes_per_s"):
         f = float(override["flops_per_s"])
         return Peak("configured", {"fp32": f, "tf32": f, "fp16": f, "bf16": f, "fp8": f, "fp64": f},

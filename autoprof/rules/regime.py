@@ -27,12 +27,14 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules import roofline
 from autoprof.rules._common import (
     BLOCKING_CALLS,
     COMPILE_WRAPPER_PREFIXES,
     DATALOADER_PREFIX,
+    View,
     blocked_by_call,
     duration,
     has_ancestor,
@@ -88,7 +90,7 @@ _CPU_ADVICE = {
 }
 
 
-def _self_totals(trace: Trace, v: Any) -> tuple[int, int]:
+def _self_totals(trace: Trace, v: View) -> tuple[int, int]:
     """Self time of the program's own host events (a collective's span on the backend's thread is waiting, not the
     program's CPU time) and the device time of the window."""
     host = sum(compress(trace.h_self, v.host_in))
@@ -96,7 +98,7 @@ def _self_totals(trace: Trace, v: Any) -> tuple[int, int]:
     return host, sum(compress(trace.d_dur, v.device_in))
 
 
-def check(trace: Trace, config: Any = None) -> list[Finding]:
+def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     v = view(trace)
     if v.host_window_ns <= 0:
         return []
@@ -119,7 +121,7 @@ def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:
             {nid for nid, n in enumerate(names) if n in BLOCKING_CALLS})
 
 
-def _wait_spans(trace: Trace, v: Any, loading: set[int], blocking: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+def _wait_spans(trace: Trace, v: View, loading: set[int], blocking: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Merged spans of blocking runtime calls and of data loading in the window (both readings use these)."""
     krt = HOST_CODE[CUDA_RUNTIME]
     ts, dur, cat, host_in = trace.h_ts, trace.h_dur, trace.h_cat, v.host_in
@@ -128,7 +130,7 @@ def _wait_spans(trace: Trace, v: Any, loading: set[int], blocking: set[int]) -> 
     return merge(blocked), merge(inp)
 
 
-def _host_spans(trace: Trace, v: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
+def _host_spans(trace: Trace, v: View) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
     """Merged spans of blocking runtime calls, of data loading, and of host activity (ops, runtime calls, Python
     functions). Only top-level activity spans are kept: a child lies inside its parent."""
     blocked, inp = _wait_spans(trace, v, *_wait_ids(trace))
@@ -143,13 +145,13 @@ def _host_spans(trace: Trace, v: Any) -> tuple[list[tuple[int, int]], list[tuple
     return blocked, inp, merge(active)
 
 
-def _device_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = None) -> Finding:
+def _device_verdict(trace: Trace, v: View, evidence: dict[str, Any], config: Config | None = None) -> Finding:
     window = v.window_ns
     busy = total(v.device_busy)
     blocked_iv, input_iv, active_iv = _host_spans(trace, v)
     active = total(subtract(active_iv, merge(blocked_iv + input_iv)))
     blocked, inp = total(blocked_iv), total(input_iv)
-    by_call = blocked_by_call(trace, v)
+    by_call = blocked_by_call(trace)
     evidence.update(
         window_us=us(window),
         device_busy_us=us(busy),
@@ -197,7 +199,7 @@ def _device_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any 
     return Finding(RULE, verdict, severity, msg, advice, evidence)
 
 
-def _roofline_split(trace: Trace, config: Any, evidence: dict[str, Any], msg: str, advice: str) -> tuple[str, str]:
+def _roofline_split(trace: Trace, config: Config | None, evidence: dict[str, Any], msg: str, advice: str) -> tuple[str, str]:
     """A device-bound window: say whether compute or memory bandwidth limits it, when the roofline decides."""
     rf = roofline.analyse(trace, config)
     decided = rf.decided() if rf else None
@@ -267,7 +269,7 @@ class HostReading:
                 "overhead": self.overhead_ns / w, "work": self.work_ns / w}
 
 
-def _step_window_ns(trace: Trace, v: Any) -> int:
+def _step_window_ns(trace: Trace, v: View) -> int:
     """The steps' time: the decorated target's own annotation inside each step where there is one (the user's
     code, without the step marker's bookkeeping), else the step spans, else the host window."""
     if not trace.steps:
@@ -283,7 +285,7 @@ def _collective_ids(trace: Trace) -> set[int]:
     return {nid for nid, n in enumerate(trace.names) if n.startswith(COLLECTIVE_PREFIXES)}
 
 
-def _collective_spans(trace: Trace, v: Any, ids: set[int] | None = None) -> list[tuple[int, int]]:
+def _collective_spans(trace: Trace, v: View, ids: set[int] | None = None) -> list[tuple[int, int]]:
     """When the step waits in collectives: a collective is in flight (on any thread: gloo and NCCL run them on
     their own threads, the step's thread then blocks with no op of its own) and the steps' threads are not inside
     an op. A collective that overlaps the step's own compute (DDP's all-reduce during backward) is no wait."""
@@ -306,7 +308,7 @@ def _collective_spans(trace: Trace, v: Any, ids: set[int] | None = None) -> list
     return subtract(flight, merge(busy))
 
 
-def _host_waits(trace: Trace, v: Any, r: HostReading) -> set[int]:
+def _host_waits(trace: Trace, v: View, r: HostReading) -> set[int]:
     """Time waiting for input, in blocking calls and in collectives (each counted once, in that order); returns
     the name ids whose events are waits (their nested ops are not op work)."""
     loading, blocking = _wait_ids(trace)
@@ -321,7 +323,7 @@ def _host_waits(trace: Trace, v: Any, r: HostReading) -> set[int]:
     return loading | blocking | comm
 
 
-def _op_work(trace: Trace, v: Any, r: HostReading, waits: set[int], config: Any) -> None:
+def _op_work(trace: Trace, v: View, r: HostReading, waits: set[int], config: Config | None) -> None:
     """Op work the roofline explains: an outermost costed op call counts with its whole time when its work at
     the calibrated peak would take at least a call's fixed cost, as compute or memory by its intensity; below
     that it is overhead. Ops the roofline cannot cost count their self time beyond the call floor."""
@@ -371,7 +373,7 @@ def _judge(r: HostReading) -> str:
     return MEMORY_BOUND if r.memory_ns > r.compute_ns and r.memory_ns >= r.unknown_ns else COMPUTE_BOUND
 
 
-def _cpu_verdict(trace: Trace, v: Any, evidence: dict[str, Any], config: Any = None) -> Finding:
+def _cpu_verdict(trace: Trace, v: View, evidence: dict[str, Any], config: Config | None = None) -> Finding:
     r = HostReading(_step_window_ns(trace, v))
     if r.window_ns <= 0:
         r.window_ns = int(v.host_window_ns)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import has_ancestor, op_self_ns, share, us, view
 from autoprof.rules._work import WorkCache, is_roofline_op
@@ -96,16 +97,13 @@ class Roofline:
         return None
 
 
-def analyse(trace: Trace, config: Any = None) -> Roofline | None:
-    cached = trace.metadata.get("_roofline")
-    if isinstance(cached, Roofline) or cached is False:
-        return cached or None
-    r = _analyse(trace, config)
-    trace.metadata["_roofline"] = r if r is not None else False
-    return r
+def analyse(trace: Trace, config: Config | None = None) -> Roofline | None:
+    """The trace's roofline (None without a peak for its device), computed once per trace (``trace.derived``):
+    the rules of one analysis share one config, so the first to ask sets its peak override."""
+    return trace.derive(lambda t: _analyse(t, config), key=analyse)
 
 
-def _analyse(trace: Trace, config: Any) -> Roofline | None:
+def _analyse(trace: Trace, config: Config | None) -> Roofline | None:
     peak = peak_for(trace.device_properties, trace.metadata, config)
     if peak is None:
         return None
@@ -204,7 +202,7 @@ def _analyse(trace: Trace, config: Any) -> Roofline | None:
     return rf
 
 
-def check(trace: Trace, config: Any = None) -> list[Finding]:
+def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     rf = analyse(trace, config)
     if rf is None or not rf.ops:
         return []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import blocked_by_call, duration, ms, noise_floor, percent, share, view
 from autoprof.trace.model import GPU_MEMCPY, Trace
@@ -28,7 +29,7 @@ _ADVICE = {
 _DEFAULT_ADVICE = "Remove explicit synchronizations (torch.cuda.synchronize, .item(), printing device tensors) from the step."
 
 
-def check(trace: Trace, config: Any = None) -> list[Finding]:
+def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     v = view(trace)
     findings: list[Finding] = []
     sync = trace.name_id("cudaDeviceSynchronize")
@@ -52,7 +53,7 @@ def check(trace: Trace, config: Any = None) -> list[Finding]:
                     ("cudaDeviceSynchronize",),
                 )
             )
-    by_call = blocked_by_call(trace, v)
+    by_call = blocked_by_call(trace)
     if not by_call or window <= 0:
         return findings
     name, t = max(by_call.items(), key=lambda kv: kv[1])

@@ -4,8 +4,8 @@ coefficient of variation (clocks, thermals, contention, or data-dependent work).
 from __future__ import annotations
 
 import statistics
-from typing import Any
 
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import view
 from autoprof.rules.occupancy import short_kernel_name
@@ -18,7 +18,7 @@ CV_THRESHOLD = 0.15
 MIN_SHARE = 0.01
 
 
-def check(trace: Trace, config: Any = None) -> list[Finding]:
+def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     v = view(trace)
     n_steps = len(trace.steps)
     if n_steps < 3:

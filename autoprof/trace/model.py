@@ -12,10 +12,12 @@ import gc
 import re
 from array import array
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 # Normalized categories. Host-side ones first, device-side after.
 CPU_OP = "cpu_op"
@@ -232,6 +234,31 @@ class TraceBuilder:
         return Trace(self, target)
 
 
+class Derived:
+    """The cache of values derived from one trace (the rules' window view, launch links, blocking calls, the
+    roofline), owned by the trace and filled on first use: a rule asks with the function that computes the value
+    (``trace.derived.get(view_of, trace)``), which is also its key. A trace is never changed once built, so a
+    value never goes stale; derived values are not part of the trace's data (never in ``metadata``, never
+    saved)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: dict[object, Any] = {}
+
+    def get(self, make: Callable[[Trace], _T], trace: Trace, key: object = None) -> _T:
+        """``make(trace)``, computed once; kept under ``key`` (default: ``make`` itself)."""
+        key = make if key is None else key
+        try:
+            return self._values[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._values[key] = make(trace)
+            return value
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
 class Trace:
     """A frozen, analysable trace. Times are integer nanoseconds."""
 
@@ -246,6 +273,7 @@ class Trace:
         self.metadata = b.metadata
         self.shapes = b.h_shapes
         self._by_name: dict[int, list[int]] | None = None
+        self.derived = Derived()
         # Host events sorted per thread by (ts, -dur) so that parents precede children.
         n = len(b.h_ts)
         keys = list(zip(b.h_tid, b.h_ts, [-d for d in b.h_dur]))
@@ -282,6 +310,11 @@ class Trace:
         self.d_launch_host = array("l", [get(c, -1) if c >= 0 else -1 for c in self.d_corr])
         self.steps = self._find_steps(target, ends)
         self.target = target
+
+    def derive(self, make: Callable[[Trace], _T], key: object = None) -> _T:
+        """A value derived from this trace by ``make``, computed on first use and kept in :attr:`derived` (under
+        ``key``, default ``make``)."""
+        return self.derived.get(make, self, key)
 
     # -- construction helpers -------------------------------------------------------------------
     def _build_tree(self) -> list[int]:
