@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from dataclasses import dataclass, field
 
 from autoprof.config import Config
 from autoprof.findings import Finding
@@ -38,6 +39,7 @@ VERDICTS = {RULE_OVERHEAD: (WRAPPER_EXCEEDS_COMPUTE,), RULE_RECOMPILE: (RECOMPIL
 _REGION = re.compile(r"^Torch-Compiled Region: ([0-9]{1,18})/([0-9]{1,18})$")
 _LOOKUP = "TorchDynamo Cache Lookup"
 _CALL = "## Call CompiledFxGraph"
+_CPU_OP = HOST_CODE[CPU_OP]
 _COMPILE_WORK = (
     "entire_frame_compile",
     "inductor_compile",
@@ -49,127 +51,166 @@ _COMPILE_WORK = (
 )
 
 
+@dataclass
+class _Seen:
+    """What the window holds: compiled-region calls (index, frame, compile id), cache lookups per thread, and the
+    outermost compilation events."""
+
+    regions: list[tuple[int, int, int]] = field(default_factory=list)
+    lookups: dict[int, list[int]] = field(default_factory=dict)
+    compile_work: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Cost:
+    """Per compiled call, on average: the wrapper's time and the compute it wraps."""
+
+    calls: int
+    wrapper_ns: float
+    compute_ns: float
+    on_device: bool
+
+
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
-    v = view(trace)
-    kcpu = HOST_CODE[CPU_OP]
-    regions: list[tuple[int, int, int]] = []  # (index, frame, compile id)
-    lookups: dict[int, list[int]] = {}
-    compile_work: list[int] = []
-    # Match names once per distinct name, then compare interned ids per event.
-    region_ids: dict[int, tuple[int, int]] = {}
-    work_ids: set[int] = set()
-    for nid, n in enumerate(trace.names):
-        m = _REGION.match(n)
-        if m:
-            region_ids[nid] = (int(m.group(1)), int(m.group(2)))
-        elif n.startswith(_COMPILE_WORK):
-            work_ids.add(nid)
-    lookup_id = trace.name_id(_LOOKUP)
-    if not region_ids and not work_ids:
-        return []
-    for i in range(trace.n_host):
-        nid = trace.h_name[i]
-        if not v.host_in[i]:
-            continue
-        if nid in region_ids:
-            f, c = region_ids[nid]
-            regions.append((i, f, c))
-        elif nid == lookup_id:
-            lookups.setdefault(trace.h_tid[i], []).append(i)
-        elif nid in work_ids and not has_ancestor(trace, i, work_ids):
-            compile_work.append(i)
+    seen = _gather(trace)
     findings: list[Finding] = []
-    if regions:
-        by_device = launches_by_host(trace) if trace.n_device else {}
-        lookup_ts = {t: [trace.h_ts[j] for j in ls] for t, ls in lookups.items()}
-        wrapper_total = compute_total = 0
-        calls = 0
-        for i, _f, _c in regions:
-            lk = 0
-            tl = lookups.get(trace.h_tid[i], [])
-            k = bisect.bisect_right(lookup_ts[trace.h_tid[i]], trace.h_ts[i]) if tl else 0
-            if k:
-                j = tl[k - 1]
-                if trace.h_ts[i] - (trace.h_ts[j] + trace.h_dur[j]) < 1_000_000:  # within 1 ms
-                    lk = trace.h_dur[j]
-            desc = descendants(trace, i)
-            call = next((j for j in desc if trace.host_name(j).startswith(_CALL)), -1)
-            if call >= 0:
-                graph_host = trace.h_dur[call]
-                graph = descendants(trace, call)
-            else:
-                graph = desc
-                graph_host = sum(
-                    trace.h_dur[j] for j in desc
-                    if trace.h_parent[j] == i and trace.h_cat[j] == kcpu
-                    and not trace.host_name(j).startswith(COMPILE_WRAPPER_PREFIXES)
-                )
-            if by_device:
-                compute = sum(trace.d_dur[d] for d in launched_under(trace, i, by_device))
-            else:
-                compute = sum(
-                    trace.h_self[j] for j in graph
-                    if trace.h_cat[j] == kcpu and not trace.host_name(j).startswith(COMPILE_WRAPPER_PREFIXES)
-                )
-            wrapper_total += lk + max(trace.h_dur[i] - graph_host, 0)
-            compute_total += compute
-            calls += 1
-        wrapper = wrapper_total / calls
-        compute_avg = compute_total / calls
-        frames = sorted({f"{f}/{c}" for _, f, c in regions})
-        evidence = {
-            "compiled_calls_count": calls,
-            "wrapper_per_call_us": us(wrapper),
-            "compute_per_call_us": us(compute_avg),
-            "wrapper_to_compute_ratio": round(wrapper / compute_avg, 3) if compute_avg else None,
-            "compute_side": "device" if by_device else "cpu",
-            "regions": frames[:10],
-        }
-        if wrapper > compute_avg:
-            findings.append(
-                Finding(
-                    RULE_OVERHEAD,
-                    WRAPPER_EXCEEDS_COMPUTE,
-                    "warning",
-                    f"compile overhead: each compiled call spends {duration(wrapper)} in the compiled-region "
-                    f"wrapper (cache lookup, guards, AOT wrappers) against {duration(compute_avg)} of compute it wraps",
-                    "The ops are too small for torch.compile to pay off: compile a larger region (the whole "
-                    "step or model), batch more work per call, or leave this function eager.",
-                    evidence,
-                    tuple(frames[:5]),
-                )
-            )
-        recompiled: dict[int, set[int]] = {}
-        for _, f, c in regions:
-            recompiled.setdefault(f, set()).add(c)
-        many = {f: sorted(cs) for f, cs in recompiled.items() if len(cs) > 1 or max(cs) > 0}
-        if many:
-            findings.append(
-                Finding(
-                    RULE_RECOMPILE,
-                    RECOMPILED,
-                    "warning",
-                    "recompilation: "
-                    + ", ".join(f"frame {f} ran compiled versions {cs}" for f, cs in sorted(many.items())),
-                    "Find the guard that fails with TORCH_LOGS=recompiles; mark changing sizes dynamic "
-                    "(torch._dynamo.mark_dynamic) or keep Python values that change out of the graph.",
-                    {"recompiled_frames_count": len(many), "max_compile_id": max(max(c) for c in many.values())},
-                    tuple(f"Torch-Compiled Region: {f}/{max(cs)}" for f, cs in sorted(many.items())),
-                )
-            )
-    if compile_work:
-        t = sum(trace.h_dur[i] for i in compile_work)
-        names = sorted({trace.host_name(i) for i in compile_work})
-        findings.append(
-            Finding(
-                RULE_COMPILING,
-                COMPILING,
-                "warning",
-                f"compilation inside the window: {duration(t)} in {', '.join(names[:3])}",
-                "Warm up compiled code before measuring (more wait/warmup steps), and check for recompiles.",
-                {"compile_time_us": us(t), "compile_events_count": len(compile_work)},
-                tuple(names[:5]),
-            )
-        )
+    if seen.regions:
+        cost = _measure(trace, seen)
+        frames = sorted({f"{f}/{c}" for _, f, c in seen.regions})
+        if cost.wrapper_ns > cost.compute_ns:
+            findings.append(_overhead_finding(cost, frames))
+        findings.extend(_recompiled(seen.regions))
+    if seen.compile_work:
+        findings.append(_compiling(trace, seen.compile_work))
     return findings
 
+
+def _gather(trace: Trace) -> _Seen:
+    """Find the window's compiled regions, cache lookups and compilation work (names matched once per distinct
+    name, then interned ids compared per event)."""
+    seen = _Seen()
+    region_ids: dict[int, tuple[int, int]] = {}
+    work_ids: set[int] = set()
+    for nid, name in enumerate(trace.names):
+        m = _REGION.match(name)
+        if m:
+            region_ids[nid] = (int(m.group(1)), int(m.group(2)))
+        elif name.startswith(_COMPILE_WORK):
+            work_ids.add(nid)
+    if not region_ids and not work_ids:
+        return seen
+    lookup_id = trace.name_id(_LOOKUP)
+    host_in = view(trace).host_in
+    for i in range(trace.n_host):
+        nid = trace.h_name[i]
+        if not host_in[i]:
+            continue
+        if nid in region_ids:
+            frame, compile_id = region_ids[nid]
+            seen.regions.append((i, frame, compile_id))
+        elif nid == lookup_id:
+            seen.lookups.setdefault(trace.h_tid[i], []).append(i)
+        elif nid in work_ids and not has_ancestor(trace, i, work_ids):
+            seen.compile_work.append(i)
+    return seen
+
+
+def _measure(trace: Trace, seen: _Seen) -> _Cost:
+    """Wrapper = the cache lookup just before the region + the region's span - the compiled graph's span;
+    compute = the device time launched from the region, else the self time of the ops in the graph."""
+    by_device = launches_by_host(trace) if trace.n_device else {}
+    lookup_ts = {tid: [trace.h_ts[j] for j in calls] for tid, calls in seen.lookups.items()}
+    wrapper_total = compute_total = 0
+    for region, _frame, _compile_id in seen.regions:
+        graph, graph_host = _graph_of(trace, region)
+        if by_device:
+            compute = sum(trace.d_dur[d] for d in launched_under(trace, region, by_device))
+        else:
+            compute = sum(trace.h_self[j] for j in graph if _is_op(trace, j))
+        wrapper_total += _lookup_before(trace, region, seen.lookups, lookup_ts) + max(trace.h_dur[region] - graph_host, 0)
+        compute_total += compute
+    calls = len(seen.regions)
+    return _Cost(calls, wrapper_total / calls, compute_total / calls, bool(by_device))
+
+
+def _lookup_before(trace: Trace, region: int, lookups: dict[int, list[int]], lookup_ts: dict[int, list[int]]) -> int:
+    """The duration of the cache lookup that ended within 1 ms before ``region`` on its thread (0: none)."""
+    tid = trace.h_tid[region]
+    on_thread = lookups.get(tid, [])
+    k = bisect.bisect_right(lookup_ts[tid], trace.h_ts[region]) if on_thread else 0
+    if not k:
+        return 0
+    j = on_thread[k - 1]
+    return trace.h_dur[j] if trace.h_ts[region] - (trace.h_ts[j] + trace.h_dur[j]) < 1_000_000 else 0
+
+
+def _graph_of(trace: Trace, region: int) -> tuple[range, int]:
+    """The events of the compiled graph a region runs, and its host span: the ``## Call CompiledFxGraph`` inside
+    it, else the region's own kernel-launching ops (their summed spans)."""
+    inside = descendants(trace, region)
+    call = next((j for j in inside if trace.host_name(j).startswith(_CALL)), -1)
+    if call >= 0:
+        return descendants(trace, call), trace.h_dur[call]
+    return inside, sum(trace.h_dur[j] for j in inside if trace.h_parent[j] == region and _is_op(trace, j))
+
+
+def _is_op(trace: Trace, i: int) -> bool:
+    """An op of the graph (not one of the compile wrappers)."""
+    return trace.h_cat[i] == _CPU_OP and not trace.host_name(i).startswith(COMPILE_WRAPPER_PREFIXES)
+
+
+def _overhead_finding(cost: _Cost, frames: list[str]) -> Finding:
+    return Finding(
+        RULE_OVERHEAD,
+        WRAPPER_EXCEEDS_COMPUTE,
+        "warning",
+        f"compile overhead: each compiled call spends {duration(cost.wrapper_ns)} in the compiled-region "
+        f"wrapper (cache lookup, guards, AOT wrappers) against {duration(cost.compute_ns)} of compute it wraps",
+        "The ops are too small for torch.compile to pay off: compile a larger region (the whole "
+        "step or model), batch more work per call, or leave this function eager.",
+        {
+            "compiled_calls_count": cost.calls,
+            "wrapper_per_call_us": us(cost.wrapper_ns),
+            "compute_per_call_us": us(cost.compute_ns),
+            "wrapper_to_compute_ratio": round(cost.wrapper_ns / cost.compute_ns, 3) if cost.compute_ns else None,
+            "compute_side": "device" if cost.on_device else "cpu",
+            "regions": frames[:10],
+        },
+        tuple(frames[:5]),
+    )
+
+
+def _recompiled(regions: list[tuple[int, int, int]]) -> list[Finding]:
+    """A frame that ran more than one compiled version (or a version after the first)."""
+    versions: dict[int, set[int]] = {}
+    for _, frame, compile_id in regions:
+        versions.setdefault(frame, set()).add(compile_id)
+    many = {f: sorted(cs) for f, cs in versions.items() if len(cs) > 1 or max(cs) > 0}
+    if not many:
+        return []
+    return [
+        Finding(
+            RULE_RECOMPILE,
+            RECOMPILED,
+            "warning",
+            "recompilation: " + ", ".join(f"frame {f} ran compiled versions {cs}" for f, cs in sorted(many.items())),
+            "Find the guard that fails with TORCH_LOGS=recompiles; mark changing sizes dynamic "
+            "(torch._dynamo.mark_dynamic) or keep Python values that change out of the graph.",
+            {"recompiled_frames_count": len(many), "max_compile_id": max(max(c) for c in many.values())},
+            tuple(f"Torch-Compiled Region: {f}/{max(cs)}" for f, cs in sorted(many.items())),
+        )
+    ]
+
+
+def _compiling(trace: Trace, compile_work: list[int]) -> Finding:
+    spent = sum(trace.h_dur[i] for i in compile_work)
+    names = sorted({trace.host_name(i) for i in compile_work})
+    return Finding(
+        RULE_COMPILING,
+        COMPILING,
+        "warning",
+        f"compilation inside the window: {duration(spent)} in {', '.join(names[:3])}",
+        "Warm up compiled code before measuring (more wait/warmup steps), and check for recompiles.",
+        {"compile_time_us": us(spent), "compile_events_count": len(compile_work)},
+        tuple(names[:5]),
+    )

@@ -11,6 +11,7 @@ matmuls inside another op's decomposition (the mask add of ``aten::_scaled_dot_p
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from autoprof.config import Config
@@ -28,6 +29,7 @@ _PRODUCERS = frozenset({"aten::mm", "aten::matmul"})
 _CONSUMERS = frozenset({"aten::add", "aten::add_"})
 _VIEW_OPS = frozenset({"aten::_unsafe_view", "aten::view", "aten::reshape", "aten::squeeze", "aten::unsqueeze"})
 _COMPILED_MARKERS = ("Torch-Compiled Region", "## Call CompiledFxGraph", "CompiledFunction")
+_CPU_OP = HOST_CODE[CPU_OP]
 
 
 def matmul_out_shape(a: list[Any], b: list[Any]) -> list[int] | None:
@@ -75,101 +77,143 @@ def _called_by_user(trace: Trace, i: int, kcpu: int, linear_id: int) -> bool:
     return True
 
 
+@dataclass
+class _Pairs:
+    """The window's user-called matmuls followed by an add of their result (producer, consumer), its addmm
+    calls, and how many pairs had their shapes checked."""
+
+    pairs: list[tuple[int, int]] = field(default_factory=list)
+    addmm: list[int] = field(default_factory=list)
+    shapes_checked: int = 0
+
+
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
-    v = view(trace)
-    kcpu = HOST_CODE[CPU_OP]
-    prod_ids = {trace.name_id(n) for n in _PRODUCERS} - {-1}
-    addmm_id = trace.name_id("aten::addmm")
-    view_ids = {trace.name_id(n) for n in _VIEW_OPS} - {-1}
-    consumer_ids = {trace.name_id(n) for n in _CONSUMERS} - {-1}
-    matmul_id = trace.name_id("aten::matmul")
-    linear_id = trace.name_id("aten::linear")
-    backward_ids = {nid for nid, n in enumerate(trace.names) if "Backward" in n or n.startswith("autograd::engine")}
-    shapes_of = trace.shapes
-    last_dims: Any = None
-    last_out: list[int] | None = None
-    pairs: list[tuple[int, int]] = []
-    addmm: list[int] = []
-    shapes_checked = 0
-    for i in trace.host_named(prod_ids | {addmm_id}):
-        if trace.h_cat[i] != kcpu or not v.host_in[i]:
-            continue
-        nid = trace.h_name[i]
-        if nid == addmm_id:
-            addmm.append(i)
-            continue
-        if nid not in prod_ids:
-            continue
-        p = trace.h_parent[i]
-        if p >= 0 and trace.h_name[p] == matmul_id:
-            continue  # the matmul above it is the producer
-        if backward_ids and has_ancestor(trace, i, backward_ids):
-            continue
-        if not _called_by_user(trace, i, kcpu, linear_id):
-            continue  # inside another op's decomposition (the mask add of SDPA's math path): nothing to fuse
-        j = _next_op(trace, i, kcpu, view_ids)
-        if j < 0 or trace.h_name[j] not in consumer_ids or v.host_step[j] != v.host_step[i]:
-            continue
-        si, sj = shapes_of.get(i), shapes_of.get(j)
-        dims = si[0] if si and type(si[0]) is list else None
-        add_dims = sj[0] if sj and type(sj[0]) is list else None
-        if dims and add_dims:
-            if dims != last_dims:  # a window repeats the same shapes: reuse the last output shape
-                last_dims, last_out = dims, (matmul_out_shape(dims[0], dims[1]) if len(dims) >= 2 else None)
-            out = last_out
-            if out is None or add_dims[0] != out:
-                continue
-            shapes_checked += 1
-        pairs.append((i, j))
+    found = _gather(trace)
     findings: list[Finding] = []
-    window = steps_ns(trace, v)
-    t_add = sum(trace.h_dur[j] for _, j in pairs)  # roughly what one fused GEMM saves
-    if pairs and t_add >= noise_floor(config) * window:  # below the floor: a finding about nothing
-        t = sum(trace.h_dur[i] + trace.h_dur[j] for i, j in pairs)
-        h_parent, h_name = trace.h_parent, trace.h_name
-        parent_ids = {h_name[p] for p in {h_parent[i] for i, _ in pairs} if p >= 0}
-        parents = sorted(trace.names[nid] for nid in parent_ids)
-        shapes: list[str] = []  # the first few distinct input shapes
-        for i, _ in pairs[:1000]:
-            s = trace.shapes.get(i)
-            if s and str(s[0]) not in shapes:
-                shapes.append(str(s[0]))
-                if len(shapes) == 5:
-                    break
-        in_linear = trace.name_id("aten::linear") in parent_ids
-        advice = (
-            "Use torch.addmm(b, x, w) or nn.Linear (one fused GEMM with the bias in its epilogue), or "
-            "torch.compile the function."
-        )
-        if in_linear:
-            advice += " Under aten::linear this is a >2-D input: flatten it to 2-D before the Linear."
-        findings.append(
-            Finding(
-                RULE_UNFUSED,
-                UNFUSED,
-                "warning",
-                f"unfused bias add: {len(pairs)} matmul results feed a separate add; the adds take "
-                f"{share(t_add, window):.1%} of the steps' time",
-                advice,
-                {
-                    "unfused_count": len(pairs),
-                    "shape_checked_count": shapes_checked,
-                    "unfused_time_us": us(t),
-                    "unfused_time_share": share(t, window),
-                    "separate_add_us": us(t_add),
-                    "separate_add_share": share(t_add, window),
-                    "fused_addmm_count": len(addmm),
-                    "input_shapes": shapes,
-                    "parents": parents[:5],
-                },
-                tuple(sorted({f"{trace.names[a]} -> {trace.names[b]}" for a, b in {(h_name[i], h_name[j]) for i, j in pairs}})),
-            )
-        )
+    window = steps_ns(trace, view(trace))
+    separate_add = sum(trace.h_dur[j] for _, j in found.pairs)  # roughly what one fused GEMM saves
+    if found.pairs and separate_add >= noise_floor(config) * window:  # below the floor: a finding about nothing
+        findings.append(_unfused(trace, found, window, separate_add))
     compiled_ids = {nid for nid, n in enumerate(trace.names) if n.startswith(_COMPILED_MARKERS)}
-    compiled = [i for i in addmm if has_ancestor(trace, i, compiled_ids)]
+    compiled = [i for i in found.addmm if has_ancestor(trace, i, compiled_ids)]
     if compiled:
         findings.append(_compiled_addmm(trace, compiled))
     return findings
+
+
+class _Ids:
+    """Interned ids of the names the pairing reads (-1: absent from the trace)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.producers = {trace.name_id(n) for n in _PRODUCERS} - {-1}
+        self.consumers = {trace.name_id(n) for n in _CONSUMERS} - {-1}
+        self.views = {trace.name_id(n) for n in _VIEW_OPS} - {-1}
+        self.addmm = trace.name_id("aten::addmm")
+        self.matmul = trace.name_id("aten::matmul")
+        self.linear = trace.name_id("aten::linear")
+        self.backward = {nid for nid, n in enumerate(trace.names) if "Backward" in n or n.startswith("autograd::engine")}
+
+
+def _gather(trace: Trace) -> _Pairs:
+    v = view(trace)
+    ids = _Ids(trace)
+    found = _Pairs()
+    shapes = _OutputShapes()
+    for i in trace.host_named(ids.producers | {ids.addmm}):
+        if trace.h_cat[i] != _CPU_OP or not v.host_in[i]:
+            continue
+        nid = trace.h_name[i]
+        if nid == ids.addmm:
+            found.addmm.append(i)
+            continue
+        if nid not in ids.producers or not _user_matmul(trace, i, ids):
+            continue
+        j = _next_op(trace, i, _CPU_OP, ids.views)
+        if j < 0 or trace.h_name[j] not in ids.consumers or v.host_step[j] != v.host_step[i]:
+            continue
+        fits = shapes.add_fits(trace, i, j)
+        if fits is False:
+            continue
+        found.shapes_checked += fits is True
+        found.pairs.append((i, j))
+    return found
+
+
+def _user_matmul(trace: Trace, i: int, ids: _Ids) -> bool:
+    """A matmul the user's code called: not the mm under an aten::matmul (that matmul is the producer), not in
+    autograd's backward (an mm then an add there is gradient accumulation), not inside another op's
+    decomposition (the mask add of SDPA's math path: nothing to fuse)."""
+    p = trace.h_parent[i]
+    if p >= 0 and trace.h_name[p] == ids.matmul:
+        return False
+    if ids.backward and has_ancestor(trace, i, ids.backward):
+        return False
+    return _called_by_user(trace, i, _CPU_OP, ids.linear)
+
+
+class _OutputShapes:
+    """Whether an add's first input has the matmul's output shape (a window repeats the same shapes: the last
+    output shape is reused)."""
+
+    def __init__(self) -> None:
+        self.last_dims: Any = None
+        self.last_out: list[int] | None = None
+
+    def add_fits(self, trace: Trace, mm: int, add: int) -> bool | None:
+        """True/False where both shapes were recorded, None where not (the pair counts, unchecked)."""
+        mm_shapes, add_shapes = trace.shapes.get(mm), trace.shapes.get(add)
+        dims = mm_shapes[0] if mm_shapes and type(mm_shapes[0]) is list else None
+        add_dims = add_shapes[0] if add_shapes and type(add_shapes[0]) is list else None
+        if not (dims and add_dims):
+            return None
+        if dims != self.last_dims:
+            self.last_dims, self.last_out = dims, (matmul_out_shape(dims[0], dims[1]) if len(dims) >= 2 else None)
+        return self.last_out is not None and add_dims[0] == self.last_out
+
+
+def _unfused(trace: Trace, found: _Pairs, window: int, separate_add: int) -> Finding:
+    pairs = found.pairs
+    spent = sum(trace.h_dur[i] + trace.h_dur[j] for i, j in pairs)
+    h_parent, h_name = trace.h_parent, trace.h_name
+    parent_ids = {h_name[p] for p in {h_parent[i] for i, _ in pairs} if p >= 0}
+    advice = (
+        "Use torch.addmm(b, x, w) or nn.Linear (one fused GEMM with the bias in its epilogue), or "
+        "torch.compile the function."
+    )
+    if trace.name_id("aten::linear") in parent_ids:
+        advice += " Under aten::linear this is a >2-D input: flatten it to 2-D before the Linear."
+    return Finding(
+        RULE_UNFUSED,
+        UNFUSED,
+        "warning",
+        f"unfused bias add: {len(pairs)} matmul results feed a separate add; the adds take "
+        f"{share(separate_add, window):.1%} of the steps' time",
+        advice,
+        {
+            "unfused_count": len(pairs),
+            "shape_checked_count": found.shapes_checked,
+            "unfused_time_us": us(spent),
+            "unfused_time_share": share(spent, window),
+            "separate_add_us": us(separate_add),
+            "separate_add_share": share(separate_add, window),
+            "fused_addmm_count": len(found.addmm),
+            "input_shapes": _first_shapes(trace, pairs),
+            "parents": sorted(trace.names[nid] for nid in parent_ids)[:5],
+        },
+        tuple(sorted({f"{trace.names[a]} -> {trace.names[b]}" for a, b in {(h_name[i], h_name[j]) for i, j in pairs}})),
+    )
+
+
+def _first_shapes(trace: Trace, pairs: list[tuple[int, int]]) -> list[str]:
+    """The first few distinct input shapes of the matmuls."""
+    shapes: list[str] = []
+    for i, _ in pairs[:1000]:
+        s = trace.shapes.get(i)
+        if s and str(s[0]) not in shapes:
+            shapes.append(str(s[0]))
+            if len(shapes) == 5:
+                break
+    return shapes
 
 
 def _compiled_addmm(trace: Trace, compiled: list[int]) -> Finding:

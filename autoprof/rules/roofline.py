@@ -11,11 +11,11 @@ time lost against the roofline. Per window: device time split into compute-bound
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import has_ancestor, op_self_ns, share, us, view
+from autoprof.rules._common import View, has_ancestor, op_self_ns, share, us, view
 from autoprof.rules._work import WorkCache, is_roofline_op
 from autoprof.rules.peaks import Peak, peak_for
 from autoprof.trace.model import CPU_OP, DEVICE_CODE, HOST_CODE, KERNEL, Trace
@@ -27,6 +27,8 @@ MIXED = "mixed"
 VERDICTS = {RULE: (COMPUTE_BOUND, MEMORY_BOUND, MIXED)}
 DECIDES = 0.5  # share of the window's device time one bound must hold to decide
 _TF32_MARKERS = ("tf32", "s1688", "tensorop_s")
+_CPU_OP = HOST_CODE[CPU_OP]
+_KERNEL = DEVICE_CODE[KERNEL]
 
 _ADVICE = {
     "memory": "Memory-bound: fuse it with its neighbours (torch.compile), keep data in lower precision "
@@ -108,98 +110,127 @@ def _analyse(trace: Trace, config: Config | None) -> Roofline | None:
     if peak is None:
         return None
     v = view(trace)
-    kcpu = HOST_CODE[CPU_OP]
-    device = bool(v.device_busy)
-    total = 0
-    if device:
-        kernel = DEVICE_CODE[KERNEL]
-        total = sum(dur for dur, c, inside in zip(trace.d_dur, trace.d_cat, v.device_in) if c == kernel and inside)
+    on_device = bool(v.device_busy)
+    if on_device:
+        total = sum(dur for dur, c, inside in zip(trace.d_dur, trace.d_cat, v.device_in) if c == _KERNEL and inside)
     else:
         total = op_self_ns(trace, v)
     rf = Roofline(peak, total)
     roof_ids = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
     if not roof_ids or total <= 0:
         return rf
-    tf32_ids = {nid for nid, n in enumerate(trace.names) if any(m in n.lower() for m in _TF32_MARKERS)}
-    h_name, h_cat, host_in = trace.h_name, trace.h_cat, v.host_in
-    # Each op counts at the outermost roofline op above it (linear → addmm, layer_norm → native_layer_norm).
-    if device:
-        # Device time: the window's kernels, each at the outermost roofline op above the call that launched it.
-        parent = trace.h_parent
-        top_of: dict[int, int] = {}  # launching call -> that op, or -1
-        acc: dict[int, list[Any]] = {}  # op -> [kernel ns, any TF32 tensor-op kernel]
-        for h, c, inside, dur, dn in zip(trace.d_launch_host, trace.d_cat, v.device_in, trace.d_dur, trace.d_name):
-            if c != kernel or not inside or h < 0:
-                continue
-            top = top_of.get(h)
-            if top is None:
-                top, p = -1, h
-                while p >= 0:
-                    if h_name[p] in roof_ids:
-                        top = p
-                    p = parent[p]
-                top_of[h] = top
-            if top < 0:
-                continue
-            a = acc.get(top)
-            if a is None:
-                acc[top] = [dur, dn in tf32_ids]
-            else:
-                a[0] += dur
-                a[1] = a[1] or dn in tf32_ids
-        items = [(i, a[0], a[1]) for i, a in sorted(acc.items()) if h_cat[i] == kcpu and host_in[i]]
-    else:
-        h_dur = trace.h_dur
-        items = [(i, h_dur[i], False) for i in trace.host_named(roof_ids)
-                 if h_cat[i] == kcpu and host_in[i] and not has_ancestor(trace, i, roof_ids)]
-    cache = WorkCache()
-    shapes_get = trace.shapes.get
-    names = trace.names
-    # Calls and time per (op, shapes, dtype): a window repeats the same few, each is then costed once.
-    agg: dict[tuple[int, str, str], list[Any]] = {}
-    for i, t, tf32 in items:
-        if t <= 0:
-            continue
-        shp = shapes_get(i)
-        dims = shp[0] if shp and type(shp[0]) is list else []
-        types = shp[1] if shp and type(shp[1]) is list else []
-        nid = h_name[i]
-        w, dk, shapes_text = cache.get(nid, names[nid], dims, types)
-        if w is None:
-            continue
-        dt = dk or "fp32"
-        if dt == "fp32" and tf32:
-            dt = "tf32"
-        mk = (nid, shapes_text, dt)
-        a = agg.get(mk)
-        if a is None:
-            agg[mk] = [1, t, w]
-        else:
-            a[0] += 1
-            a[1] += t
-    for (nid, shapes_text, dt), (calls, t, (flops, nbytes)) in agg.items():
-        pf = peak.flops_for(dt)
-        if not pf or nbytes <= 0:
-            continue
-        bound = "compute" if flops / nbytes >= pf / peak.bytes_per_s else "memory"
-        name = names[nid]
-        st = rf.ops.get((name, shapes_text, dt))
-        if st is None:
-            st = rf.ops[(name, shapes_text, dt)] = OpStat(name, shapes_text, dt, bound)
-        st.calls += calls
-        st.time_ns += t
-        st.flops += flops * calls
-        st.bytes += nbytes * calls
-        st.ideal_ns += max(flops / pf, nbytes / peak.bytes_per_s) * 1e9 * calls
-        if bound == "compute":
-            rf.compute_ns += t
-        else:
-            rf.memory_ns += t
+    timed = _timed_on_device(trace, v, roof_ids) if on_device else _timed_on_host(trace, v, roof_ids)
+    for (nid, shapes_text, dtype), group in _grouped(trace, timed).items():
+        _place(rf, trace.names[nid], shapes_text, dtype, group)
     # Ops run concurrently on several streams can sum past the busy time: keep the split within it.
     if rf.compute_ns + rf.memory_ns > total:
         scale = total / (rf.compute_ns + rf.memory_ns)
         rf.compute_ns, rf.memory_ns = int(rf.compute_ns * scale), int(rf.memory_ns * scale)
     return rf
+
+
+class _Timed(NamedTuple):
+    """One op call's time, and whether a TF32 tensor-op kernel ran for it."""
+
+    op: int
+    time_ns: int
+    tf32: bool
+
+
+def _timed_on_device(trace: Trace, v: View, roof_ids: set[int]) -> list[_Timed]:
+    """The window's kernels, each counted at the outermost roofline op above the call that launched it (linear
+    → addmm, layer_norm → native_layer_norm)."""
+    tf32_ids = {nid for nid, n in enumerate(trace.names) if any(m in n.lower() for m in _TF32_MARKERS)}
+    h_name, parent = trace.h_name, trace.h_parent
+    top_of: dict[int, int] = {}  # launching call -> that op, or -1
+    kernel_ns: dict[int, int] = {}  # op -> its kernels' time
+    tf32_ops: set[int] = set()  # ops that ran a TF32 tensor-op kernel
+    for launch, cat, inside, dur, kernel in zip(trace.d_launch_host, trace.d_cat, v.device_in, trace.d_dur,
+                                                trace.d_name):
+        if cat != _KERNEL or not inside or launch < 0:
+            continue
+        top = top_of.get(launch)
+        if top is None:
+            top, p = -1, launch
+            while p >= 0:
+                if h_name[p] in roof_ids:
+                    top = p
+                p = parent[p]
+            top_of[launch] = top
+        if top < 0:
+            continue
+        kernel_ns[top] = kernel_ns.get(top, 0) + dur
+        if kernel in tf32_ids:
+            tf32_ops.add(top)
+    return [_Timed(i, t, i in tf32_ops) for i, t in sorted(kernel_ns.items())
+            if trace.h_cat[i] == _CPU_OP and v.host_in[i]]
+
+
+def _timed_on_host(trace: Trace, v: View, roof_ids: set[int]) -> list[_Timed]:
+    """Without a device: the outermost roofline ops' own durations."""
+    return [_Timed(i, trace.h_dur[i], False) for i in trace.host_named(roof_ids)
+            if trace.h_cat[i] == _CPU_OP and v.host_in[i] and not has_ancestor(trace, i, roof_ids)]
+
+
+@dataclass
+class _Group:
+    """Calls of one (op, shapes, dtype): their number, time, and one call's (FLOPs, bytes)."""
+
+    calls: int
+    time_ns: int
+    work: tuple[float, float]
+
+
+def _grouped(trace: Trace, timed: list[_Timed]) -> dict[tuple[int, str, str], _Group]:
+    """Calls and time per (op name id, shapes, dtype): a window repeats the same few, each is costed once."""
+    cache = WorkCache()
+    shapes_get = trace.shapes.get
+    groups: dict[tuple[int, str, str], _Group] = {}
+    for i, t, tf32 in timed:
+        if t <= 0:
+            continue
+        shp = shapes_get(i)
+        dims = shp[0] if shp and type(shp[0]) is list else []
+        types = shp[1] if shp and type(shp[1]) is list else []
+        nid = trace.h_name[i]
+        work, dtype, shapes_text = cache.get(nid, trace.names[nid], dims, types)
+        if work is None:
+            continue
+        dtype = dtype or "fp32"
+        if dtype == "fp32" and tf32:
+            dtype = "tf32"
+        key = (nid, shapes_text, dtype)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = _Group(1, t, work)
+        else:
+            group.calls += 1
+            group.time_ns += t
+    return groups
+
+
+def _place(rf: Roofline, name: str, shapes_text: str, dtype: str, group: _Group) -> None:
+    """Cost a group against the peak: its bound (intensity against the ridge), ideal time, and its share of the
+    compute- or memory-bound time."""
+    peak = rf.peak
+    peak_flops = peak.flops_for(dtype)
+    flops, nbytes = group.work
+    if not peak_flops or nbytes <= 0:
+        return
+    bound = "compute" if flops / nbytes >= peak_flops / peak.bytes_per_s else "memory"
+    stat = rf.ops.get((name, shapes_text, dtype))
+    if stat is None:
+        stat = rf.ops[(name, shapes_text, dtype)] = OpStat(name, shapes_text, dtype, bound)
+    calls = group.calls
+    stat.calls += calls
+    stat.time_ns += group.time_ns
+    stat.flops += flops * calls
+    stat.bytes += nbytes * calls
+    stat.ideal_ns += max(flops / peak_flops, nbytes / peak.bytes_per_s) * 1e9 * calls
+    if bound == "compute":
+        rf.compute_ns += group.time_ns
+    else:
+        rf.memory_ns += group.time_ns
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
