@@ -41,42 +41,22 @@ def short_kernel_name(name: str) -> str:
     return short or name[:60]
 
 
+_KERNEL = DEVICE_CODE[KERNEL]
+
+
 def is_heavy(name: str) -> bool:
     low = name.lower()
     return any(k in low for k in _HEAVY)
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
-    v = view(trace)
-    rt = LAUNCH_CODES
-    kd = DEVICE_CODE[KERNEL]
-    kernel_of = {h: d for d, (h, c) in enumerate(zip(trace.d_launch_host, trace.d_cat)) if h >= 0 and c == kd}
+    kernel_of = {h: d for d, (h, c) in enumerate(zip(trace.d_launch_host, trace.d_cat)) if h >= 0 and c == _KERNEL}
     if not kernel_of:
         return []
-    occ = [nid for nid, n in enumerate(trace.names) if n.startswith(OCCUPANCY_PREFIX)]
-    queries = trace.host_named(occ)
+    queries = trace.host_named([nid for nid, n in enumerate(trace.names) if n.startswith(OCCUPANCY_PREFIX)])
     if not queries:
         return []
-    occ_ids = set(occ)
-    queried_ids: Counter[int] = Counter()
-    unqueried = 0
-    pending: dict[int, int] = {}  # thread -> parent op of an occupancy query not yet followed by a launch
-    cat, tids, parent, names, host_in, d_name = trace.h_cat, trace.h_tid, trace.h_parent, trace.h_name, v.host_in, trace.d_name
-    # Only queries and launches matter: other calls between a query and its launch (cudaFuncSetAttribute,
-    # memsets ...) are setup.
-    for i in sorted(queries + list(kernel_of)):
-        if cat[i] not in rt or not host_in[i]:
-            continue
-        tid = tids[i]
-        if names[i] in occ_ids:
-            pending[tid] = parent[i]
-        elif pending.pop(tid, None) == parent[i]:
-            queried_ids[d_name[kernel_of[i]]] += 1
-        else:
-            unqueried += 1
-    queried: Counter[str] = Counter()
-    for nid, c in queried_ids.items():
-        queried[short_kernel_name(trace.names[nid])] += c
+    queried, unqueried = _pair_queries(trace, queries, kernel_of)
     if not queried:
         return []
     n = sum(queried.values())
@@ -96,3 +76,29 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
             tuple(top),
         )
     ]
+
+
+def _pair_queries(trace: Trace, queries: list[int], kernel_of: dict[int, int]) -> tuple[Counter[str], int]:
+    """Launches that follow an occupancy query from the same op on the same thread, counted per kernel (short
+    name), and the number of launches without one. Only queries and launches matter: other calls between a
+    query and its launch (cudaFuncSetAttribute, memsets ...) are setup."""
+    host_in = view(trace).host_in
+    cat, tids, parent, names = trace.h_cat, trace.h_tid, trace.h_parent, trace.h_name
+    query_ids = {names[i] for i in queries}
+    queried_ids: Counter[int] = Counter()
+    unqueried = 0
+    pending: dict[int, int] = {}  # thread -> parent op of an occupancy query not yet followed by a launch
+    for i in sorted(queries + list(kernel_of)):
+        if cat[i] not in LAUNCH_CODES or not host_in[i]:
+            continue
+        tid = tids[i]
+        if names[i] in query_ids:
+            pending[tid] = parent[i]
+        elif pending.pop(tid, None) == parent[i]:
+            queried_ids[trace.d_name[kernel_of[i]]] += 1
+        else:
+            unqueried += 1
+    queried: Counter[str] = Counter()
+    for nid, c in queried_ids.items():
+        queried[short_kernel_name(trace.names[nid])] += c
+    return queried, unqueried

@@ -170,33 +170,34 @@ def _device_verdict(trace: Trace, v: View, evidence: dict[str, Any], config: Con
     comm = total(subtract(subtract(_collective_spans(trace, v), merge(input_iv)), merge(blocked_iv)))
     evidence.update(comm_us=us(comm), comm_share=share(comm, window), work_share=share(busy, window),
                     overhead_share=share(active, window))
-    if inp >= INPUT_SHARE_MIN * window:
-        verdict = INPUT_BOUND
-        msg = f"input-bound: data loading takes {share(inp, window):.0%} of the window"
-    elif busy >= DEVICE_BUSY_COMPUTE * window:
-        verdict = COMPUTE_BOUND
-        msg = f"compute-bound: the device is busy {share(busy, window):.0%} of the window"
-    elif active > busy:
-        verdict = OVERHEAD_BOUND
-        msg = (
-            f"overhead-bound: the host works {share(active, window):.0%} of the window preparing and "
-            f"launching work, the device is busy only {share(busy, window):.0%}"
-        )
-    elif blocked >= SYNC_SHARE_MIN * window:
-        top = max(by_call.items(), key=lambda kv: kv[1])[0] if by_call else "synchronizing calls"
-        verdict = SYNC_BOUND
-        msg = (
-            f"sync-bound: the host waits {share(blocked, window):.0%} of the window in synchronizing calls "
-            f"(most in {top}) while the device is busy only {share(busy, window):.0%}"
-        )
-    else:
-        verdict = MIXED
-        msg = f"mixed: device busy {share(busy, window):.0%}, host active {share(active, window):.0%}"
+    verdict, msg = _device_judge(window, busy, active, blocked, inp, by_call)
     severity = "info" if verdict in (COMPUTE_BOUND, MIXED) else "warning"
     advice = _ADVICE[verdict]
     if verdict == COMPUTE_BOUND:
         msg, advice = _roofline_split(trace, config, evidence, msg, advice)
     return Finding(RULE, verdict, severity, msg, advice, evidence)
+
+
+def _device_judge(window: int, busy: int, active: int, blocked: int, inp: int,
+                  by_call: dict[str, int]) -> tuple[str, str]:
+    """The device reading's verdict and message: input first, then a busy device, host work above device work,
+    blocking calls; else mixed."""
+    if inp >= INPUT_SHARE_MIN * window:
+        return INPUT_BOUND, f"input-bound: data loading takes {share(inp, window):.0%} of the window"
+    if busy >= DEVICE_BUSY_COMPUTE * window:
+        return COMPUTE_BOUND, f"compute-bound: the device is busy {share(busy, window):.0%} of the window"
+    if active > busy:
+        return OVERHEAD_BOUND, (
+            f"overhead-bound: the host works {share(active, window):.0%} of the window preparing and "
+            f"launching work, the device is busy only {share(busy, window):.0%}"
+        )
+    if blocked >= SYNC_SHARE_MIN * window:
+        top = max(by_call.items(), key=lambda kv: kv[1])[0] if by_call else "synchronizing calls"
+        return SYNC_BOUND, (
+            f"sync-bound: the host waits {share(blocked, window):.0%} of the window in synchronizing calls "
+            f"(most in {top}) while the device is busy only {share(busy, window):.0%}"
+        )
+    return MIXED, f"mixed: device busy {share(busy, window):.0%}, host active {share(active, window):.0%}"
 
 
 def _roofline_split(trace: Trace, config: Config | None, evidence: dict[str, Any], msg: str, advice: str) -> tuple[str, str]:
@@ -380,9 +381,19 @@ def _cpu_verdict(trace: Trace, v: View, evidence: dict[str, Any], config: Config
     waits = _host_waits(trace, v, r)
     _op_work(trace, v, r, waits, config)
     verdict = _judge(r)
+    evidence.update(_cpu_evidence(trace, v, r))
+    severity = "warning" if verdict in (OVERHEAD_BOUND, INPUT_BOUND, SYNC_BOUND, COMMUNICATION_BOUND) else "info"
+    if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
+        evidence["roofline_bound"] = ("unknown" if r.unknown_ns > r.compute_ns + r.memory_ns
+                                      else "memory" if verdict == MEMORY_BOUND else "compute")
+    return Finding(RULE, verdict, severity, _cpu_message(verdict, r), _CPU_ADVICE[verdict], evidence)
+
+
+def _cpu_evidence(trace: Trace, v: View, r: HostReading) -> dict[str, Any]:
+    """The CPU reading's figures: each share of the step, the op calls, and the calibrated peak it used."""
     w = r.window_ns
     ops = op_self_ns(trace, v)
-    evidence.update(
+    evidence: dict[str, Any] = dict(
         device="cpu",
         method="roofline" if r.op_calls and (r.compute_ns or r.memory_ns or r.small_calls) else "op_self",
         window_us=us(w),
@@ -408,13 +419,7 @@ def _cpu_verdict(trace: Trace, v: View, evidence: dict[str, Any], config: Config
         evidence["work_roofline_ratio"] = round(r.ideal_ns / r.work_time_ns, 4)  # how close the work runs to its roofline
         if r.flops:
             evidence["achieved_flops_per_s"] = round(r.flops / (r.work_time_ns / 1e9), 1)
-    msg = _cpu_message(verdict, r)
-    severity = "warning" if verdict in (OVERHEAD_BOUND, INPUT_BOUND, SYNC_BOUND, COMMUNICATION_BOUND) else "info"
-    advice = _CPU_ADVICE[verdict]
-    if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
-        evidence["roofline_bound"] = ("unknown" if r.unknown_ns > r.compute_ns + r.memory_ns
-                                      else "memory" if verdict == MEMORY_BOUND else "compute")
-    return Finding(RULE, verdict, severity, msg, advice, evidence)
+    return evidence
 
 
 def _cpu_message(verdict: str, r: HostReading) -> str:

@@ -30,36 +30,51 @@ _DEFAULT_ADVICE = "Remove explicit synchronizations (torch.cuda.synchronize, .it
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
-    v = view(trace)
     findings: list[Finding] = []
+    final = _final_sync(trace, config)
+    if final is not None:
+        findings.append(final)
+    blocked = _blocked(trace)
+    if blocked is not None:
+        findings.append(blocked)
+    return findings
+
+
+def _final_sync(trace: Trace, config: Config | None) -> Finding | None:
+    """The last cudaDeviceSynchronize, with no device work launched after it: the profiler's flush."""
     sync = trace.name_id("cudaDeviceSynchronize")
-    window = v.window_ns
-    if sync >= 0:
-        # The final sync: the last cudaDeviceSynchronize, with no device work launched after it.
-        last = max(trace.host_named([sync]), key=trace.h_ts.__getitem__, default=-1)
-        last_launch = max((trace.h_ts[h] for h in trace.d_launch_host if h >= 0), default=-1)
-        if (last >= 0 and trace.h_ts[last] > last_launch and trace.h_dur[last] >= FINAL_MIN_NS
-                and trace.h_dur[last] >= noise_floor(config) * (window + trace.h_dur[last])):
-            d = trace.h_dur[last]
-            findings.append(
-                Finding(
-                    RULE_FINAL,
-                    PROFILER_FLUSH,
-                    "info",
-                    f"final cudaDeviceSynchronize: {duration(d)} ({percent(d, window + d)} of the window) "
-                    "waiting for queued device work when the profiler stopped",
-                    "This is the profiler's flush, not the model: do not count it as step time.",
-                    {"final_sync_ms": ms(d), "final_sync_share": share(d, window + d)},
-                    ("cudaDeviceSynchronize",),
-                )
-            )
+    if sync < 0:
+        return None
+    window = view(trace).window_ns
+    last = max(trace.host_named([sync]), key=trace.h_ts.__getitem__, default=-1)
+    last_launch = max((trace.h_ts[h] for h in trace.d_launch_host if h >= 0), default=-1)
+    if last < 0 or trace.h_ts[last] <= last_launch:
+        return None
+    d = trace.h_dur[last]
+    if d < FINAL_MIN_NS or d < noise_floor(config) * (window + d):
+        return None
+    return Finding(
+        RULE_FINAL,
+        PROFILER_FLUSH,
+        "info",
+        f"final cudaDeviceSynchronize: {duration(d)} ({percent(d, window + d)} of the window) "
+        "waiting for queued device work when the profiler stopped",
+        "This is the profiler's flush, not the model: do not count it as step time.",
+        {"final_sync_ms": ms(d), "final_sync_share": share(d, window + d)},
+        ("cudaDeviceSynchronize",),
+    )
+
+
+def _blocked(trace: Trace) -> Finding | None:
+    """The host blocked in synchronizing runtime calls for a share of the window worth naming."""
+    window = view(trace).window_ns
     by_call = blocked_by_call(trace)
     if not by_call or window <= 0:
-        return findings
+        return None
     name, t = max(by_call.items(), key=lambda kv: kv[1])
     total_blocked = sum(by_call.values())
     if total_blocked < BLOCKING_SHARE * window:
-        return findings
+        return None
     evidence: dict[str, Any] = {
         "blocked_ms": ms(total_blocked),
         "blocked_share": share(total_blocked, window),
@@ -67,22 +82,25 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
         "by_call_ms": {k: ms(n) for k, n in sorted(by_call.items(), key=lambda kv: -kv[1])},
     }
     if name.startswith("cudaMemcpy"):
-        kinds: dict[str, int] = {}
-        for d in trace.device_indices(GPU_MEMCPY):
-            h = trace.d_launch_host[d]
-            if h >= 0 and trace.host_name(h) == name and v.host_in[h]:
-                kinds[trace.device_name(d)] = kinds.get(trace.device_name(d), 0) + trace.h_dur[h]
-        evidence["copy_kinds_ms"] = {k: ms(n) for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:4]}
-    findings.append(
-        Finding(
-            RULE_BLOCKING,
-            HOST_BLOCKED,
-            "warning",
-            f"the host is blocked {share(total_blocked, window):.0%} of the window in synchronizing calls, "
-            f"most in {name} ({duration(t)})",
-            _ADVICE.get(name, _DEFAULT_ADVICE),
-            evidence,
-            tuple(k for k, _ in sorted(by_call.items(), key=lambda kv: -kv[1])[:4]),
-        )
+        evidence["copy_kinds_ms"] = _copy_kinds_ms(trace, name)
+    return Finding(
+        RULE_BLOCKING,
+        HOST_BLOCKED,
+        "warning",
+        f"the host is blocked {share(total_blocked, window):.0%} of the window in synchronizing calls, "
+        f"most in {name} ({duration(t)})",
+        _ADVICE.get(name, _DEFAULT_ADVICE),
+        evidence,
+        tuple(k for k, _ in sorted(by_call.items(), key=lambda kv: -kv[1])[:4]),
     )
-    return findings
+
+
+def _copy_kinds_ms(trace: Trace, call: str) -> dict[str, float]:
+    """The copies (Memcpy HtoD, DtoH, ...) a blocking copy call made, and the host time blocked in each."""
+    host_in = view(trace).host_in
+    kinds: dict[str, int] = {}
+    for d in trace.device_indices(GPU_MEMCPY):
+        h = trace.d_launch_host[d]
+        if h >= 0 and trace.host_name(h) == call and host_in[h]:
+            kinds[trace.device_name(d)] = kinds.get(trace.device_name(d), 0) + trace.h_dur[h]
+    return {k: ms(n) for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:4]}

@@ -16,34 +16,18 @@ UNSTABLE = "unstable-kernel-time"
 VERDICTS = {RULE: (UNSTABLE,)}
 CV_THRESHOLD = 0.15
 MIN_SHARE = 0.01
+_KERNEL = DEVICE_CODE[KERNEL]
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
-    v = view(trace)
-    n_steps = len(trace.steps)
-    if n_steps < 3:
+    if len(trace.steps) < 3:
         return []
-    per: dict[int, list[int]] = {}
-    counts: dict[int, list[int]] = {}
-    total = 0
-    kd = DEVICE_CODE[KERNEL]
-    # A collective's time is set by the slowest peer, not by this device's clocks.
-    nccl = {nid for nid, n in enumerate(trace.names) if "nccl" in n.lower()}
-    for s, nid, cat, dur in zip(v.device_step, trace.d_name, trace.d_cat, trace.d_dur):
-        if s < 0 or cat != kd or nid in nccl:
-            continue
-        p = per.get(nid)
-        if p is None:
-            p = per[nid] = [0] * n_steps
-            counts[nid] = [0] * n_steps
-        p[s] += dur
-        counts[nid][s] += 1
-        total += dur
-    varied: list[tuple[float, str, float, float]] = []
-    for nid, times in per.items():
-        c = counts[nid]
+    per_step, counts, total = _kernel_time_per_step(trace)
+    varied: list[tuple[float, str, float, float]] = []  # (CV, kernel, min µs, max µs)
+    for nid, times in per_step.items():
+        runs = counts[nid]
         # Only a kernel that runs the same number of times in every step can be compared across steps.
-        if min(c) == 0 or len(set(c)) != 1 or sum(times) < MIN_SHARE * total:
+        if min(runs) == 0 or len(set(runs)) != 1 or sum(times) < MIN_SHARE * total:
             continue
         mean = statistics.fmean(times)
         cv = statistics.pstdev(times) / mean if mean else 0.0
@@ -67,3 +51,24 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
             tuple(name for _, name, _, _ in top),
         )
     ]
+
+
+def _kernel_time_per_step(trace: Trace) -> tuple[dict[int, list[int]], dict[int, list[int]], int]:
+    """Per kernel name: its time in each step and its runs in each step; and all kernels' time. Collectives are
+    left out: their time is set by the slowest peer, not by this device's clocks."""
+    n_steps = len(trace.steps)
+    per_step: dict[int, list[int]] = {}
+    counts: dict[int, list[int]] = {}
+    total = 0
+    nccl = {nid for nid, n in enumerate(trace.names) if "nccl" in n.lower()}
+    for step, nid, cat, dur in zip(view(trace).device_step, trace.d_name, trace.d_cat, trace.d_dur):
+        if step < 0 or cat != _KERNEL or nid in nccl:
+            continue
+        times = per_step.get(nid)
+        if times is None:
+            times = per_step[nid] = [0] * n_steps
+            counts[nid] = [0] * n_steps
+        times[step] += dur
+        counts[nid][step] += 1
+        total += dur
+    return per_step, counts, total
