@@ -33,15 +33,16 @@ def window_trace(events: Any, tick: Callable[[], None] | None = None, **kw: Any)
 
 def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
     """The ops with the most self CPU time: name, self_cpu_us, calls."""
-    k = HOST_CODE[CPU_OP]
-    acc: dict[int, list[int]] = {}
+    cpu_op = HOST_CODE[CPU_OP]
+    self_ns: dict[int, int] = {}  # op name id -> its calls' self time
+    calls: dict[int, int] = {}
     for i in range(trace.n_host):
-        if trace.h_cat[i] == k:
-            a = acc.setdefault(trace.h_name[i], [0, 0])
-            a[0] += trace.h_self[i]
-            a[1] += 1
-    rows = sorted(acc.items(), key=lambda kv: -kv[1][0])[:n]
-    return [{"name": trace.names[nid], "self_cpu_us": round(v[0] / 1000, 3), "calls": v[1]} for nid, v in rows]
+        if trace.h_cat[i] == cpu_op:
+            nid = trace.h_name[i]
+            self_ns[nid] = self_ns.get(nid, 0) + trace.h_self[i]
+            calls[nid] = calls.get(nid, 0) + 1
+    top = sorted(self_ns.items(), key=lambda kv: -kv[1])[:n]
+    return [{"name": trace.names[nid], "self_cpu_us": round(t / 1000, 3), "calls": calls[nid]} for nid, t in top]
 
 
 @dataclass

@@ -21,7 +21,7 @@ import wrapt
 
 from autoprof import emit as _emit
 from autoprof.config import SCHEDULE_KEYS, SWITCH, ConfigError, check_schedule_value
-from autoprof.schedule import Phase, Schedule
+from autoprof.schedule import Phase, Place, Schedule
 from autoprof.session import SECTIONS_SEEN, SESSION, Target, Window
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -88,26 +88,36 @@ class _Step:
         if t.rewind:  # the window of this cycle was dropped: start the cycle's warmup again
             t.rewind = False
             t.pos = t.schedule.warmup_start(t.pos)
-        cfg = SWITCH.config
-        phase, _first, last = t.schedule.place(t.pos)
+        place = t.schedule.place(t.pos)
+        if place.phase in (Phase.DONE, Phase.WAIT):
+            self._unprofiled(place.phase)
+        else:
+            self._profiled(place)
+
+    def _unprofiled(self, phase: Phase) -> None:
+        """A call outside any window: no window may stay open for it; annotated for a user's profiler."""
+        t = self.t
         if phase == Phase.DONE:
             t.done = True
-        if phase in (Phase.DONE, Phase.WAIT):
-            w = SESSION.window
-            if w is not None and w.target is t:  # a window whose close an interrupt skipped: none is open now
-                SESSION.drop(t)
-            if _ap._is_profiler_enabled:
-                self.annotate(t.name)
-            return
-        self.win = SESSION.open(t, cfg)
+        w = SESSION.window
+        if w is not None and w.target is t:  # a window whose close an interrupt skipped: none is open now
+            SESSION.drop(t)
+        if _ap._is_profiler_enabled:
+            self.annotate(t.name)
+
+    def _profiled(self, place: Place) -> None:
+        """A warmup or active call: open the window (or find it open), start recording at the first active
+        step; deferred to its cycle's warmup when the window cannot open or start."""
+        t = self.t
+        self.win = SESSION.open(t, SWITCH.config)
         if self.win is None:
             self._defer()
-        elif phase == Phase.ACTIVE:
+        elif place.phase == Phase.ACTIVE:
             if SESSION.start(t) is None:
                 self.win = None
                 self._defer()
             else:
-                self.last = last
+                self.last = place.last
                 self.recording = True
                 self.annotate(f"ProfilerStep#{self.step}")
                 self.annotate(t.name)

@@ -19,9 +19,10 @@ from autoprof._files import keep_gzipped, safe_name
 from autoprof._pace import PACER
 from autoprof.calibrate import CpuPeaks
 from autoprof.config import Config
+from autoprof.findings import Finding
 from autoprof.rules import ranks
 from autoprof.rules.sections import section_times
-from autoprof.trace.model import gc_paused
+from autoprof.trace.model import Trace, gc_paused
 
 
 @dataclass(slots=True)
@@ -65,41 +66,18 @@ def run(job: ClosedWindow) -> None:
     started = time.perf_counter_ns()
     ctx = {"target": job.target, "window": job.window}
     try:
-        from autoprof import engine
-
         rank, _local, world = _emit.dist_info()
         path = _keep_trace(job, rank)
-        tick = PACER.tick if PACER.active() else None
-        cpu0 = time.thread_time_ns()
-        with gc_paused():  # one pause for reading and analysing (each pause's end costs a collection)
-            trace = engine.window_trace(job.events, tick=tick, target=job.target, rank=rank, world_size=world,
-                                        metadata=job.metadata())
-            job.events = None  # free the raw events before the rules run
-            findings, failures = engine.analyze_trace(trace, job.config, tick)
-        analysis_cpu = time.thread_time_ns() - cpu0
+        analysis = _analyse(job, rank, world)
         overhead = time.perf_counter_ns() - started + job.stall_ns
-        _emit.emit(
-            "autoprof.window", "info", **ctx, source="live",
-            steps=job.steps,
-            step_wall_ms=[round(w / 1e6, 4) for w in job.walls],
-            top_ops=engine.top_ops(trace, job.config.top_ops),
-            sections=section_times(trace),
-            event_count=trace.n_events,
-            autoprof_overhead_ms=round(overhead / 1e6, 3),
-            analysis_cpu_ms=round(analysis_cpu / 1e6, 3),
-            profiled_step_extra_ms=job.profiled_extra_ms(),
-            stall_ms=round(job.stall_ns / 1e6, 3),
-            calls_total=job.calls,
-            first_call_ms=round(job.first_call_ns / 1e6, 4) if job.first_call_ns is not None else None,
-            trace_path=path,
-        )
-        for finding in findings:
+        _emit.emit(_emit.WINDOW_EVENT, "info", **ctx, source="live", **_window_fields(job, analysis, path, overhead))
+        for finding in analysis.findings:
             _emit.finding(finding, **ctx, source="live")
-        for name, err in failures:
+        for name, err in analysis.failures:
             _emit.error(f"rule {name} failed: {err}", "rule", err, **ctx)
         if world > 1:
-            exchange.compare(job.target, job.window, rank, world, ranks.summary_from(rank, job.walls, findings),
-                             job.config)
+            summary = ranks.summary_from(rank, job.walls, analysis.findings)
+            exchange.compare(job.target, job.window, rank, world, summary, job.config)
     except Exception as e:
         _emit.error(f"window analysis failed: {e}", "analysis", e, **ctx)
     except BaseException as e:
@@ -108,6 +86,50 @@ def run(job: ClosedWindow) -> None:
     finally:
         job.prof = None
         job.events = None
+
+
+@dataclass
+class _Analysis:
+    trace: Trace
+    findings: list[Finding]
+    failures: list[tuple[str, BaseException]]
+    cpu_ns: int  # the analysis thread's CPU time building the trace and running the rules
+
+
+def _analyse(job: ClosedWindow, rank: int, world: int) -> _Analysis:
+    """Build the trace from the raw events (freed as soon as it stands) and run the rules, paced when the
+    session's pacer runs, with the cyclic GC paused once for both (each pause's end costs a collection)."""
+    from autoprof import engine
+
+    tick = PACER.tick if PACER.active() else None
+    cpu0 = time.thread_time_ns()
+    with gc_paused():
+        trace = engine.window_trace(job.events, tick=tick, target=job.target, rank=rank, world_size=world,
+                                    metadata=job.metadata())
+        job.events = None  # free the raw events before the rules run
+        findings, failures = engine.analyze_trace(trace, job.config, tick)
+    return _Analysis(trace, findings, failures, time.thread_time_ns() - cpu0)
+
+
+def _window_fields(job: ClosedWindow, analysis: _Analysis, path: str | None, overhead_ns: int) -> dict[str, Any]:
+    """The ``autoprof.window`` record's own fields."""
+    from autoprof import engine
+
+    trace = analysis.trace
+    return {
+        "steps": job.steps,
+        "step_wall_ms": [round(w / 1e6, 4) for w in job.walls],
+        "top_ops": engine.top_ops(trace, job.config.top_ops),
+        "sections": section_times(trace),
+        "event_count": trace.n_events,
+        "autoprof_overhead_ms": round(overhead_ns / 1e6, 3),
+        "analysis_cpu_ms": round(analysis.cpu_ns / 1e6, 3),
+        "profiled_step_extra_ms": job.profiled_extra_ms(),
+        "stall_ms": round(job.stall_ns / 1e6, 3),
+        "calls_total": job.calls,
+        "first_call_ms": round(job.first_call_ns / 1e6, 4) if job.first_call_ns is not None else None,
+        "trace_path": path,
+    }
 
 
 def _keep_trace(job: ClosedWindow, rank: int) -> str | None:

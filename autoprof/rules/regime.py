@@ -202,19 +202,19 @@ def _device_judge(window: int, busy: int, active: int, blocked: int, inp: int,
 
 def _roofline_split(trace: Trace, config: Config | None, evidence: dict[str, Any], msg: str, advice: str) -> tuple[str, str]:
     """A device-bound window: say whether compute or memory bandwidth limits it, when the roofline decides."""
-    rf = roofline.analyse(trace, config)
-    decided = rf.decided() if rf else None
+    roof = roofline.analyse(trace, config)
+    decided = roof.decided() if roof else None
     evidence["roofline_bound"] = decided or "unknown"
-    if rf is None:
+    if roof is None:
         return msg, advice
-    evidence["memory_bound_share"] = share(rf.memory_ns, rf.total_ns)
-    evidence["compute_bound_share"] = share(rf.compute_ns, rf.total_ns)
+    evidence["memory_bound_share"] = share(roof.memory_ns, roof.total_ns)
+    evidence["compute_bound_share"] = share(roof.compute_ns, roof.total_ns)
     if decided == "memory":
-        return (msg + f"; memory-bandwidth-bound by the roofline ({share(rf.memory_ns, rf.total_ns):.0%} of op time "
+        return (msg + f"; memory-bandwidth-bound by the roofline ({share(roof.memory_ns, roof.total_ns):.0%} of op time "
                 "in memory-bound ops)", "Bandwidth, not FLOPs, is the limit: fuse elementwise chains "
                 "(torch.compile), use bf16/fp16, avoid materialising intermediates.")
     if decided == "compute":
-        extra = f"; FLOP-bound by the roofline ({share(rf.compute_ns, rf.total_ns):.0%} of op time in compute-bound ops)"
+        extra = f"; FLOP-bound by the roofline ({share(roof.compute_ns, roof.total_ns):.0%} of op time in compute-bound ops)"
         return msg + extra, advice
     return msg, advice
 
@@ -276,9 +276,9 @@ def _step_window_ns(trace: Trace, v: View) -> int:
     if not trace.steps:
         return int(v.host_window_ns)
     window = sum(s.dur_ns for s in trace.steps)
-    tid_ = trace.name_id(trace.target) if trace.target else -1
+    target_id = trace.name_id(trace.target) if trace.target else -1
     step_idx = {s.host_index for s in trace.steps}
-    spans = [trace.h_dur[i] for i in trace.host_named([tid_]) if trace.h_parent[i] in step_idx]
+    spans = [trace.h_dur[i] for i in trace.host_named([target_id]) if trace.h_parent[i] in step_idx]
     return sum(spans) if len(spans) == len(trace.steps) else window
 
 
@@ -328,11 +328,11 @@ def _op_work(trace: Trace, v: View, r: HostReading, waits: set[int], config: Con
     """Op work the roofline explains: an outermost costed op call counts with its whole time when its work at
     the calibrated peak would take at least a call's fixed cost, as compute or memory by its intensity; below
     that it is overhead. Ops the roofline cannot cost count their self time beyond the call floor."""
-    rf = roofline.analyse(trace, config)
+    roof = roofline.analyse(trace, config)
     costed: set[int] = set()
-    if rf is not None:
+    if roof is not None:
         costed = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
-        for st in rf.ops.values():
+        for st in roof.ops.values():
             r.op_calls += st.calls
             if st.ideal_ns / st.calls >= CALL_FLOOR_NS:
                 credited = int(min(st.time_ns, WORK_CREDIT * st.ideal_ns))

@@ -115,18 +115,18 @@ def _analyse(trace: Trace, config: Config | None) -> Roofline | None:
         total = sum(dur for dur, c, inside in zip(trace.d_dur, trace.d_cat, v.device_in) if c == _KERNEL and inside)
     else:
         total = op_self_ns(trace, v)
-    rf = Roofline(peak, total)
+    roof = Roofline(peak, total)
     roof_ids = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
     if not roof_ids or total <= 0:
-        return rf
+        return roof
     timed = _timed_on_device(trace, v, roof_ids) if on_device else _timed_on_host(trace, v, roof_ids)
     for (nid, shapes_text, dtype), group in _grouped(trace, timed).items():
-        _place(rf, trace.names[nid], shapes_text, dtype, group)
+        _place(roof, trace.names[nid], shapes_text, dtype, group)
     # Ops run concurrently on several streams can sum past the busy time: keep the split within it.
-    if rf.compute_ns + rf.memory_ns > total:
-        scale = total / (rf.compute_ns + rf.memory_ns)
-        rf.compute_ns, rf.memory_ns = int(rf.compute_ns * scale), int(rf.memory_ns * scale)
-    return rf
+    if roof.compute_ns + roof.memory_ns > total:
+        scale = total / (roof.compute_ns + roof.memory_ns)
+        roof.compute_ns, roof.memory_ns = int(roof.compute_ns * scale), int(roof.memory_ns * scale)
+    return roof
 
 
 class _Timed(NamedTuple):
@@ -209,18 +209,18 @@ def _grouped(trace: Trace, timed: list[_Timed]) -> dict[tuple[int, str, str], _G
     return groups
 
 
-def _place(rf: Roofline, name: str, shapes_text: str, dtype: str, group: _Group) -> None:
+def _place(roof: Roofline, name: str, shapes_text: str, dtype: str, group: _Group) -> None:
     """Cost a group against the peak: its bound (intensity against the ridge), ideal time, and its share of the
     compute- or memory-bound time."""
-    peak = rf.peak
+    peak = roof.peak
     peak_flops = peak.flops_for(dtype)
     flops, nbytes = group.work
     if not peak_flops or nbytes <= 0:
         return
     bound = "compute" if flops / nbytes >= peak_flops / peak.bytes_per_s else "memory"
-    stat = rf.ops.get((name, shapes_text, dtype))
+    stat = roof.ops.get((name, shapes_text, dtype))
     if stat is None:
-        stat = rf.ops[(name, shapes_text, dtype)] = OpStat(name, shapes_text, dtype, bound)
+        stat = roof.ops[(name, shapes_text, dtype)] = OpStat(name, shapes_text, dtype, bound)
     calls = group.calls
     stat.calls += calls
     stat.time_ns += group.time_ns
@@ -228,25 +228,25 @@ def _place(rf: Roofline, name: str, shapes_text: str, dtype: str, group: _Group)
     stat.bytes += nbytes * calls
     stat.ideal_ns += max(flops / peak_flops, nbytes / peak.bytes_per_s) * 1e9 * calls
     if bound == "compute":
-        rf.compute_ns += group.time_ns
+        roof.compute_ns += group.time_ns
     else:
-        rf.memory_ns += group.time_ns
+        roof.memory_ns += group.time_ns
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
-    rf = analyse(trace, config)
-    if rf is None or not rf.ops:
+    roof = analyse(trace, config)
+    if roof is None or not roof.ops:
         return []
-    by_time = sorted(rf.ops.values(), key=lambda s: -s.time_ns)[:10]
-    by_lost = sorted(rf.ops.values(), key=lambda s: -(s.time_ns - s.ideal_ns))[:5]
+    by_time = sorted(roof.ops.values(), key=lambda s: -s.time_ns)[:10]
+    by_lost = sorted(roof.ops.values(), key=lambda s: -(s.time_ns - s.ideal_ns))[:5]
     top = by_lost[0]
-    pf_top = rf.peak.flops_for(top.dtype) or 0.0
-    top_rec = top.record(rf.peak, pf_top)
-    decided = rf.decided()
+    pf_top = roof.peak.flops_for(top.dtype) or 0.0
+    top_rec = top.record(roof.peak, pf_top)
+    decided = roof.decided()
     verdict = {"compute": COMPUTE_BOUND, "memory": MEMORY_BOUND}.get(decided or "", MIXED)
     msg = (
-        f"roofline of the ops' own time ({rf.peak.name}): {share(rf.compute_ns, rf.total_ns):.0%} compute-bound, "
-        f"{share(rf.memory_ns, rf.total_ns):.0%} memory-bound, {share(rf.unknown_ns, rf.total_ns):.0%} unknown; "
+        f"roofline of the ops' own time ({roof.peak.name}): {share(roof.compute_ns, roof.total_ns):.0%} compute-bound, "
+        f"{share(roof.memory_ns, roof.total_ns):.0%} memory-bound, {share(roof.unknown_ns, roof.total_ns):.0%} unknown; "
         f"most time lost in {top.name} {top.shapes} ({top.bound}-bound, "
         + ("above the calibrated peak: cache-resident data)" if top_rec["above_peak"]
            else f"{(top_rec['roofline_fraction_ratio'] or 0):.0%} of its roofline)")
@@ -259,16 +259,16 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
             msg,
             _ADVICE[top.bound],
             {
-                "peak": rf.peak.name,
-                "peak_source": rf.peak.source,
-                "peak_bytes_per_s": rf.peak.bytes_per_s,
-                "peak_flops_per_s": dict(rf.peak.flops),
-                "op_time_us": us(rf.total_ns),
-                "compute_bound_share": share(rf.compute_ns, rf.total_ns),
-                "memory_bound_share": share(rf.memory_ns, rf.total_ns),
-                "unknown_share": share(rf.unknown_ns, rf.total_ns),
-                "ops": [s.record(rf.peak, rf.peak.flops_for(s.dtype) or 0.0) for s in by_time],
-                "top_lost": [s.record(rf.peak, rf.peak.flops_for(s.dtype) or 0.0) for s in by_lost],
+                "peak": roof.peak.name,
+                "peak_source": roof.peak.source,
+                "peak_bytes_per_s": roof.peak.bytes_per_s,
+                "peak_flops_per_s": dict(roof.peak.flops),
+                "op_time_us": us(roof.total_ns),
+                "compute_bound_share": share(roof.compute_ns, roof.total_ns),
+                "memory_bound_share": share(roof.memory_ns, roof.total_ns),
+                "unknown_share": share(roof.unknown_ns, roof.total_ns),
+                "ops": [s.record(roof.peak, roof.peak.flops_for(s.dtype) or 0.0) for s in by_time],
+                "top_lost": [s.record(roof.peak, roof.peak.flops_for(s.dtype) or 0.0) for s in by_lost],
             },
             tuple(f"{s.name} {s.shapes}" for s in by_lost),
         )

@@ -170,8 +170,8 @@ class EventConsumer:
         dropped = DROPPED_OPS
         cpu_op = _CPU_OP
         empty: dict[str, Any] = {}
-        hn, hc, hts, hdur = b.h_name.append, b.h_cat.append, b.h_ts.append, b.h_dur.append
-        htid, hcorr = b.h_tid.append, b.h_corr.append
+        add_name, add_cat, add_ts, add_dur = b.h_name.append, b.h_cat.append, b.h_ts.append, b.h_dur.append
+        add_tid, add_corr = b.h_tid.append, b.h_corr.append
         names = b._name_ids
         intern = b.intern
         ev: Any
@@ -238,12 +238,12 @@ class EventConsumer:
             if code == cpu_op and "Input Dims" in args:
                 self._shapes(name, args)
             nid = names.get(name)
-            hn(nid if nid is not None else intern(name))
-            hc(code)
-            hts(ts)
-            hdur(dur if dur > 0 else 0)
-            htid(tid)
-            hcorr(corr)
+            add_name(nid if nid is not None else intern(name))
+            add_cat(code)
+            add_ts(ts)
+            add_dur(dur if dur > 0 else 0)
+            add_tid(tid)
+            add_corr(corr)
         self.count = k + 1
 
     def _flow(self, ev: dict[str, Any], ph: str, k: int) -> None:

@@ -242,6 +242,16 @@ class StreamReader:
                 raise TraceError(self.path, e.problem) from None
             raise TraceError(self.path, "not a chrome trace: the document is not an object")
         self.pos += 1
+        meta, seen_events = self._members(read_array)
+        if self._skip() != "":
+            raise TraceError(self.path, "not valid JSON (data after the document)")
+        if not seen_events:
+            raise TraceError(self.path, "not a chrome trace: no 'traceEvents'")
+        return meta
+
+    def _members(self, read_array: Callable[[StreamReader], None]) -> tuple[dict[str, Any], bool]:
+        """The top-level object's members up to its '}' (its '{' consumed): the other keys, and whether
+        ``traceEvents`` was among them (its array goes to ``read_array``)."""
         meta: dict[str, Any] = {}
         seen_events = False
         first = True
@@ -249,7 +259,7 @@ class StreamReader:
             c = self._skip()
             if c == "}":
                 self.pos += 1
-                break
+                return meta, seen_events
             if c == "":
                 raise TraceError(self.path, "truncated JSON (the document never closed)")
             if not first:
@@ -262,20 +272,15 @@ class StreamReader:
             first = False
             key = self._value()
             self._expect(":", "':'")
-            if key == "traceEvents":
-                if self._skip() != "[":
-                    self._value()
-                    raise TraceError(self.path, "not a chrome trace: 'traceEvents' is not a list")
-                self.pos += 1
-                read_array(self)
-                seen_events = True
-            else:
+            if key != "traceEvents":
                 meta[key] = self._value()
-        if self._skip() != "":
-            raise TraceError(self.path, "not valid JSON (data after the document)")
-        if not seen_events:
-            raise TraceError(self.path, "not a chrome trace: no 'traceEvents'")
-        return meta
+                continue
+            if self._skip() != "[":
+                self._value()
+                raise TraceError(self.path, "not a chrome trace: 'traceEvents' is not a list")
+            self.pos += 1
+            read_array(self)
+            seen_events = True
 
 
 def last_cut(buf: str, pos: int, end: int) -> tuple[int, int] | None:

@@ -237,7 +237,7 @@ class TraceBuilder:
 class Derived:
     """The cache of values derived from one trace (the rules' window view, launch links, blocking calls, the
     roofline), owned by the trace and filled on first use: a rule asks with the function that computes the value
-    (``trace.derived.get(view_of, trace)``), which is also its key. A trace is never changed once built, so a
+    (``trace.derive(make)``), which is also its key. A trace is never changed once built, so a
     value never goes stale; derived values are not part of the trace's data (never in ``metadata``, never
     saved)."""
 
@@ -274,40 +274,10 @@ class Trace:
         self.shapes = b.h_shapes
         self._by_name: dict[int, list[int]] | None = None
         self.derived = Derived()
-        # Host events sorted per thread by (ts, -dur) so that parents precede children.
-        n = len(b.h_ts)
-        keys = list(zip(b.h_tid, b.h_ts, [-d for d in b.h_dur]))
-        order = sorted(range(n), key=keys.__getitem__)
-        del keys
-        if order == list(range(n)):  # already in order (one thread, events in start order)
-            self.h_name, self.h_cat, self.h_ts = b.h_name, b.h_cat, b.h_ts
-            self.h_dur, self.h_tid, self.h_corr = b.h_dur, b.h_tid, b.h_corr
-            self.shapes = dict(b.h_shapes)
-        else:
-            self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = (
-                _permuted(col, order) for col in (b.h_name, b.h_cat, b.h_ts, b.h_dur, b.h_tid, b.h_corr)
-            )
-            if b.h_shapes:
-                where = sorted(range(n), key=order.__getitem__)  # the inverse permutation: old index -> new
-                self.shapes = {where[old]: v for old, v in b.h_shapes.items()}
-            else:
-                self.shapes = {}
-        del order
+        self._sort_host(b)
         ends = self._build_tree()
-        # Device events sorted by time.
-        m = len(b.d_ts)
-        dorder = sorted(range(m), key=list(zip(b.d_ts, b.d_dur)).__getitem__)
-        self.d_name, self.d_cat, self.d_ts, self.d_dur, self.d_device, self.d_stream, self.d_corr = (
-            _permuted(col, dorder) for col in (b.d_name, b.d_cat, b.d_ts, b.d_dur, b.d_device, b.d_stream, b.d_corr)
-        )
-        launch = b.d_launch
-        self.launch_config = {new: launch[old] for new, old in enumerate(dorder) if old in launch} if launch else {}
-        # Launch links: device event -> host runtime/driver call with the same correlation id.
-        launch_cats = LAUNCH_CODES
-        h_corr = self.h_corr
-        by_corr = {h_corr[i]: i for i, k in enumerate(self.h_cat) if k in launch_cats and h_corr[i] >= 0}
-        get = by_corr.get
-        self.d_launch_host = array("l", [get(c, -1) if c >= 0 else -1 for c in self.d_corr])
+        self._sort_device(b)
+        self._link_launches()
         self.steps = self._find_steps(target, ends)
         self.target = target
 
@@ -317,6 +287,43 @@ class Trace:
         return self.derived.get(make, self, key)
 
     # -- construction helpers -------------------------------------------------------------------
+    def _sort_host(self, b: TraceBuilder) -> None:
+        """Host columns sorted per thread by (ts, -dur), so that parents precede children; shapes follow."""
+        n = len(b.h_ts)
+        keys = list(zip(b.h_tid, b.h_ts, [-d for d in b.h_dur]))
+        order = sorted(range(n), key=keys.__getitem__)
+        del keys
+        if order == list(range(n)):  # already in order (one thread, events in start order)
+            self.h_name, self.h_cat, self.h_ts = b.h_name, b.h_cat, b.h_ts
+            self.h_dur, self.h_tid, self.h_corr = b.h_dur, b.h_tid, b.h_corr
+            self.shapes = dict(b.h_shapes)
+            return
+        self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = (
+            _permuted(col, order) for col in (b.h_name, b.h_cat, b.h_ts, b.h_dur, b.h_tid, b.h_corr)
+        )
+        if b.h_shapes:
+            where = sorted(range(n), key=order.__getitem__)  # the inverse permutation: old index -> new
+            self.shapes = {where[old]: v for old, v in b.h_shapes.items()}
+        else:
+            self.shapes = {}
+
+    def _sort_device(self, b: TraceBuilder) -> None:
+        """Device columns sorted by time; launch configurations follow."""
+        m = len(b.d_ts)
+        dorder = sorted(range(m), key=list(zip(b.d_ts, b.d_dur)).__getitem__)
+        self.d_name, self.d_cat, self.d_ts, self.d_dur, self.d_device, self.d_stream, self.d_corr = (
+            _permuted(col, dorder) for col in (b.d_name, b.d_cat, b.d_ts, b.d_dur, b.d_device, b.d_stream, b.d_corr)
+        )
+        launch = b.d_launch
+        self.launch_config = {new: launch[old] for new, old in enumerate(dorder) if old in launch} if launch else {}
+
+    def _link_launches(self) -> None:
+        """Launch links: device event -> the host runtime/driver call with the same correlation id (-1: none)."""
+        h_corr = self.h_corr
+        by_corr = {h_corr[i]: i for i, k in enumerate(self.h_cat) if k in LAUNCH_CODES and h_corr[i] >= 0}
+        get = by_corr.get
+        self.d_launch_host = array("l", [get(c, -1) if c >= 0 else -1 for c in self.d_corr])
+
     def _build_tree(self) -> list[int]:
         """Parents and self times of the host events; returns each event's end time."""
         n = len(self.h_ts)
@@ -360,10 +367,10 @@ class Trace:
                 if nid in step_ids:
                     steps.append(Step(step_ids[nid], self.h_ts[i], self.h_ts[i] + self.h_dur[i], self.h_tid[i], i))
         if not steps and target:
-            tid_ = self._name_ids.get(target)
+            target_id = self._name_ids.get(target)
             k = 0
             for i in range(len(self.h_ts)):
-                if self.h_name[i] == tid_ and self.h_parent[i] < 0:
+                if self.h_name[i] == target_id and self.h_parent[i] < 0:
                     steps.append(Step(k, self.h_ts[i], self.h_ts[i] + self.h_dur[i], self.h_tid[i], i))
                     k += 1
         steps.sort(key=lambda s: s.start_ns)
