@@ -62,9 +62,11 @@ def keep_gzipped(directory: str, final_name: str, export: Callable[[str], None])
         export(plain)
         fd, tmp = tempfile.mkstemp(prefix=".autoprof-", suffix=".part", dir=directory)
         try:
-            with open(plain, "rb") as src, os.fdopen(fd, "wb") as raw, gzip.GzipFile(
-                filename="", mode="wb", fileobj=raw, compresslevel=5
-            ) as dst:
+            with (
+                open(plain, "rb") as src,
+                os.fdopen(fd, "wb") as raw,
+                gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=5) as dst,
+            ):
                 shutil.copyfileobj(src, dst, 1 << 20)
             os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a kept trace is as readable as the program's files
             os.replace(tmp, final)

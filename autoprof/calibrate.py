@@ -31,8 +31,7 @@ class CpuPeaks:
 
     def metadata(self) -> dict[str, float]:
         """The figures under the trace metadata keys the loaders read (``cpu_peak_*``)."""
-        return {"cpu_peak_flops": self.flops, "cpu_peak_bytes_per_s": self.bytes_per_s,
-                "cpu_peak_spread_ratio": self.spread}
+        return {"cpu_peak_flops": self.flops, "cpu_peak_bytes_per_s": self.bytes_per_s, "cpu_peak_spread_ratio": self.spread}
 
 
 class Calibration:

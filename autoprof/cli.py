@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from autoprof import __version__
-from autoprof.emit import build_record, finding_record
+from autoprof.emit import ERROR_EVENT, WINDOW_EVENT, build_record, finding_record
 from autoprof.engine import FileResult, analyze_files
 from autoprof.findings import SEVERITIES, severity_rank
 
@@ -69,19 +69,41 @@ def _records(r: FileResult) -> list[dict[str, Any]]:
     """The file's records, as the live path writes them: one window record, then the findings."""
     out = [
         build_record(
-            "autoprof.window", "info", target=r.path, window=None, source=r.path, rank=r.rank, world_size=r.world_size,
-            trace_rank=r.rank, steps=r.steps, step_wall_ms=[round(ns / 1e6, 4) for ns in r.step_ns], top_ops=r.top_ops,
+            WINDOW_EVENT,
+            "info",
+            target=r.path,
+            window=None,
+            source=r.path,
+            rank=r.rank,
+            world_size=r.world_size,
+            trace_rank=r.rank,
+            steps=r.steps,
+            step_wall_ms=[round(ns / 1e6, 4) for ns in r.step_ns],
+            top_ops=r.top_ops,
             # offline, the program paid nothing for its window: both costs are 0 (and records stay reproducible)
-            event_count=r.event_count, autoprof_overhead_ms=0.0, stall_ms=0.0, sections=r.sections,
+            event_count=r.event_count,
+            autoprof_overhead_ms=0.0,
+            stall_ms=0.0,
+            sections=r.sections,
         )
     ]
     for f in r.findings:
-        out.append(finding_record(f, target=r.path, window=None, source=r.path, rank=r.rank, world_size=r.world_size,
-                                  trace_rank=r.rank))
+        out.append(finding_record(f, target=r.path, window=None, source=r.path, rank=r.rank, world_size=r.world_size, trace_rank=r.rank))
     for name, e in r.failures:
-        out.append(build_record("autoprof.error", "error", target=r.path, window=None, source=r.path, rank=r.rank,
-                                world_size=r.world_size, message=f"rule {name} failed: {e}", reason="rule",
-                                error_type=type(e).__name__))
+        out.append(
+            build_record(
+                ERROR_EVENT,
+                "error",
+                target=r.path,
+                window=None,
+                source=r.path,
+                rank=r.rank,
+                world_size=r.world_size,
+                message=f"rule {name} failed: {e}",
+                reason="rule",
+                error_type=type(e).__name__,
+            )
+        )
     return out
 
 
@@ -94,8 +116,7 @@ def _table(results: list[FileResult], out: IO[str], color: bool) -> None:
         head += f"steps {r.steps[0]}–{r.steps[-1]})" if r.steps else "no ProfilerStep)"
         out.write((f"{_BOLD}{head}{_RESET}" if color else head) + "\n")
         if r.sections:
-            out.write("  sections: " + ", ".join(
-                f"{x['name']} {x['step_share']:.0%} ({x['calls']} calls)" for x in r.sections[:8]) + "\n")
+            out.write("  sections: " + ", ".join(f"{x['name']} {x['step_share']:.0%} ({x['calls']} calls)" for x in r.sections[:8]) + "\n")
         if not r.findings:
             out.write("  no findings\n")
         width = max((len(f.rule) for f in r.findings), default=0)
@@ -124,11 +145,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = sub.add_parser("analyze", help="analyse saved torch.profiler chrome traces (.json, .json.gz, or a directory)")
     a.add_argument("paths", nargs="+", metavar="PATH")
     a.add_argument("--json", action="store_true", help="print JSON records, one per line (the live path's records)")
-    a.add_argument("--fail-on", choices=SEVERITIES, default=None,
-                   help="exit 1 when a finding at or above this severity exists")
+    a.add_argument("--fail-on", choices=SEVERITIES, default=None, help="exit 1 when a finding at or above this severity exists")
     a.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    a.add_argument("--workers", type=_workers, default=None, metavar="N",
-                   help="helper processes that parse a large file's events (default: the CPUs, at most 4; 0: none)")
+    a.add_argument(
+        "--workers",
+        type=_workers,
+        default=None,
+        metavar="N",
+        help="helper processes that parse a large file's events (default: the CPUs, at most 4; 0: none)",
+    )
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
@@ -172,6 +197,7 @@ def _analyze(args: argparse.Namespace) -> int:
         if any(severity_rank(f.severity) >= floor for r in results for f in r.findings):
             return 1
     return 0
+
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

@@ -12,7 +12,12 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from os import PathLike
+
+    from typing_extensions import Unpack
 
 # Schedule defaults (per target). Skip the cold first call (lazy init, autotuning, allocator growth),
 # wait one more step, warm the profiler up for one step (its first active step carries start-up cost),
@@ -76,9 +81,7 @@ class Config:
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"{key} must be True or False, not {_show(getattr(self, key))}")
         _check_int("top_ops", self.top_ops, 0, MAX_TOP_OPS)
-        if self.ranks is not None and (
-            not isinstance(self.ranks, tuple) or not all(_is_int(r) and 0 <= r <= MAX_RANK for r in self.ranks)
-        ):
+        if self.ranks is not None and (not isinstance(self.ranks, tuple) or not all(_is_int(r) and 0 <= r <= MAX_RANK for r in self.ranks)):
             raise ConfigError(f"ranks must be a list of integers from 0 to {MAX_RANK}, or None, not {_show(self.ranks)}")
         if self.peaks is not None and not (
             isinstance(self.peaks, dict)
@@ -86,24 +89,20 @@ class Config:
             and all(_is_finite_number(v) and v > 0 for v in self.peaks.values())
         ):
             raise ConfigError(
-                "peaks must be {'flops_per_s': F, 'bytes_per_s': B} with finite numbers > 0, or None, "
-                f"not {_show(self.peaks)}"
+                f"peaks must be {{'flops_per_s': F, 'bytes_per_s': B}} with finite numbers > 0, or None, not {_show(self.peaks)}"
             )
         if not _is_finite_number(self.noise_floor) or not 0 <= self.noise_floor <= MAX_NOISE_FLOOR:
             raise ConfigError(f"noise_floor must be a share of the window from 0 to {MAX_NOISE_FLOOR}, not {_show(self.noise_floor)}")
         t = self.cross_rank_timeout_s
         if not _is_finite_number(t) or not 0 <= t <= MAX_CROSS_RANK_TIMEOUT_S:
-            raise ConfigError(
-                f"cross_rank_timeout_s must be a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}, not {_show(t)}"
-            )
+            raise ConfigError(f"cross_rank_timeout_s must be a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}, not {_show(t)}")
         for key in ("sink", "trace_dir"):
             val = getattr(self, key)
             if val is not None and (not isinstance(val, (str, os.PathLike)) or not os.fspath(val) or "\0" in os.fspath(val)):
                 raise ConfigError(f"{key} must be a non-empty path or None, not {_show(val)}")
         if self.logger is not None and not _is_logger(self.logger):
             raise ConfigError(
-                "logger must be a logging.Logger or a structlog logger (callable info, warning and error), "
-                f"not {_show(self.logger)}"
+                f"logger must be a logging.Logger or a structlog logger (callable info, warning and error), not {_show(self.logger)}"
             )
 
 
@@ -201,8 +200,11 @@ def _env_ranks(raw: str | None) -> tuple[int, ...] | None:
     except ValueError:
         if "AUTOPROF_RANKS" not in _warned:
             _warned.add("AUTOPROF_RANKS")
-            warnings.warn(f"autoprof: AUTOPROF_RANKS={raw!r} is not a comma-separated list of ranks; profiling all ranks",
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"autoprof: AUTOPROF_RANKS={raw!r} is not a comma-separated list of ranks; profiling all ranks",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         return None
 
 
@@ -218,8 +220,7 @@ def _env_float(env: dict[str, str] | os._Environ[str], name: str, default: float
     except ValueError:
         if name not in _warned:
             _warned.add(name)
-            warnings.warn(f"autoprof: {name}={raw!r} is not {what} from 0 to {high:g}; using {default}", RuntimeWarning,
-                          stacklevel=3)
+            warnings.warn(f"autoprof: {name}={raw!r} is not {what} from 0 to {high:g}; using {default}", RuntimeWarning, stacklevel=3)
         return default
 
 
@@ -265,19 +266,43 @@ class _Switch:
 SWITCH = _Switch()
 
 
-def configure(**options: Any) -> Config:
+class Options(TypedDict, total=False):
+    """The keyword arguments :func:`configure` takes (for type checkers; each is a :class:`Config` field, and
+    ``sink``/``trace_dir`` also take a path, ``ranks`` any collection of ints)."""
+
+    enabled: bool
+    sink: str | PathLike[str] | None
+    logger: Any
+    trace_dir: str | PathLike[str] | None
+    record_shapes: bool
+    skip_first: int
+    wait: int
+    warmup: int
+    active: int
+    repeat: int
+    background: bool
+    top_ops: int
+    ranks: tuple[int, ...] | list[int] | set[int] | frozenset[int] | None
+    cross_rank_timeout_s: float
+    peaks: dict[str, float] | None
+    noise_floor: float
+
+
+def configure(**options: Unpack[Options]) -> Config:
     """Change process-wide settings; returns the new :class:`Config`.
 
-    Options: ``enabled``, ``sink`` (path), ``logger``, ``trace_dir``, ``record_shapes``, ``background``,
-    ``top_ops`` and the schedule defaults ``skip_first``, ``wait``, ``warmup``, ``active``, ``repeat``.
+    Options (:class:`Options`): ``enabled``, ``sink`` (path), ``logger``, ``trace_dir``, ``record_shapes``,
+    ``background``, ``top_ops``, ``ranks``, ``cross_rank_timeout_s``, ``peaks``, ``noise_floor`` and the schedule
+    defaults ``skip_first``, ``wait``, ``warmup``, ``active``, ``repeat``.
     Raises :class:`ConfigError` (a ``ValueError``) with one line on a bad option; nothing changes then.
     """
+    values: dict[str, Any] = dict(options)
     for key in ("sink", "trace_dir"):
-        if isinstance(options.get(key), Path):
-            options[key] = str(options[key])
-    if isinstance(options.get("ranks"), (list, set, frozenset)):
-        options["ranks"] = tuple(sorted(options["ranks"]))
-    cfg = SWITCH.config.replace(**options)
+        if isinstance(values.get(key), Path):
+            values[key] = str(values[key])
+    if isinstance(values.get("ranks"), (list, set, frozenset)):
+        values["ranks"] = tuple(sorted(values["ranks"]))
+    cfg = SWITCH.config.replace(**values)
     SWITCH.set(cfg)  # the records follow: emit reads the current sink and logger at each record
     return cfg
 

@@ -29,8 +29,7 @@ FINDING_EVENT = "autoprof.finding"
 WARNING_EVENT = "autoprof.warning"
 ERROR_EVENT = "autoprof.error"
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
-           "critical": logging.CRITICAL}
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL}
 _HOST = socket.gethostname()
 _lock = threading.Lock()
 _out: dict[str, Any] = {}
@@ -120,7 +119,7 @@ class _LineWriter:
         view = memoryview(data)
         while view:
             try:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view) :]
             except BlockingIOError:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -140,8 +139,10 @@ class _LineWriter:
                 self.dropped += 1
                 if not self.stalled:
                     self.stalled = True
-                    _stderr_line(f"autoprof: records to {self.path} are dropped while it takes no data "
-                                 f"({type(e).__name__}: {e}); a count follows at exit")
+                    _stderr_line(
+                        f"autoprof: records to {self.path} are dropped while it takes no data "
+                        f"({type(e).__name__}: {e}); a count follows at exit"
+                    )
                 return
             if self.stalled:
                 self.stalled = False

@@ -88,9 +88,20 @@ def analyze_files(
                 continue
             findings, failures = analyze_trace(trace, config)
             results.append(
-                FileResult(str(f), trace.rank, trace.world_size, findings, None, None, failures, trace.n_events,
-                           [s.number for s in trace.steps], [s.dur_ns for s in trace.steps],
-                           top_ops(trace, config.top_ops if config is not None else Config().top_ops), section_times(trace))
+                FileResult(
+                    str(f),
+                    trace.rank,
+                    trace.world_size,
+                    findings,
+                    None,
+                    None,
+                    failures,
+                    trace.n_events,
+                    [s.number for s in trace.steps],
+                    [s.dur_ns for s in trace.steps],
+                    top_ops(trace, config.top_ops if config is not None else Config().top_ops),
+                    section_times(trace),
+                )
             )
     _cross_rank(results)
     return results

@@ -35,8 +35,7 @@ def profiled_ranks(config: Config, world: int) -> list[int]:
     return [r for r in chosen if r < world]
 
 
-def compare(target: str, window: int, rank: int, world: int, summary: ranks.RankSummary | None,
-            config: Config) -> None:
+def compare(target: str, window: int, rank: int, world: int, summary: ranks.RankSummary | None, config: Config) -> None:
     """This rank's part of the comparison of ``window`` of ``target``; never raises an Exception."""
     ctx = {"target": target, "window": window}
     dist = sys.modules.get("torch.distributed")
@@ -67,8 +66,7 @@ def compare(target: str, window: int, rank: int, world: int, summary: ranks.Rank
         _skipped(f"{type(e).__name__}: {e}", ctx)
 
 
-def _gather(store: Any, prefix: str, chosen: list[int], timeout_s: float,
-            ctx: dict[str, Any]) -> list[ranks.RankSummary] | None:
+def _gather(store: Any, prefix: str, chosen: list[int], timeout_s: float, ctx: dict[str, Any]) -> list[ranks.RankSummary] | None:
     """Every chosen rank's summary (their keys deleted after), or None (one warning) when some did not report
     within ``timeout_s``."""
     keys = [prefix + str(r) for r in chosen]
@@ -76,8 +74,11 @@ def _gather(store: Any, prefix: str, chosen: list[int], timeout_s: float,
         store.wait(keys, timedelta(seconds=timeout_s))
     except Exception:
         missing = [r for r, k in zip(chosen, keys) if not _has(store, k)]
-        _skipped(f"rank(s) {missing} did not report window {ctx['window']} of {ctx['target']} within "
-                 f"{timeout_s:g} s (excluded, at another window, or gone)", ctx)
+        _skipped(
+            f"rank(s) {missing} did not report window {ctx['window']} of {ctx['target']} within "
+            f"{timeout_s:g} s (excluded, at another window, or gone)",
+            ctx,
+        )
         return None
     got = [ranks.RankSummary.from_json(json.loads(store.get(k))) for k in keys]
     for k in keys:

@@ -364,7 +364,7 @@ def _make_async(ins: _Instrument, fn: Any) -> Callable[..., Any]:
     return wrapper
 
 
-class _ModuleProxy(wrapt.FunctionWrapper):  # type: ignore[misc,type-arg]
+class _ModuleProxy(wrapt.FunctionWrapper):  # type: ignore[type-arg]
     """``autoprof(model)``: a transparent proxy whose calls are steps. Pickling (``torch.save``,
     ``copy.deepcopy``) yields the plain module, without the instrumentation."""
 
@@ -404,9 +404,7 @@ def _validate(options: dict[str, Any]) -> tuple[str | None, dict[str, int]]:
         raise ConfigError(f"name must be a non-empty string, not {name!r}")
     unknown = set(options) - set(SCHEDULE_KEYS)
     if unknown:
-        raise ConfigError(
-            f"unknown autoprof option(s): {', '.join(sorted(unknown))} (valid: name, {', '.join(SCHEDULE_KEYS)})"
-        )
+        raise ConfigError(f"unknown autoprof option(s): {', '.join(sorted(unknown))} (valid: name, {', '.join(SCHEDULE_KEYS)})")
     return name, {k: check_schedule_value(k, v) for k, v in options.items()}
 
 
@@ -445,15 +443,35 @@ def instrument(obj: Any, name: str | None, schedule: dict[str, int]) -> Any:
 
 
 @overload
-def autoprof(func: F, /) -> F: ...
+def autoprof(
+    func: F,
+    /,
+    *,
+    name: str | None = ...,
+    wait: int = ...,
+    warmup: int = ...,
+    active: int = ...,
+    repeat: int = ...,
+    skip_first: int = ...,
+) -> F: ...
 @overload
-def autoprof(func: None = None, /, *, name: str | None = ..., wait: int = ..., warmup: int = ..., active: int = ...,
-             repeat: int = ..., skip_first: int = ...) -> Callable[[F], F]: ...
+def autoprof(
+    func: None = None,
+    /,
+    *,
+    name: str | None = ...,
+    wait: int = ...,
+    warmup: int = ...,
+    active: int = ...,
+    repeat: int = ...,
+    skip_first: int = ...,
+) -> Callable[[F], F]: ...
 def autoprof(func: Any = None, /, **options: Any) -> Any:
     """Profile calls of ``func``: each outermost call is one step of its own schedule.
 
     Bare (``@autoprof``) or with keyword-only options (``@autoprof(name=..., wait=..., warmup=...,
-    active=..., repeat=..., skip_first=...)``). Works on functions, methods, classmethods,
+    active=..., repeat=..., skip_first=...)``), or called on the object with them (``autoprof(model,
+    name="encoder")``). Works on functions, methods, classmethods,
     staticmethods, ``async def`` functions, ``nn.Module.forward`` and module instances
     (``autoprof(model)``).
     """
@@ -525,5 +543,5 @@ class section:  # noqa: N801 - used like a function: ``with autoprof.section("at
                 with sec:
                     return await wrapped(*args, **kwargs)
 
-            return awrapper(func)  # type: ignore[no-any-return,return-value]
-        return wrapper(func)  # type: ignore[no-any-return,return-value]
+            return awrapper(func)  # type: ignore[return-value]
+        return wrapper(func)  # type: ignore[return-value]

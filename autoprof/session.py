@@ -230,10 +230,19 @@ class Session:
             _emit.error(f"reading the window failed: {e}", "profiler", e, target=t.name, window=window)
             return
         job = _window.ClosedWindow(
-            target=t.name, window=window, config=cfg, steps=w.steps, walls=w.walls, calls=t.calls,
-            first_call_ns=t.first_call_ns, steady_ns=t.steady_ns(),
+            target=t.name,
+            window=window,
+            config=cfg,
+            steps=w.steps,
+            walls=w.walls,
+            calls=t.calls,
+            first_call_ns=t.first_call_ns,
+            steady_ns=t.steady_ns(),
             stall_ns=time.perf_counter_ns() - started,  # what the calling thread pays when work runs in the background
-            cpu_peaks=w.cpu_peaks, sections=sections, prof=w.prof, events=events,
+            cpu_peaks=w.cpu_peaks,
+            sections=sections,
+            prof=w.prof,
+            events=events,
         )
         if cfg.background:
             self._submit(lambda: _window.run(job))
@@ -302,7 +311,9 @@ class Session:
                     "a torch.profiler of yours started while autoprof's window recorded: autoprof ended and dropped "
                     "its window so that your profile keeps its events, and records this cycle again once your "
                     "profiler is done",
-                    "foreign_profiler", target=t.name, window=t.window,
+                    "foreign_profiler",
+                    target=t.name,
+                    window=t.window,
                 )
 
     def _foreign(self, t: Target) -> None:
@@ -311,7 +322,9 @@ class Session:
             _emit.warning(
                 "another torch.profiler is recording: autoprof does not start its own window (a second profiler "
                 "would silently wipe the first); its annotations land in your profile",
-                "foreign_profiler", target=t.name, window=t.window,
+                "foreign_profiler",
+                target=t.name,
+                window=t.window,
             )
 
     def _abandon(self, t: Target) -> None:
@@ -409,7 +422,6 @@ def _guard_foreign_profilers(session: Session) -> None:
         guard._autoprof_guard = True  # type: ignore[attr-defined]
         guard.__wrapped__ = orig  # type: ignore[attr-defined]
         setattr(mod, attr, guard)
-
 
 
 SESSION = Session()

@@ -104,8 +104,7 @@ def _analyse(job: ClosedWindow, rank: int, world: int) -> _Analysis:
     tick = PACER.tick if PACER.active() else None
     cpu0 = time.thread_time_ns()
     with gc_paused():
-        trace = engine.window_trace(job.events, tick=tick, target=job.target, rank=rank, world_size=world,
-                                    metadata=job.metadata())
+        trace = engine.window_trace(job.events, tick=tick, target=job.target, rank=rank, world_size=world, metadata=job.metadata())
         job.events = None  # free the raw events before the rules run
         findings, failures = engine.analyze_trace(trace, job.config, tick)
     return _Analysis(trace, findings, failures, time.thread_time_ns() - cpu0)
@@ -141,6 +140,5 @@ def _keep_trace(job: ClosedWindow, rank: int) -> str | None:
         name = f"{safe_name(job.target)}.window{job.window}.rank{rank}.pt.trace.json.gz"
         return keep_gzipped(os.fspath(folder), name, job.prof.export_chrome_trace)
     except Exception as e:
-        _emit.error(f"could not keep the trace in {folder}: {e}", "trace_dir", e, target=job.target,
-                    window=job.window)
+        _emit.error(f"could not keep the trace in {folder}: {e}", "trace_dir", e, target=job.target, window=job.window)
         return None

@@ -105,8 +105,10 @@ def main() -> None:
     for name, r in results.items():
         if not r or not base:
             continue
-        print(f"{name:12s} {r['seconds']:8.2f} {r['peak_mb']:8.0f} {r['seconds'] / base['seconds']:14.3f} "
-              f"{r['peak_mb'] / base['peak_mb']:12.3f}")
+        print(
+            f"{name:12s} {r['seconds']:8.2f} {r['peak_mb']:8.0f} {r['seconds'] / base['seconds']:14.3f} "
+            f"{r['peak_mb'] / base['peak_mb']:12.3f}"
+        )
     for name, r in results.items():
         if r:
             print(f"  {name}: {r['detail']}")

@@ -74,6 +74,7 @@ def main() -> None:
         out = _autoprof(args.events) if args.child == "autoprof" else _key_averages(args.events)
         print(json.dumps(out))
         return
+
     # Each measurement runs in its own fresh process on its own freshly recorded window of the same
     # workload, as a live window is read once in a training process. (Within one process both get slower
     # as the heap grows, and the first read of a window's events pays a one-time cost inside kineto that a
@@ -89,8 +90,10 @@ def main() -> None:
         theirs_runs.append(child("key_averages"))
     ours, load, rules, raw_events, kept, rule_names = sorted(ours_runs)[len(ours_runs) // 2]
     theirs = sorted(theirs_runs)[len(theirs_runs) // 2]
-    print(f"events in window: {raw_events} ({kept} kept by the loader); runs (fresh processes): "
-          f"autoprof {', '.join(f'{r[0]:.3f}' for r in ours_runs)} s; key_averages {', '.join(f'{t:.2f}' for t in theirs_runs)} s")
+    print(
+        f"events in window: {raw_events} ({kept} kept by the loader); runs (fresh processes): "
+        f"autoprof {', '.join(f'{r[0]:.3f}' for r in ours_runs)} s; key_averages {', '.join(f'{t:.2f}' for t in theirs_runs)} s"
+    )
     print(f"{'path (median run)':40s} {'seconds':>8s} {'ratio':>7s}")
     print(f"{'autoprof load (raw kineto events)':40s} {load:8.3f}")
     print(f"{'autoprof rules':40s} {rules:8.3f}")

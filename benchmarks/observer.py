@@ -32,8 +32,9 @@ def child(with_autoprof: bool, steps: int, width: int, ops: int) -> dict[str, li
 
     autoprof.configure(sink=os.devnull)
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
-                                torch.nn.ReLU(), torch.nn.Linear(width, 10))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 10)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(64, width), torch.randint(0, 10, (64,))
     small = torch.randn(16)
@@ -58,9 +59,9 @@ def child(with_autoprof: bool, steps: int, width: int, ops: int) -> dict[str, li
     first = SKIP + WAIT  # index of the first step of the window (warmup)
     end = first + WARMUP + ACTIVE  # first step after the window closed
     return {
-        "outside": times[first - WAIT:first] + times[end + 10:],  # just before the window; well after it
+        "outside": times[first - WAIT : first] + times[end + 10 :],  # just before the window; well after it
         "during": times[first:end],
-        "after": times[end:end + AFTER],
+        "after": times[end : end + AFTER],
     }
 
 
@@ -78,8 +79,7 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {"plain": [], "autoprof": []}
     for _ in range(args.runs):
         for who in ("plain", "autoprof"):
-            cmd = [sys.executable, __file__, "--child", who, "--steps", str(args.steps), "--width", str(args.width),
-                   "--ops", str(args.ops)]
+            cmd = [sys.executable, __file__, "--child", who, "--steps", str(args.steps), "--width", str(args.width), "--ops", str(args.ops)]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True)
             phases = json.loads(out.stdout.strip().splitlines()[-1])
             results[who].append({k: statistics.median(v) for k, v in phases.items()})
@@ -87,11 +87,15 @@ def main() -> None:
     base = med["plain"]["outside"]
     print(f"{'contender':10s} {'outside ms':>11s} {'during ms':>10s} {'after ms':>9s}   ratios to plain outside")
     for who, m in med.items():
-        print(f"{who:10s} {m['outside']:11.2f} {m['during']:10.2f} {m['after']:9.2f}   "
-              f"outside {m['outside'] / base:.3f}  during {m['during'] / base:.3f}  after {m['after'] / base:.3f}")
+        print(
+            f"{who:10s} {m['outside']:11.2f} {m['during']:10.2f} {m['after']:9.2f}   "
+            f"outside {m['outside'] / base:.3f}  during {m['during'] / base:.3f}  after {m['after'] / base:.3f}"
+        )
     ratio = med["autoprof"]["after"] / med["autoprof"]["outside"]
-    print(f"\nstep right after a window / step outside windows (autoprof): {ratio:.3f}  "
-          f"target (<= 1.10): {'met' if ratio <= 1.10 else 'NOT met'}")
+    print(
+        f"\nstep right after a window / step outside windows (autoprof): {ratio:.3f}  "
+        f"target (<= 1.10): {'met' if ratio <= 1.10 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -22,8 +22,12 @@ import autoprof
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--slow-rank", type=int, default=1, help="this rank is slow by 30 ms per step (-1: none)")
-    ap.add_argument("--slow-where", choices=("inside", "between"), default="inside",
-                    help="the delay inside the profiled step, or between steps (outside the decorated call)")
+    ap.add_argument(
+        "--slow-where",
+        choices=("inside", "between"),
+        default="inside",
+        help="the delay inside the profiled step, or between steps (outside the decorated call)",
+    )
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--trace-dir", default=None)
     args = ap.parse_args()
@@ -32,9 +36,11 @@ def main() -> None:
     if args.trace_dir:
         autoprof.configure(trace_dir=args.trace_dir)
     torch.manual_seed(0)
-    model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(),
-                                                        torch.nn.Linear(256, 256), torch.nn.ReLU(),
-                                                        torch.nn.Linear(256, 10)))
+    model = DistributedDataParallel(
+        torch.nn.Sequential(
+            torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)
+        )
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     slow = rank == args.slow_rank
 

@@ -27,16 +27,24 @@ class Synth:
     def step(self, k: int, ts: float, dur: float) -> Synth:
         return self.x("user_annotation", f"ProfilerStep#{k}", ts, dur)
 
-    def op(self, name: str, ts: float, dur: float, dims: list[Any] | None = None, types: list[Any] | None = None,
-           tid: int = 1) -> Synth:
+    def op(self, name: str, ts: float, dur: float, dims: list[Any] | None = None, types: list[Any] | None = None, tid: int = 1) -> Synth:
         extra = {"Input Dims": dims, "Input type": types} if dims is not None else {}
         return self.x("cpu_op", name, ts, dur, tid=tid, **extra)
 
     def runtime(self, name: str, ts: float, dur: float, corr: int = -1, tid: int = 1) -> Synth:
         return self.x("cuda_runtime", name, ts, dur, tid=tid, correlation=corr)
 
-    def launch(self, kernel: str, ts: float, k_ts: float, k_dur: float, stream: int = 7, cat: str = "kernel",
-               call: str = "cudaLaunchKernel", tid: int = 1) -> Synth:
+    def launch(
+        self,
+        kernel: str,
+        ts: float,
+        k_ts: float,
+        k_dur: float,
+        stream: int = 7,
+        cat: str = "kernel",
+        call: str = "cudaLaunchKernel",
+        tid: int = 1,
+    ) -> Synth:
         """A runtime call at ``ts`` (2 µs) and the device work it launched, linked by a fresh correlation id."""
         self._corr += 1
         self.runtime(call, ts, 2, corr=self._corr, tid=tid)

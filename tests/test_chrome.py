@@ -28,12 +28,36 @@ def _write(tmp_path: Path, doc: Any, name: str = "t.json", gz: bool = False) -> 
 def _events() -> list[dict[str, Any]]:
     return [
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 1, "ts": 100.0, "dur": 50.5},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 101.25, "dur": 10.125,
-         "args": {"Input Dims": [[4, 4], [4, 4]], "Input type": ["float", "float"]}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 102.0, "dur": 3,
-         "args": {"correlation": 9}},
-        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 160.0, "dur": 4,
-         "args": {"correlation": 9, "device": 0, "stream": 7, "grid": [1, 1, 1], "block": [32, 1, 1]}},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 101.25,
+            "dur": 10.125,
+            "args": {"Input Dims": [[4, 4], [4, 4]], "Input type": ["float", "float"]},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 102.0,
+            "dur": 3,
+            "args": {"correlation": 9},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 160.0,
+            "dur": 4,
+            "args": {"correlation": 9, "device": 0, "stream": 7, "grid": [1, 1, 1], "block": [32, 1, 1]},
+        },
         {"ph": "i", "name": "Iteration Start", "pid": 1, "tid": 1, "ts": 99, "s": "t"},
         {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
     ]
@@ -126,13 +150,18 @@ def test_open_step_is_clamped_to_the_last_activity() -> None:
 
 # -- fuzzing: the loader returns a Trace or raises TraceError, nothing else ---------------------------
 
-_scalar = st.one_of(st.none(), st.booleans(), st.integers(-10**18, 10**18), st.floats(allow_nan=True),
-                    st.text(max_size=8))
+_scalar = st.one_of(st.none(), st.booleans(), st.integers(-(10**18), 10**18), st.floats(allow_nan=True), st.text(max_size=8))
 _event = st.dictionaries(
     st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id"]),
-    st.one_of(_scalar, st.sampled_from(["X", "i", "s", "f", "M", "cpu_op", "kernel", "Runtime", "ac2g"]),
-              st.dictionaries(st.sampled_from(["correlation", "Input Dims", "grid", "block", "device", "stream"]),
-                              st.one_of(_scalar, st.lists(st.integers(0, 4), max_size=3)), max_size=4)),
+    st.one_of(
+        _scalar,
+        st.sampled_from(["X", "i", "s", "f", "M", "cpu_op", "kernel", "Runtime", "ac2g"]),
+        st.dictionaries(
+            st.sampled_from(["correlation", "Input Dims", "grid", "block", "device", "stream"]),
+            st.one_of(_scalar, st.lists(st.integers(0, 4), max_size=3)),
+            max_size=4,
+        ),
+    ),
     max_size=9,
 )
 
@@ -220,18 +249,39 @@ def test_compiled_addmm_dtod_then_gemm_is_dispatcher_fusion(tmp_path: Path) -> N
     ev = [
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
         {"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "pid": 1, "tid": 1, "ts": 1, "dur": 60},
-        {"ph": "X", "cat": "user_annotation", "name": "## Call CompiledFxGraph abc ##", "pid": 1, "tid": 1, "ts": 5,
-         "dur": 50},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10, "dur": 40,
-         "args": {"Input Dims": [[64], [64, 64], [64, 64]], "Input type": ["float", "float", "float"]}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 12, "dur": 5,
-         "args": {"correlation": 1}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5,
-         "args": {"correlation": 2}},
-        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7, "ts": 30,
-         "dur": 2, "args": {"correlation": 1, "device": 0, "stream": 7}},
-        {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_bias",
-         "pid": 0, "tid": 7, "ts": 33, "dur": 8, "args": {"correlation": 2, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "user_annotation", "name": "## Call CompiledFxGraph abc ##", "pid": 1, "tid": 1, "ts": 5, "dur": 50},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::addmm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 40,
+            "args": {"Input Dims": [[64], [64, 64], [64, 64]], "Input type": ["float", "float", "float"]},
+        },
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 12, "dur": 5, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {"correlation": 2}},
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy DtoD (Device -> Device)",
+            "pid": 0,
+            "tid": 7,
+            "ts": 30,
+            "dur": 2,
+            "args": {"correlation": 1, "device": 0, "stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_bias",
+            "pid": 0,
+            "tid": 7,
+            "ts": 33,
+            "dur": 8,
+            "args": {"correlation": 2, "device": 0, "stream": 7},
+        },
     ]
     from autoprof.rules import fusion
 
@@ -243,15 +293,38 @@ def test_compiled_addmm_dtod_then_gemm_is_dispatcher_fusion(tmp_path: Path) -> N
 
 # -- batches and worker processes: the same model as the one-event-at-a-time scanner ---------------------
 
-_COLUMNS = ("h_name", "h_cat", "h_ts", "h_dur", "h_tid", "h_corr", "h_parent", "h_self",
-            "d_name", "d_cat", "d_ts", "d_dur", "d_device", "d_stream", "d_corr", "d_launch_host")
+_COLUMNS = (
+    "h_name",
+    "h_cat",
+    "h_ts",
+    "h_dur",
+    "h_tid",
+    "h_corr",
+    "h_parent",
+    "h_self",
+    "d_name",
+    "d_cat",
+    "d_ts",
+    "d_dur",
+    "d_device",
+    "d_stream",
+    "d_corr",
+    "d_launch_host",
+)
 
 
 def _model(t: Trace) -> dict[str, Any]:
     out: dict[str, Any] = {c: list(getattr(t, c)) for c in _COLUMNS}
-    out.update(names=t.names, threads=t.threads, shapes=t.shapes, launch=t.launch_config, steps=t.steps,
-               rank=(t.rank, t.world_size), props=t.device_properties,
-               meta=dict(t.metadata))
+    out.update(
+        names=t.names,
+        threads=t.threads,
+        shapes=t.shapes,
+        launch=t.launch_config,
+        steps=t.steps,
+        rank=(t.rank, t.world_size),
+        props=t.device_properties,
+        meta=dict(t.metadata),
+    )
     return out
 
 
@@ -259,11 +332,14 @@ SCANNER_ONLY = chrome.ReadSizes(batch_chars=0)  # no batches: the whole array th
 SMALL_BATCHES = chrome.ReadSizes(chunk_chars=4096, batch_chars=8192, pool_after=0)  # helpers from the first batch on
 
 
-@pytest.mark.parametrize("rel", [
-    "hta/a100_alexnet_cuda_sync.json.gz",
-    "kineto/v100_resnet50_dataloader_workers0_2021schema.json.gz",
-    "param/rtx2080ti_stacked_linear.json.gz",
-])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "hta/a100_alexnet_cuda_sync.json.gz",
+        "kineto/v100_resnet50_dataloader_workers0_2021schema.json.gz",
+        "param/rtx2080ti_stacked_linear.json.gz",
+    ],
+)
 def test_batches_and_workers_build_the_scanners_model(rel: str, monkeypatch: pytest.MonkeyPatch) -> None:
     p = shared_trace(rel)
     default = _model(chrome.load(p, workers=0))
@@ -289,13 +365,21 @@ def test_batches_and_workers_build_the_scanners_model(rel: str, monkeypatch: pyt
 
 def _tricky_events(n: int = 400) -> list[dict[str, Any]]:
     """Names that look like event boundaries, in every layout a cut could find."""
-    ev: list[dict[str, Any]] = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 10 * n}
-    ]
+    ev: list[dict[str, Any]] = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 10 * n}]
     for k in range(n):
-        trap = ['}, {', '},\n  {', '"}, {"ph": "X"', '\\"}, {', "{}", "}}, {{"][k % 6]
-        ev.append({"ph": "X", "cat": "cpu_op", "name": f"op{k % 7} {trap}", "pid": 1, "tid": 1, "ts": 10 * k + 1,
-                   "dur": 5, "args": {"note": trap * (k % 3), "Input Dims": [[k % 5 + 1]]}})
+        trap = ["}, {", "},\n  {", '"}, {"ph": "X"', '\\"}, {', "{}", "}}, {{"][k % 6]
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": f"op{k % 7} {trap}",
+                "pid": 1,
+                "tid": 1,
+                "ts": 10 * k + 1,
+                "dur": 5,
+                "args": {"note": trap * (k % 3), "Input Dims": [[k % 5 + 1]]},
+            }
+        )
     return ev
 
 

@@ -16,8 +16,7 @@ from conftest import REPO, shared_trace, validate_record
 def cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "autoprof", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "autoprof", *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def test_table_for_a_real_trace() -> None:
@@ -121,8 +120,7 @@ def test_workers_option_same_records_and_bad_values(tmp_path: Path) -> None:
     p = shared_trace("hta/a100_rank0_of2_convnet.json.gz")
     runs = [cli("analyze", "--json", "--workers", w, str(p)) for w in ("0", "3")]
     assert [r.returncode for r in runs] == [0, 0]
-    strip = [[{k: v for k, v in json.loads(line).items() if k not in ("timestamp", "pid")} for line in r.stdout.splitlines()]
-             for r in runs]
+    strip = [[{k: v for k, v in json.loads(line).items() if k not in ("timestamp", "pid")} for line in r.stdout.splitlines()] for r in runs]
     assert strip[0] == strip[1] and strip[0]
     for bad in ("-1", "many"):
         out = cli("analyze", "--workers", bad, str(p))
@@ -147,9 +145,7 @@ def test_progress_note_only_when_stderr_is_a_terminal(tmp_path: Path, monkeypatc
     from autoprof import cli as cli_mod
 
     n = 200_000
-    ev = ",".join(
-        f'{{"ph":"X","cat":"cpu_op","name":"aten::op{i % 7}","pid":1,"tid":1,"ts":{i * 2},"dur":1}}' for i in range(n)
-    )
+    ev = ",".join(f'{{"ph":"X","cat":"cpu_op","name":"aten::op{i % 7}","pid":1,"tid":1,"ts":{i * 2},"dur":1}}' for i in range(n))
     big = tmp_path / "big.json"
     big.write_text('{"traceEvents":[' + ev + "]}")
     # A real pseudo-terminal as stderr; the note's delay shortened so that this load outlasts it.

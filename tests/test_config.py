@@ -25,8 +25,7 @@ def test_parse_bool_other_values_warn_once_and_keep_default(raw: str) -> None:
 
 
 def test_from_env_reads_switches_and_schedule() -> None:
-    cfg = from_env({"AUTOPROF_DISABLE": "true", "AUTOPROF_LOG": "/tmp/x.jsonl", "AUTOPROF_ACTIVE": "5",
-                    "AUTOPROF_WAIT": "0"})
+    cfg = from_env({"AUTOPROF_DISABLE": "true", "AUTOPROF_LOG": "/tmp/x.jsonl", "AUTOPROF_ACTIVE": "5", "AUTOPROF_WAIT": "0"})
     assert cfg.enabled is False
     assert cfg.sink == "/tmp/x.jsonl"
     assert (cfg.active, cfg.wait) == (5, 0)

@@ -17,14 +17,13 @@ import autoprof
 pytestmark = pytest.mark.slow
 
 
-def torchrun(tmp_path: Path, *args: str, script: str = "distributed.py",
-             **env: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+def torchrun(
+    tmp_path: Path, *args: str, script: str = "distributed.py", **env: str
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     log = tmp_path / "records.jsonl"
     e = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
-    e.update(AUTOPROF_LOG=str(log), PYTHONPATH=str(REPO) + os.pathsep + e.get("PYTHONPATH", ""),
-             OMP_NUM_THREADS="1", **env)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(REPO / "examples" / script), *args]
+    e.update(AUTOPROF_LOG=str(log), PYTHONPATH=str(REPO) + os.pathsep + e.get("PYTHONPATH", ""), OMP_NUM_THREADS="1", **env)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(REPO / "examples" / script), *args]
     for attempt in range(3):
         if log.exists():
             log.unlink()
@@ -54,15 +53,13 @@ def test_two_ranks_straggler_named_live_and_offline(tmp_path: Path) -> None:
     assert len(strag) == 1 and strag[0]["rank"] == 0  # emitted once, by the lowest rank
     assert strag[0]["evidence"]["straggler_ranks"] == [1]
     files = sorted(traces.iterdir())
-    assert [f.name for f in files] == ["train_step.window0.rank0.pt.trace.json.gz",
-                                       "train_step.window0.rank1.pt.trace.json.gz"]
+    assert [f.name for f in files] == ["train_step.window0.rank0.pt.trace.json.gz", "train_step.window0.rank1.pt.trace.json.gz"]
     offline = [f for f in autoprof.analyze(traces) if f.rule == "straggler_ranks"]
     assert len(offline) == 1 and offline[0].evidence["straggler_ranks"] == [1]
 
 
 def test_a_rank_that_stops_early_never_hangs_the_job(tmp_path: Path) -> None:
-    out, recs = torchrun(tmp_path, "--slow-rank", "-1", "--stop-early-rank", "1",
-                         AUTOPROF_CROSS_RANK_TIMEOUT="2")
+    out, recs = torchrun(tmp_path, "--slow-rank", "-1", "--stop-early-rank", "1", AUTOPROF_CROSS_RANK_TIMEOUT="2")
     assert out.returncode == 0, out.stderr[-3000:]
     warns = [r for r in recs if r["event"] == "autoprof.warning" and r["reason"] == "cross_rank_skipped"]
     assert len(warns) == 1 and warns[0]["rank"] == 0 and "[1]" in warns[0]["message"]

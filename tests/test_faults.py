@@ -43,16 +43,34 @@ def _good(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     "doc",
     [
-        {"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#" + "9" * 5000, "ts": 1, "dur": 50,
-                          "pid": 1, "tid": 1},
-                         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 2, "dur": 5, "pid": 1, "tid": 1}]},
+        {
+            "traceEvents": [
+                {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#" + "9" * 5000, "ts": 1, "dur": 50, "pid": 1, "tid": 1},
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 2, "dur": 5, "pid": 1, "tid": 1},
+            ]
+        },
         _one_op_trace(distributedInfo={"rank": "²", "world_size": 2}),
         _one_op_trace(distributedInfo={"rank": "9" * 5000, "world_size": "7" * 5000}),
         _one_op_trace(distributedInfo={"rank": 10**40, "world_size": -3}),
-        {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: " + "1" * 5000 + "/0", "ts": 1,
-                          "dur": 5, "pid": 1, "tid": 1}]},
-        {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 5, "pid": 0, "tid": 7,
-                          "args": {"device": "²", "stream": "9" * 5000, "correlation": "٣"}}]},
+        {
+            "traceEvents": [
+                {"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: " + "1" * 5000 + "/0", "ts": 1, "dur": 5, "pid": 1, "tid": 1}
+            ]
+        },
+        {
+            "traceEvents": [
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "k",
+                    "ts": 1,
+                    "dur": 5,
+                    "pid": 0,
+                    "tid": 7,
+                    "args": {"device": "²", "stream": "9" * 5000, "correlation": "٣"},
+                }
+            ]
+        },
     ],
     ids=["step-digits", "rank-superscript", "rank-5000-digits", "rank-huge-int", "region-digits", "device-args"],
 )
@@ -246,12 +264,28 @@ def test_a_users_profiler_started_second_keeps_its_events(records: Any, where: s
 @pytest.mark.parametrize(
     "options",
     [
-        {"top_ops": "ten"}, {"top_ops": -5}, {"top_ops": True}, {"record_shapes": "false"}, {"background": "false"},
-        {"enabled": 1}, {"logger": 42}, {"logger": "root"}, {"peaks": {"flops_per_s": float("inf"), "bytes_per_s": 1.0}},
-        {"peaks": {"flops_per_s": True, "bytes_per_s": 1.0}}, {"peaks": {"flops_per_s": 1e12}},
-        {"peaks": {"flops_per_s": float("nan"), "bytes_per_s": 1.0}}, {"cross_rank_timeout_s": float("nan")},
-        {"cross_rank_timeout_s": float("inf")}, {"cross_rank_timeout_s": -1}, {"active": 10**100},
-        {"wait": 10**100}, {"repeat": -1}, {"sink": ""}, {"trace_dir": 3}, {"ranks": [-1]}, {"ranks": ["0"]},
+        {"top_ops": "ten"},
+        {"top_ops": -5},
+        {"top_ops": True},
+        {"record_shapes": "false"},
+        {"background": "false"},
+        {"enabled": 1},
+        {"logger": 42},
+        {"logger": "root"},
+        {"peaks": {"flops_per_s": float("inf"), "bytes_per_s": 1.0}},
+        {"peaks": {"flops_per_s": True, "bytes_per_s": 1.0}},
+        {"peaks": {"flops_per_s": 1e12}},
+        {"peaks": {"flops_per_s": float("nan"), "bytes_per_s": 1.0}},
+        {"cross_rank_timeout_s": float("nan")},
+        {"cross_rank_timeout_s": float("inf")},
+        {"cross_rank_timeout_s": -1},
+        {"active": 10**100},
+        {"wait": 10**100},
+        {"repeat": -1},
+        {"sink": ""},
+        {"trace_dir": 3},
+        {"ranks": [-1]},
+        {"ranks": ["0"]},
     ],
     ids=repr,
 )
@@ -268,8 +302,15 @@ def test_configure_accepts_good_values() -> None:
 
     import structlog
 
-    autoprof.configure(top_ops=0, record_shapes=False, background=False, logger=logging.getLogger("x"),
-                       peaks={"flops_per_s": 1e12, "bytes_per_s": 1e11}, cross_rank_timeout_s=0.5, active=1000)
+    autoprof.configure(
+        top_ops=0,
+        record_shapes=False,
+        background=False,
+        logger=logging.getLogger("x"),
+        peaks={"flops_per_s": 1e12, "bytes_per_s": 1e11},
+        cross_rank_timeout_s=0.5,
+        active=1000,
+    )
     autoprof.configure(logger=structlog.get_logger())
     assert config.SWITCH.config.active == 1000
 
@@ -341,8 +382,23 @@ def test_a_full_disk_leaves_no_temporary_file(records: Any, tmp_path: Path, monk
 def test_target_names_map_to_distinct_short_safe_file_names() -> None:
     from autoprof._files import safe_name
 
-    names = ["../evil", "\u202eevil", "_evil", "evil", "a/b", "a_b", "a%2Fb", ".hidden", "%2Ehidden", "x" * 5000,
-             "x" * 4999 + "y", "a~b", "a%7Eb", "", "train.<locals>.step"]
+    names = [
+        "../evil",
+        "\u202eevil",
+        "_evil",
+        "evil",
+        "a/b",
+        "a_b",
+        "a%2Fb",
+        ".hidden",
+        "%2Ehidden",
+        "x" * 5000,
+        "x" * 4999 + "y",
+        "a~b",
+        "a%7Eb",
+        "",
+        "train.<locals>.step",
+    ]
     files = [safe_name(n) for n in names]
     assert len(set(files)) == len(files)
     for f in files:
@@ -610,8 +666,9 @@ def test_real_sigints_at_random_moments_leave_autoprof_working(tmp_path: Path) -
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
     env.update(PYTHONPATH=str(REPO), AUTOPROF_LOG=str(sink))  # the default: analysis in the background
-    p = subprocess.Popen([sys.executable, "-c", code, str(sink)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env)
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, str(sink)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     import random
 

@@ -76,8 +76,7 @@ class Ev:
 
 
 def _steps(n: int = 2, length: int = 1000) -> list[Ev]:
-    return [Ev(f"ProfilerStep#{k}", "user_annotation", k * length, length - 10, corr=900 + k, annotation=True)
-            for k in range(n)]
+    return [Ev(f"ProfilerStep#{k}", "user_annotation", k * length, length - 10, corr=900 + k, annotation=True) for k in range(n)]
 
 
 def _index(t: Trace, name: str) -> int:
@@ -99,10 +98,20 @@ def test_gpu_user_annotation_never_links_to_a_launch() -> None:
     launch = _index(t, "cudaLaunchKernel")
     assert [t.device_name(d) for d in launches_by_host(t)[launch]] == ["gemm_kernel"]
     # the chrome loader reads the same span the same way
-    doc = {"traceEvents": [
-        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#0", "ts": 0, "dur": 0.99, "pid": 0, "tid": 7,
-         "args": {"correlation": 900}},
-    ]}
+    doc = {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "gpu_user_annotation",
+                "name": "ProfilerStep#0",
+                "ts": 0,
+                "dur": 0.99,
+                "pid": 0,
+                "tid": 7,
+                "args": {"correlation": 900},
+            },
+        ]
+    }
     assert chrome.from_document(doc).d_corr[0] == -1
 
 
@@ -125,8 +134,7 @@ def test_runtime_calls_sit_on_their_ops_thread_or_their_own() -> None:
 
 
 def test_linked_runtime_call_listed_before_its_op_still_finds_it() -> None:
-    events = [Ev("cudaLaunchKernel", "cuda_runtime", 150, 20, corr=31, linked=5, tid=9),
-              Ev("aten::mm", "cpu_op", 100, 300, corr=5, tid=3)]
+    events = [Ev("cudaLaunchKernel", "cuda_runtime", 150, 20, corr=31, linked=5, tid=9), Ev("aten::mm", "cpu_op", 100, 300, corr=5, tid=3)]
     t = live.from_kineto_events(events)
     assert t.h_tid[_index(t, "cudaLaunchKernel")] == t.h_tid[_index(t, "aten::mm")]
 

@@ -61,8 +61,9 @@ class _SlowDataset(torch.utils.data.Dataset):  # type: ignore[type-arg]
 
 def test_cnn_fed_by_a_slow_dataloader_is_input_bound(records: Any) -> None:
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                                torch.nn.Flatten(), torch.nn.Linear(8, 10))
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 10)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     batches = iter(torch.utils.data.DataLoader(_SlowDataset(), batch_size=8, num_workers=0))
 
@@ -82,8 +83,9 @@ def test_cnn_fed_by_a_slow_dataloader_is_input_bound(records: Any) -> None:
 
 def test_compiled_wide_mlp_is_compute_bound(records: Any) -> None:
     torch.manual_seed(0)
-    mlp = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048),
-                              torch.nn.ReLU(), torch.nn.Linear(2048, 2048))
+    mlp = torch.nn.Sequential(
+        torch.nn.Linear(2048, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048)
+    )
     compiled = torch.compile(mlp)
     x = torch.randn(32, 2048)
 

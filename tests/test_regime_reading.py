@@ -21,11 +21,9 @@ class Doc:
             self.x("user_annotation", f"ProfilerStep#{k}", k * step_us, step_us - 1)
 
     def x(self, cat: str, name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> None:
-        self.events.append({"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid,
-                            "args": args})
+        self.events.append({"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid, "args": args})
 
-    def op(self, name: str, ts: float, dur: float, dims: list[Any] | None = None, types: list[Any] | None = None,
-           tid: int = 1) -> None:
+    def op(self, name: str, ts: float, dur: float, dims: list[Any] | None = None, types: list[Any] | None = None, tid: int = 1) -> None:
         extra = {"Input Dims": dims, "Input type": types} if dims is not None else {}
         self.x("cpu_op", name, ts, dur, tid=tid, **extra)
 
@@ -131,6 +129,5 @@ def test_without_a_calibrated_peak_op_self_time_beyond_the_call_floor_is_work() 
 
 
 def test_every_cpu_verdict_has_its_advice() -> None:
-    for verdict in ("compute-bound", "memory-bound", "overhead-bound", "input-bound", "sync-bound",
-                    "communication-bound", "mixed"):
+    for verdict in ("compute-bound", "memory-bound", "overhead-bound", "input-bound", "sync-bound", "communication-bound", "mixed"):
         assert regime._CPU_ADVICE[verdict]

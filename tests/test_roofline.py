@@ -42,8 +42,7 @@ def test_peak_table_matches_device_names_and_names_sources() -> None:
     assert peaks.gpu_peak("Tesla V100-SXM2-32GB").name == "V100"  # type: ignore[union-attr]
     assert peaks.gpu_peak("NVIDIA GeForce RTX 2080 Ti").name == "RTX 2080 Ti"  # type: ignore[union-attr]
     assert peaks.gpu_peak("Some Unknown GPU") is None
-    assert all(p.source and p.bytes_per_s > 0 and p.flops["fp32" if "fp32" in p.flops else "fp16"] > 0
-               for p in peaks.GPU_PEAKS)
+    assert all(p.source and p.bytes_per_s > 0 and p.flops["fp32" if "fp32" in p.flops else "fp16"] > 0 for p in peaks.GPU_PEAKS)
 
 
 def test_a100_trace_gemms_compute_side_elementwise_memory_side() -> None:

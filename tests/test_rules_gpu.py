@@ -167,9 +167,11 @@ def test_every_shared_trace_analyses_without_error() -> None:
 
 @pytest.mark.parametrize(
     "rel,kinds",
-    [("hta/a100_rank3_of8_train.json.gz", {"SendRecv", "AllReduce"}),
-     ("hta/a100_rank0_of2_convnet.json.gz", {"AllReduce", "Broadcast"}),
-     ("hta/a100_rank0_of16_compiled_cudagraphs.json.gz", {"SendRecv"})],
+    [
+        ("hta/a100_rank3_of8_train.json.gz", {"SendRecv", "AllReduce"}),
+        ("hta/a100_rank0_of2_convnet.json.gz", {"AllReduce", "Broadcast"}),
+        ("hta/a100_rank0_of16_compiled_cudagraphs.json.gz", {"SendRecv"}),
+    ],
 )
 def test_per_rank_collective_figures_on_the_a100_rank_traces(rel: str, kinds: set[str]) -> None:
     c = findings(rel)["exposed_communication"]

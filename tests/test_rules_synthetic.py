@@ -127,9 +127,14 @@ def test_the_same_kernel_at_different_speeds_across_steps() -> None:
 # -- exposed_communication: both NCCL kernel namings, overlap, the noise floor ------------------------------------
 
 
-@pytest.mark.parametrize("kernel", ["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)",
-                                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096>)",
-                                    "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096>)"])
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)",
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096>)",
+        "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096>)",
+    ],
+)
 def test_exposed_collective_under_every_nccl_naming(kernel: str) -> None:
     s = busy_gpu(times=(300, 300, 300), query=False)
     for k in range(3):
@@ -240,8 +245,7 @@ def test_the_mask_add_inside_sdpa_math_is_not_the_users() -> None:
 
 
 def test_straggler_named_and_balanced_ranks_said_so() -> None:
-    fs = {f.rule: f for f in ranks.check([RankSummary(0, 50.0, "mixed"), RankSummary(1, 80.0, "mixed"),
-                                          RankSummary(2, 51.0, "mixed")])}
+    fs = {f.rule: f for f in ranks.check([RankSummary(0, 50.0, "mixed"), RankSummary(1, 80.0, "mixed"), RankSummary(2, 51.0, "mixed")])}
     assert fs["straggler_ranks"].verdict == "stragglers" and fs["straggler_ranks"].evidence["straggler_ranks"] == [1]
     assert "rank_regime_mismatch" not in fs
     (bal,) = ranks.check([RankSummary(0, 50.0, "mixed"), RankSummary(1, 51.0, "mixed")])
@@ -250,8 +254,12 @@ def test_straggler_named_and_balanced_ranks_said_so() -> None:
 
 
 def test_regime_mismatch_with_and_without_a_majority() -> None:
-    fs = {f.rule: f for f in ranks.check([RankSummary(0, 50.0, "compute-bound"), RankSummary(1, 50.0, "compute-bound"),
-                                          RankSummary(2, 50.0, "input-bound")])}
+    fs = {
+        f.rule: f
+        for f in ranks.check(
+            [RankSummary(0, 50.0, "compute-bound"), RankSummary(1, 50.0, "compute-bound"), RankSummary(2, 50.0, "input-bound")]
+        )
+    }
     m = fs["rank_regime_mismatch"]
     assert m.verdict == "regime-differs" and m.evidence["majority_verdict"] == "compute-bound" and m.subjects == ("rank 2",)
     fs = {f.rule: f for f in ranks.check([RankSummary(0, 50.0, "compute-bound"), RankSummary(1, 50.0, "input-bound")])}
@@ -299,8 +307,14 @@ def test_equal_waits_are_balanced_and_close_figures_are_no_regime_mismatch() -> 
 def test_a_waiting_ranks_nccl_time_is_waiting_for_the_straggler() -> None:
     from autoprof.findings import Finding
 
-    comm = Finding("exposed_communication", "exposed-communication", "warning", "communication (NCCL) takes 90 ms",
-                   "overlap", {"exposed_comm_us": 90_000.0})
+    comm = Finding(
+        "exposed_communication",
+        "exposed-communication",
+        "warning",
+        "communication (NCCL) takes 90 ms",
+        "overlap",
+        {"exposed_comm_us": 90_000.0},
+    )
     strag = Finding("straggler_ranks", "stragglers", "warning", "m", "a", {"straggler_ranks": [3]})
     w = ranks.as_waiting(comm, strag)
     assert w.verdict == "waiting-for-peer" and w.severity == "info" and w.evidence["waiting_for_ranks"] == [3]
@@ -353,8 +367,10 @@ def test_matmul_flops_from_shapes(name: str, inputs: list[Any], flops: int | Non
 def test_kernel_names_shortened_and_heavy_kernels_recognised() -> None:
     from autoprof.rules.occupancy import is_heavy, short_kernel_name
 
-    assert short_kernel_name("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int, F)") \
+    assert (
+        short_kernel_name("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int, F)")
         == "at::native::vectorized_elementwise_kernel"
+    )
     assert short_kernel_name(GEMM) == "cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4"
     assert short_kernel_name("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
     assert short_kernel_name("<>") == "<>"[:60]
@@ -382,14 +398,17 @@ def test_a_rate_above_the_peak_is_capped_and_said_so() -> None:
     assert all(o["roofline_fraction_ratio"] <= 1.0 for o in rf.evidence["ops"] + rf.evidence["top_lost"])
 
 
-@pytest.mark.parametrize("name,kind", [
-    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "AllReduce"),
-    ("void ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*)", "SendRecv"),
-    ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "AllGather"),
-    ("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "Generic"),
-    ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(x)", "ReduceScatter"),
-    ("some_nccl_helper", "other"),
-])
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "AllReduce"),
+        ("void ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*)", "SendRecv"),
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "AllGather"),
+        ("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "Generic"),
+        ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(x)", "ReduceScatter"),
+        ("some_nccl_helper", "other"),
+    ],
+)
 def test_nccl_kernel_namings_name_their_collective(name: str, kind: str) -> None:
     from autoprof.rules.comm import collective_kind
 

@@ -21,8 +21,14 @@ def spelled_out(s: Schedule, calls: int) -> list[tuple[Phase, int]]:
     return out[:calls]
 
 
-schedules = st.builds(Schedule, skip_first=st.integers(0, 5), wait=st.integers(0, 4), warmup=st.integers(0, 4),
-                      active=st.integers(1, 5), repeat=st.integers(0, 3))
+schedules = st.builds(
+    Schedule,
+    skip_first=st.integers(0, 5),
+    wait=st.integers(0, 4),
+    warmup=st.integers(0, 4),
+    active=st.integers(1, 5),
+    repeat=st.integers(0, 3),
+)
 
 
 @given(schedules)
@@ -53,7 +59,15 @@ def test_a_window_restarts_at_its_cycles_warmup(s: Schedule, pos: int) -> None:
 def test_the_default_schedule_records_steps_3_to_5() -> None:
     s = Schedule(skip_first=1, wait=1, warmup=1, active=3, repeat=1)
     assert [s.place(p).phase for p in range(8)] == [
-        Phase.WAIT, Phase.WAIT, Phase.WARMUP, Phase.ACTIVE, Phase.ACTIVE, Phase.ACTIVE, Phase.DONE, Phase.DONE]
+        Phase.WAIT,
+        Phase.WAIT,
+        Phase.WARMUP,
+        Phase.ACTIVE,
+        Phase.ACTIVE,
+        Phase.ACTIVE,
+        Phase.DONE,
+        Phase.DONE,
+    ]
     assert s.place(3) == Place(Phase.ACTIVE, True, False)
     assert s.place(5) == Place(Phase.ACTIVE, False, True)
     assert s.warmup_start(4) == 2

@@ -50,10 +50,19 @@ def test_live_window_record_carries_section_times_and_offline_agrees(records: An
 
 
 def test_sections_of_a_trace_autoprof_did_not_record_are_the_programs_own_annotations() -> None:
-    ev = [{"ph": "X", "cat": "user_annotation", "name": n, "ts": ts, "dur": d, "pid": 1, "tid": 1}
-          for n, ts, d in [("ProfilerStep#4", 0, 100), ("## forward ##", 5, 40), ("## backward ##", 50, 45),
-                           ("Optimizer.step#SGD.step", 96, 3), ("nccl:all_reduce", 60, 10),
-                           ("ProfilerStep#5", 100, 100), ("## forward ##", 105, 40), ("## backward ##", 150, 45)]]
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": n, "ts": ts, "dur": d, "pid": 1, "tid": 1}
+        for n, ts, d in [
+            ("ProfilerStep#4", 0, 100),
+            ("## forward ##", 5, 40),
+            ("## backward ##", 50, 45),
+            ("Optimizer.step#SGD.step", 96, 3),
+            ("nccl:all_reduce", 60, 10),
+            ("ProfilerStep#5", 100, 100),
+            ("## forward ##", 105, 40),
+            ("## backward ##", 150, 45),
+        ]
+    ]
     trace = chrome.from_document({"traceEvents": ev})
     rows = section_times(trace)
     assert [(r["name"], r["calls"], r["total_ms"]) for r in rows] == [("## backward ##", 2, 0.09), ("## forward ##", 2, 0.08)]

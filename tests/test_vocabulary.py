@@ -23,8 +23,10 @@ def _finding_record(rule: str, verdict: str) -> dict[str, Any]:
 def test_schema_lists_exactly_the_vocabulary() -> None:
     schema = record_schema()
     assert schema["properties"]["schema_version"] == {"const": SCHEMA_VERSION} and SCHEMA_VERSION == 2
-    per_rule = {c["if"]["properties"]["rule"]["const"]: tuple(c["then"]["properties"]["verdict"]["enum"])
-                for c in schema["$defs"]["verdicts"]["allOf"]}
+    per_rule = {
+        c["if"]["properties"]["rule"]["const"]: tuple(c["then"]["properties"]["verdict"]["enum"])
+        for c in schema["$defs"]["verdicts"]["allOf"]
+    }
     assert per_rule == VOCABULARY
     finding = next(c for c in schema["allOf"] if c["if"]["properties"]["event"].get("const") == "autoprof.finding")
     assert sorted(finding["then"]["properties"]["rule"]["enum"]) == sorted(VOCABULARY)
@@ -38,8 +40,9 @@ def test_every_verdict_is_kebab_case_and_validates() -> None:
             validate_record(_finding_record(rule, v))
 
 
-@pytest.mark.parametrize("rule,verdict", [("compile_overhead", "wrapper-exceeds-compute_avg"),
-                                          ("bound_regime", "gpu-bound"), ("no_such_rule", "mixed")])
+@pytest.mark.parametrize(
+    "rule,verdict", [("compile_overhead", "wrapper-exceeds-compute_avg"), ("bound_regime", "gpu-bound"), ("no_such_rule", "mixed")]
+)
 def test_an_unlisted_verdict_or_rule_does_not_validate(rule: str, verdict: str) -> None:
     validator = jsonschema.Draft202012Validator(record_schema())
     assert list(validator.iter_errors(_finding_record(rule, verdict)))

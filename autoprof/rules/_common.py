@@ -183,9 +183,7 @@ def _view_of(trace: Trace) -> View:
         host_in = [True] * trace.n_host
         device_in = [True] * trace.n_device
     work = {DEVICE_CODE[c] for c in (KERNEL, GPU_MEMCPY, GPU_MEMSET)}
-    busy: Intervals = [
-        (t, t + d) for t, d, c, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, device_in) if inside and c in work
-    ]
+    busy: Intervals = [(t, t + d) for t, d, c, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, device_in) if inside and c in work]
     dev_end = max((e for _, e in busy), default=0)
     return View(hs, ds, host_in, device_in, start, end, dev_end, merge(busy))
 
@@ -258,8 +256,7 @@ def op_self_ns(trace: Trace, v: View) -> int:
     k = HOST_CODE[CPU_OP]
     wrappers = {nid for nid, n in enumerate(trace.names) if n.startswith(COMPILE_WRAPPER_PREFIXES)}
     return sum(
-        s for s, c, inside, nid in zip(trace.h_self, trace.h_cat, v.host_in, trace.h_name)
-        if c == k and inside and nid not in wrappers
+        s for s, c, inside, nid in zip(trace.h_self, trace.h_cat, v.host_in, trace.h_name) if c == k and inside and nid not in wrappers
     )
 
 

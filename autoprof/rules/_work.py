@@ -16,25 +16,63 @@ from autoprof.rules.fusion import matmul_out_shape
 from autoprof.trace.model import ELEMENTWISE_OPS, MATMUL_OPS
 
 DTYPE_BYTES = {
-    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "int": 4, "long int": 8, "long": 8,
-    "short int": 2, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
-    "c10::complex<double>": 16, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
+    "float": 4,
+    "double": 8,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "int": 4,
+    "long int": 8,
+    "long": 8,
+    "short int": 2,
+    "short": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
 }
 DTYPE_PEAK_KEY = {
-    "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16",
-    "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8",
+    "float": "fp32",
+    "double": "fp64",
+    "c10::Half": "fp16",
+    "c10::BFloat16": "bf16",
+    "c10::Float8_e4m3fn": "fp8",
+    "c10::Float8_e5m2": "fp8",
 }
 
 ELEMENTWISE = ELEMENTWISE_OPS
 REDUCTIONS = {  # FLOPs per input element
-    "aten::sum": 1, "aten::mean": 1, "aten::amax": 1, "aten::max": 1, "aten::norm": 2, "aten::var": 3,
-    "aten::softmax": 5, "aten::_softmax": 5, "aten::log_softmax": 5, "aten::_log_softmax": 5,
-    "aten::layer_norm": 8, "aten::native_layer_norm": 8, "aten::group_norm": 8, "aten::batch_norm": 8,
-    "aten::native_layer_norm_backward": 10, "aten::_softmax_backward_data": 4,
+    "aten::sum": 1,
+    "aten::mean": 1,
+    "aten::amax": 1,
+    "aten::max": 1,
+    "aten::norm": 2,
+    "aten::var": 3,
+    "aten::softmax": 5,
+    "aten::_softmax": 5,
+    "aten::log_softmax": 5,
+    "aten::_log_softmax": 5,
+    "aten::layer_norm": 8,
+    "aten::native_layer_norm": 8,
+    "aten::group_norm": 8,
+    "aten::batch_norm": 8,
+    "aten::native_layer_norm_backward": 10,
+    "aten::_softmax_backward_data": 4,
 }
-_SAME_SHAPE_OUT = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax", "aten::layer_norm",
-                   "aten::native_layer_norm", "aten::group_norm", "aten::batch_norm",
-                   "aten::native_layer_norm_backward", "aten::_softmax_backward_data"}
+_SAME_SHAPE_OUT = {
+    "aten::softmax",
+    "aten::_softmax",
+    "aten::log_softmax",
+    "aten::_log_softmax",
+    "aten::layer_norm",
+    "aten::native_layer_norm",
+    "aten::group_norm",
+    "aten::batch_norm",
+    "aten::native_layer_norm_backward",
+    "aten::_softmax_backward_data",
+}
 MATMULS = MATMUL_OPS
 ATTENTION = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product")
 ROOFLINE_OPS = MATMULS | ELEMENTWISE | frozenset(REDUCTIONS)
@@ -115,8 +153,7 @@ class WorkCache:
     def __init__(self) -> None:
         self._by_name: dict[int, list[tuple[Any, Any, tuple[float, float] | None, str | None, str]]] = {}
 
-    def get(self, nid: int, name: str, dims: list[Any], types: list[Any] | None
-            ) -> tuple[tuple[float, float] | None, str | None, str]:
+    def get(self, nid: int, name: str, dims: list[Any], types: list[Any] | None) -> tuple[tuple[float, float] | None, str | None, str]:
         """(work or None, dtype key, shapes as text)."""
         entries = self._by_name.setdefault(nid, [])
         for d, t, w, dk, text in entries:

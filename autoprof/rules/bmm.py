@@ -38,8 +38,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
             f"{len(hits)} aten::matmul calls on 3-D+ inputs run as aten::bmm (batched matmul)",
             "Expected for batched inputs; if the batch dims are only a reshape of 2-D data, a single "
             "2-D mm on the flattened input can be faster.",
-            {"bmm_count": len(hits), "bmm_time_us": us(t), "bmm_time_share": share(t, steps_ns(trace, v)),
-             "input_shapes": shapes},
+            {"bmm_count": len(hits), "bmm_time_us": us(t), "bmm_time_share": share(t, steps_ns(trace, v)), "input_shapes": shapes},
             ("aten::matmul -> aten::bmm",),
         )
     ]

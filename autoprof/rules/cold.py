@@ -49,6 +49,11 @@ def _finding(first: int, steady: int, number: int, where: str, live: bool) -> Fi
         "measurements and warm up before timing or profiling."
         if cold
         else "The profiler's first active step often carries start-up cost: add a warmup step.",
-        {"first_step_ms": ms(first), "steady_step_ms": ms(steady), "ratio": round(first / steady, 3),
-         "step_number": number, "from_wall_clock": live},
+        {
+            "first_step_ms": ms(first),
+            "steady_step_ms": ms(steady),
+            "ratio": round(first / steady, 3),
+            "step_number": number,
+            "from_wall_clock": live,
+        },
     )

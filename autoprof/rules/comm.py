@@ -23,7 +23,7 @@ def collective_kind(kernel: str) -> str:
     name = name.rsplit(" ", 1)[-1]  # a "void " return type
     for prefix in ("ncclKernel_", "ncclDevKernel_"):
         if name.startswith(prefix):
-            return name[len(prefix):].split("_", 1)[0] or "other"
+            return name[len(prefix) :].split("_", 1)[0] or "other"
     return "other"
 
 
@@ -59,11 +59,15 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
             "warning" if warn else "info",
             f"communication (NCCL) takes {duration(comm_t)}; {percent(exposed, comm_t)} of it is not "
             f"overlapped by compute ({percent(exposed, window)} of the window)",
-            "Overlap communication with compute: DDP bucket sizes (bucket_cap_mb), FSDP prefetching, or fewer, "
-            "larger collectives.",
-            {"comm_us": us(comm_t), "exposed_comm_us": us(exposed), "exposed_comm_share": share(exposed, comm_t),
-             "exposed_window_share": share(exposed, window), "rank": trace.rank,
-             "collectives_us": {k: us(n) for k, n in sorted(by_kind.items(), key=lambda kv: -kv[1])}},
+            "Overlap communication with compute: DDP bucket sizes (bucket_cap_mb), FSDP prefetching, or fewer, larger collectives.",
+            {
+                "comm_us": us(comm_t),
+                "exposed_comm_us": us(exposed),
+                "exposed_comm_share": share(exposed, comm_t),
+                "exposed_window_share": share(exposed, window),
+                "rank": trace.rank,
+                "collectives_us": {k: us(n) for k, n in sorted(by_kind.items(), key=lambda kv: -kv[1])},
+            },
             tuple(sorted({trace.names[nid].split("(")[0][:60] for nid in kernel_ids & nccl})[:4]),
         )
     ]

@@ -176,10 +176,7 @@ def _unfused(trace: Trace, found: _Pairs, window: int, separate_add: int) -> Fin
     spent = sum(trace.h_dur[i] + trace.h_dur[j] for i, j in pairs)
     h_parent, h_name = trace.h_parent, trace.h_name
     parent_ids = {h_name[p] for p in {h_parent[i] for i, _ in pairs} if p >= 0}
-    advice = (
-        "Use torch.addmm(b, x, w) or nn.Linear (one fused GEMM with the bias in its epilogue), or "
-        "torch.compile the function."
-    )
+    advice = "Use torch.addmm(b, x, w) or nn.Linear (one fused GEMM with the bias in its epilogue), or torch.compile the function."
     if trace.name_id("aten::linear") in parent_ids:
         advice += " Under aten::linear this is a >2-D input: flatten it to 2-D before the Linear."
     return Finding(
@@ -234,10 +231,8 @@ def _compiled_addmm(trace: Trace, compiled: list[int]) -> Finding:
                     seeded += 1
                     subjects.update(n for n, c in zip(names, cats) if c == KERNEL)
         evidence["dtod_seeded_count"] = seeded
-        msg = (
-            f"compiled addmm: {len(compiled)} calls fused at the dispatcher level"
-            + (f"; {seeded} seed the output with the bias by a Memcpy DtoD, then run one GEMM kernel with a bias "
-               "epilogue" if seeded else "")
+        msg = f"compiled addmm: {len(compiled)} calls fused at the dispatcher level" + (
+            f"; {seeded} seed the output with the bias by a Memcpy DtoD, then run one GEMM kernel with a bias epilogue" if seeded else ""
         )
     else:
         msg = f"compiled addmm: {len(compiled)} calls fused at the dispatcher level (extern addmm in the compiled graph)"

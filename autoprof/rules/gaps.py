@@ -41,9 +41,15 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
             f"the device is idle {share(idle, span):.0%} of its active span, mostly {cause}",
             "Host-wait gaps shrink with less per-op host work (larger ops, torch.compile, CUDA graphs); "
             "other-wait gaps with fewer cross-stream syncs and overlapped copies.",
-            {"device_span_us": us(span), "device_idle_us": us(idle), "device_idle_share": share(idle, span),
-             "host_wait_us": us(gaps.host_wait), "other_wait_us": us(gaps.other_wait), "gap_count": gaps.count,
-             "stream_count": len(streams)},
+            {
+                "device_span_us": us(span),
+                "device_idle_us": us(idle),
+                "device_idle_share": share(idle, span),
+                "host_wait_us": us(gaps.host_wait),
+                "other_wait_us": us(gaps.other_wait),
+                "gap_count": gaps.count,
+                "stream_count": len(streams),
+            },
         )
     ]
 

@@ -14,8 +14,25 @@ RULE = "occupancy_query_launch"
 HEAVYWEIGHT = "heavyweight-launches"
 VERDICTS = {RULE: (HEAVYWEIGHT,)}
 _HEAVY = (
-    "gemm", "gemv", "conv", "cutlass", "cudnn", "cublas", "xmma", "wgrad", "dgrad", "fprop", "implicit",
-    "winograd", "fft", "sm80_", "sm90_", "ampere_", "volta_", "turing_", "hopper_",
+    "gemm",
+    "gemv",
+    "conv",
+    "cutlass",
+    "cudnn",
+    "cublas",
+    "xmma",
+    "wgrad",
+    "dgrad",
+    "fprop",
+    "implicit",
+    "winograd",
+    "fft",
+    "sm80_",
+    "sm90_",
+    "ampere_",
+    "volta_",
+    "turing_",
+    "hopper_",
 )
 
 
@@ -67,12 +84,16 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
             RULE,
             HEAVYWEIGHT,
             "info",
-            f"{n} launches are preceded by an occupancy query ({heavy} of them GEMM/conv kernels): "
-            + ", ".join(top[:4]),
+            f"{n} launches are preceded by an occupancy query ({heavy} of them GEMM/conv kernels): " + ", ".join(top[:4]),
             "These are library GEMM/conv kernels; the query itself costs ~1 µs of host time per launch, "
             "a reason to prefer fewer, larger GEMMs (or CUDA graphs) when overhead-bound.",
-            {"queried_launch_count": n, "gemm_conv_count": heavy, "gemm_conv_share": round(heavy / n, 4),
-             "unqueried_launch_count": unqueried, "kernels_count": dict(queried.most_common(8))},
+            {
+                "queried_launch_count": n,
+                "gemm_conv_count": heavy,
+                "gemm_conv_share": round(heavy / n, 4),
+                "unqueried_launch_count": unqueried,
+                "kernels_count": dict(queried.most_common(8)),
+            },
             tuple(top),
         )
     ]

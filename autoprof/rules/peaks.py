@@ -30,33 +30,91 @@ class Peak:
 
 # Order matters: the first row whose every match string occurs in the device name wins.
 GPU_PEAKS: tuple[Peak, ...] = (
-    Peak("H200", {"fp64": 34 * T, "fp32": 67 * T, "tf32": 494.5 * T, "fp16": 989.5 * T, "bf16": 989.5 * T,
-                  "fp8": 1979 * T}, 4800 * G, "NVIDIA H200 Tensor Core GPU datasheet (SXM), dense", ("H200",)),
-    Peak("H100 PCIe", {"fp64": 26 * T, "fp32": 51 * T, "tf32": 378 * T, "fp16": 756 * T, "bf16": 756 * T,
-                       "fp8": 1513 * T}, 2000 * G, "NVIDIA H100 Tensor Core GPU datasheet (PCIe), dense",
-         ("H100", "PCIe")),
-    Peak("H100 SXM", {"fp64": 34 * T, "fp32": 67 * T, "tf32": 494.5 * T, "fp16": 989.5 * T, "bf16": 989.5 * T,
-                      "fp8": 1979 * T}, 3350 * G, "NVIDIA H100 Tensor Core GPU datasheet (SXM), dense", ("H100",)),
-    Peak("B200", {"fp64": 40 * T, "fp32": 80 * T, "tf32": 1100 * T, "fp16": 2250 * T, "bf16": 2250 * T,
-                  "fp8": 4500 * T}, 8000 * G, "NVIDIA HGX B200 specifications, per GPU, dense", ("B200",)),
-    Peak("A100 80GB PCIe", {"fp64": 9.7 * T, "fp32": 19.5 * T, "tf32": 156 * T, "fp16": 312 * T, "bf16": 312 * T},
-         1935 * G, "NVIDIA A100 Tensor Core GPU datasheet (80GB PCIe), dense", ("A100", "80GB", "PCIe")),
-    Peak("A100 80GB SXM", {"fp64": 9.7 * T, "fp32": 19.5 * T, "tf32": 156 * T, "fp16": 312 * T, "bf16": 312 * T},
-         2039 * G, "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM), dense", ("A100", "80GB")),
-    Peak("A100 40GB", {"fp64": 9.7 * T, "fp32": 19.5 * T, "tf32": 156 * T, "fp16": 312 * T, "bf16": 312 * T},
-         1555 * G, "NVIDIA A100 Tensor Core GPU datasheet (40GB), dense", ("A100",)),
-    Peak("V100", {"fp64": 7.8 * T, "fp32": 15.7 * T, "fp16": 125 * T}, 900 * G,
-         "NVIDIA Tesla V100 datasheet (SXM2)", ("V100",)),
-    Peak("L40S", {"fp32": 91.6 * T, "tf32": 183 * T, "fp16": 362 * T, "bf16": 362 * T, "fp8": 733 * T}, 864 * G,
-         "NVIDIA L40S datasheet, dense", ("L40S",)),
-    Peak("L4", {"fp32": 30.3 * T, "tf32": 60 * T, "fp16": 121 * T, "bf16": 121 * T, "fp8": 242 * T}, 300 * G,
-         "NVIDIA L4 Tensor Core GPU datasheet, dense", ("L4",)),
-    Peak("RTX 4090", {"fp32": 82.6 * T, "fp16": 165.2 * T, "bf16": 165.2 * T}, 1008 * G,
-         "NVIDIA Ada GPU architecture whitepaper (FP16 tensor, FP32 accumulate, dense)", ("4090",)),
-    Peak("RTX 3090", {"fp32": 35.6 * T, "fp16": 71 * T, "bf16": 71 * T}, 936 * G,
-         "NVIDIA Ampere GA102 GPU architecture whitepaper (FP16 tensor, FP32 accumulate, dense)", ("3090",)),
-    Peak("RTX 2080 Ti", {"fp32": 13.4 * T, "fp16": 53.8 * T}, 616 * G,
-         "NVIDIA Turing GPU architecture whitepaper (FP16 tensor, FP32 accumulate)", ("2080 Ti",)),
+    Peak(
+        "H200",
+        {"fp64": 34 * T, "fp32": 67 * T, "tf32": 494.5 * T, "fp16": 989.5 * T, "bf16": 989.5 * T, "fp8": 1979 * T},
+        4800 * G,
+        "NVIDIA H200 Tensor Core GPU datasheet (SXM), dense",
+        ("H200",),
+    ),
+    Peak(
+        "H100 PCIe",
+        {"fp64": 26 * T, "fp32": 51 * T, "tf32": 378 * T, "fp16": 756 * T, "bf16": 756 * T, "fp8": 1513 * T},
+        2000 * G,
+        "NVIDIA H100 Tensor Core GPU datasheet (PCIe), dense",
+        ("H100", "PCIe"),
+    ),
+    Peak(
+        "H100 SXM",
+        {"fp64": 34 * T, "fp32": 67 * T, "tf32": 494.5 * T, "fp16": 989.5 * T, "bf16": 989.5 * T, "fp8": 1979 * T},
+        3350 * G,
+        "NVIDIA H100 Tensor Core GPU datasheet (SXM), dense",
+        ("H100",),
+    ),
+    Peak(
+        "B200",
+        {"fp64": 40 * T, "fp32": 80 * T, "tf32": 1100 * T, "fp16": 2250 * T, "bf16": 2250 * T, "fp8": 4500 * T},
+        8000 * G,
+        "NVIDIA HGX B200 specifications, per GPU, dense",
+        ("B200",),
+    ),
+    Peak(
+        "A100 80GB PCIe",
+        {"fp64": 9.7 * T, "fp32": 19.5 * T, "tf32": 156 * T, "fp16": 312 * T, "bf16": 312 * T},
+        1935 * G,
+        "NVIDIA A100 Tensor Core GPU datasheet (80GB PCIe), dense",
+        ("A100", "80GB", "PCIe"),
+    ),
+    Peak(
+        "A100 80GB SXM",
+        {"fp64": 9.7 * T, "fp32": 19.5 * T, "tf32": 156 * T, "fp16": 312 * T, "bf16": 312 * T},
+        2039 * G,
+        "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM), dense",
+        ("A100", "80GB"),
+    ),
+    Peak(
+        "A100 40GB",
+        {"fp64": 9.7 * T, "fp32": 19.5 * T, "tf32": 156 * T, "fp16": 312 * T, "bf16": 312 * T},
+        1555 * G,
+        "NVIDIA A100 Tensor Core GPU datasheet (40GB), dense",
+        ("A100",),
+    ),
+    Peak("V100", {"fp64": 7.8 * T, "fp32": 15.7 * T, "fp16": 125 * T}, 900 * G, "NVIDIA Tesla V100 datasheet (SXM2)", ("V100",)),
+    Peak(
+        "L40S",
+        {"fp32": 91.6 * T, "tf32": 183 * T, "fp16": 362 * T, "bf16": 362 * T, "fp8": 733 * T},
+        864 * G,
+        "NVIDIA L40S datasheet, dense",
+        ("L40S",),
+    ),
+    Peak(
+        "L4",
+        {"fp32": 30.3 * T, "tf32": 60 * T, "fp16": 121 * T, "bf16": 121 * T, "fp8": 242 * T},
+        300 * G,
+        "NVIDIA L4 Tensor Core GPU datasheet, dense",
+        ("L4",),
+    ),
+    Peak(
+        "RTX 4090",
+        {"fp32": 82.6 * T, "fp16": 165.2 * T, "bf16": 165.2 * T},
+        1008 * G,
+        "NVIDIA Ada GPU architecture whitepaper (FP16 tensor, FP32 accumulate, dense)",
+        ("4090",),
+    ),
+    Peak(
+        "RTX 3090",
+        {"fp32": 35.6 * T, "fp16": 71 * T, "bf16": 71 * T},
+        936 * G,
+        "NVIDIA Ampere GA102 GPU architecture whitepaper (FP16 tensor, FP32 accumulate, dense)",
+        ("3090",),
+    ),
+    Peak(
+        "RTX 2080 Ti",
+        {"fp32": 13.4 * T, "fp16": 53.8 * T},
+        616 * G,
+        "NVIDIA Turing GPU architecture whitepaper (FP16 tensor, FP32 accumulate)",
+        ("2080 Ti",),
+    ),
 )
 
 
@@ -74,8 +132,12 @@ def peak_for(trace_device_properties: list[dict[str, Any]], metadata: dict[str, 
     override = config.peaks if config is not None else None
     if isinstance(override, dict) and override.get("flops_per_s") and override.get("bytes_per_s"):
         f = float(override["flops_per_s"])
-        return Peak("configured", {"fp32": f, "tf32": f, "fp16": f, "bf16": f, "fp8": f, "fp64": f},
-                    float(override["bytes_per_s"]), "autoprof.configure(peaks=...)")
+        return Peak(
+            "configured",
+            {"fp32": f, "tf32": f, "fp16": f, "bf16": f, "fp8": f, "fp64": f},
+            float(override["bytes_per_s"]),
+            "autoprof.configure(peaks=...)",
+        )
     for props in trace_device_properties:
         p = gpu_peak(str(props.get("name", "")))
         if p:
@@ -83,6 +145,10 @@ def peak_for(trace_device_properties: list[dict[str, Any]], metadata: dict[str, 
     cf, cb = metadata.get("cpu_peak_flops"), metadata.get("cpu_peak_bytes_per_s")
     if isinstance(cf, (int, float)) and isinstance(cb, (int, float)) and cf > 0 and cb > 0:
         cf = float(cf)
-        return Peak("CPU (calibrated)", {"fp32": cf, "tf32": cf, "fp16": cf, "bf16": cf, "fp64": cf / 2}, float(cb),
-                    "measured once per process: a 1024×1024 float32 matmul and a 32 MB copy")
+        return Peak(
+            "CPU (calibrated)",
+            {"fp32": cf, "tf32": cf, "fp16": cf, "bf16": cf, "fp64": cf / 2},
+            float(cb),
+            "measured once per process: a 1024×1024 float32 matmul and a 32 MB copy",
+        )
     return None

@@ -54,20 +54,22 @@ class RankSummary:
     shares: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "step_ms": self.step_ms, "verdict": self.verdict, "wait_ms": self.wait_ms,
-                "shares": self.shares}
+        return {"rank": self.rank, "step_ms": self.step_ms, "verdict": self.verdict, "wait_ms": self.wait_ms, "shares": self.shares}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> RankSummary:
         shares = d.get("shares")
         wait = d.get("wait_ms")
-        return RankSummary(int(d["rank"]), float(d["step_ms"]), d.get("verdict"),
-                           float(wait) if isinstance(wait, (int, float)) else None,
-                           {str(k): float(v) for k, v in shares.items()} if isinstance(shares, dict) else None)
+        return RankSummary(
+            int(d["rank"]),
+            float(d["step_ms"]),
+            d.get("verdict"),
+            float(wait) if isinstance(wait, (int, float)) else None,
+            {str(k): float(v) for k, v in shares.items()} if isinstance(shares, dict) else None,
+        )
 
 
-def summary_of(rank: int, step_ns: list[int], regime: Finding | None = None,
-               comm: Finding | None = None) -> RankSummary | None:
+def summary_of(rank: int, step_ns: list[int], regime: Finding | None = None, comm: Finding | None = None) -> RankSummary | None:
     """A rank's summary from its step times and its own ``bound_regime`` (and, on a device,
     ``exposed_communication``) findings. The wait per step: host time blocked in collectives on a CPU window,
     NCCL time not overlapped by compute on a device."""
@@ -143,9 +145,14 @@ def _by_waits(summaries: list[RankSummary], med: float) -> list[Finding] | None:
             f"{duration(waited * 1e6)} per step in collectives ({duration(med * 1e6)} steps)" + (f"; {own}" if own else ""),
             "The other ranks' collective time is waiting for these: look at the slow rank's own findings (data "
             "loading, host overhead, a slower or throttled device, uneven work) before tuning communication.",
-            {**evidence, "straggler_ranks": [s.rank for s in slow], "waiting_ranks": [s.rank for s in waiting],
-             "wait_for_stragglers_ms": round(waited, 3), "transfer_ms": round(lo, 3),
-             "straggler_regime_by_rank": regimes},
+            {
+                **evidence,
+                "straggler_ranks": [s.rank for s in slow],
+                "waiting_ranks": [s.rank for s in waiting],
+                "wait_for_stragglers_ms": round(waited, 3),
+                "transfer_ms": round(lo, 3),
+                "straggler_regime_by_rank": regimes,
+            },
             tuple(f"rank {s.rank}" for s in slow),
         )
     ]
@@ -174,8 +181,7 @@ def _by_step_time(summaries: list[RankSummary], med: float) -> list[Finding]:
             f"{duration(worst.step_ms * 1e6)} against a median of {duration(med * 1e6)} across {len(summaries)} ranks",
             "Every rank waits for the slowest at the next collective: look at that rank's own findings "
             "(data loading, host overhead, a slower or throttled device, uneven work).",
-            {**evidence, "straggler_ranks": [s.rank for s in slow],
-             "worst_ratio": round(worst.step_ms / med, 3) if med else None},
+            {**evidence, "straggler_ranks": [s.rank for s in slow], "worst_ratio": round(worst.step_ms / med, 3) if med else None},
             tuple(f"rank {s.rank}" for s in slow),
         )
     ]
@@ -211,8 +217,10 @@ def _regime_mismatch(summaries: list[RankSummary]) -> list[Finding]:
     voted = sum(verdicts.values())
     if n * 2 > voted:
         odd = [s for s in summaries if s.verdict and s.verdict != common]
-        msg = (f"rank(s) {', '.join(str(s.rank) for s in odd)} are "
-               f"{'/'.join(sorted({s.verdict or '' for s in odd}))} while most ranks are {common}")
+        msg = (
+            f"rank(s) {', '.join(str(s.rank) for s in odd)} are "
+            f"{'/'.join(sorted({s.verdict or '' for s in odd}))} while most ranks are {common}"
+        )
         majority: str | None = common
     else:  # no majority: name every rank's verdict rather than guess which is odd
         odd = [s for s in summaries if s.verdict]
@@ -225,8 +233,11 @@ def _regime_mismatch(summaries: list[RankSummary]) -> list[Finding]:
             "warning",
             msg,
             "Ranks should do the same work: an odd regime points at that rank's data, placement or device.",
-            {"verdict_by_rank": {str(s.rank): s.verdict for s in summaries}, "majority_verdict": majority,
-             "shares_by_rank": {str(s.rank): s.shares for s in summaries if s.shares}},
+            {
+                "verdict_by_rank": {str(s.rank): s.verdict for s in summaries},
+                "majority_verdict": majority,
+                "shares_by_rank": {str(s.rank): s.shares for s in summaries if s.shares},
+            },
             tuple(f"rank {s.rank}" for s in odd),
         )
     ]

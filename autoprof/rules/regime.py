@@ -117,8 +117,10 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
 def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:
     """Name ids of data loading (``enumerate(DataLoader)``) and of blocking runtime calls."""
     names = trace.names
-    return ({nid for nid, n in enumerate(names) if n.startswith(DATALOADER_PREFIX)},
-            {nid for nid, n in enumerate(names) if n in BLOCKING_CALLS})
+    return (
+        {nid for nid, n in enumerate(names) if n.startswith(DATALOADER_PREFIX)},
+        {nid for nid, n in enumerate(names) if n in BLOCKING_CALLS},
+    )
 
 
 def _wait_spans(trace: Trace, v: View, loading: set[int], blocking: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -168,8 +170,7 @@ def _device_verdict(trace: Trace, v: View, evidence: dict[str, Any], config: Con
     # active time its overhead; collectives on the host as on the CPU (the device's NCCL time:
     # exposed_communication).
     comm = total(subtract(subtract(_collective_spans(trace, v), merge(input_iv)), merge(blocked_iv)))
-    evidence.update(comm_us=us(comm), comm_share=share(comm, window), work_share=share(busy, window),
-                    overhead_share=share(active, window))
+    evidence.update(comm_us=us(comm), comm_share=share(comm, window), work_share=share(busy, window), overhead_share=share(active, window))
     verdict, msg = _device_judge(window, busy, active, blocked, inp, by_call)
     severity = "info" if verdict in (COMPUTE_BOUND, MIXED) else "warning"
     advice = _ADVICE[verdict]
@@ -178,8 +179,7 @@ def _device_verdict(trace: Trace, v: View, evidence: dict[str, Any], config: Con
     return Finding(RULE, verdict, severity, msg, advice, evidence)
 
 
-def _device_judge(window: int, busy: int, active: int, blocked: int, inp: int,
-                  by_call: dict[str, int]) -> tuple[str, str]:
+def _device_judge(window: int, busy: int, active: int, blocked: int, inp: int, by_call: dict[str, int]) -> tuple[str, str]:
     """The device reading's verdict and message: input first, then a busy device, host work above device work,
     blocking calls; else mixed."""
     if inp >= INPUT_SHARE_MIN * window:
@@ -210,9 +210,11 @@ def _roofline_split(trace: Trace, config: Config | None, evidence: dict[str, Any
     evidence["memory_bound_share"] = share(roof.memory_ns, roof.total_ns)
     evidence["compute_bound_share"] = share(roof.compute_ns, roof.total_ns)
     if decided == "memory":
-        return (msg + f"; memory-bandwidth-bound by the roofline ({share(roof.memory_ns, roof.total_ns):.0%} of op time "
-                "in memory-bound ops)", "Bandwidth, not FLOPs, is the limit: fuse elementwise chains "
-                "(torch.compile), use bf16/fp16, avoid materialising intermediates.")
+        return (
+            msg + f"; memory-bandwidth-bound by the roofline ({share(roof.memory_ns, roof.total_ns):.0%} of op time in memory-bound ops)",
+            "Bandwidth, not FLOPs, is the limit: fuse elementwise chains "
+            "(torch.compile), use bf16/fp16, avoid materialising intermediates.",
+        )
     if decided == "compute":
         extra = f"; FLOP-bound by the roofline ({share(roof.compute_ns, roof.total_ns):.0%} of op time in compute-bound ops)"
         return msg + extra, advice
@@ -266,8 +268,13 @@ class HostReading:
 
     def shares(self) -> dict[str, float]:
         w = self.window_ns
-        return {"input": self.input_ns / w, "sync": self.blocked_ns / w, "communication": self.comm_ns / w,
-                "overhead": self.overhead_ns / w, "work": self.work_ns / w}
+        return {
+            "input": self.input_ns / w,
+            "sync": self.blocked_ns / w,
+            "communication": self.comm_ns / w,
+            "overhead": self.overhead_ns / w,
+            "work": self.work_ns / w,
+        }
 
 
 def _step_window_ns(trace: Trace, v: View) -> int:
@@ -304,8 +311,11 @@ def _collective_spans(trace: Trace, v: View, ids: set[int] | None = None) -> lis
     busy: list[tuple[int, int]] = []
     for t in step_threads:  # host events are sorted by thread: each step thread's events are one run
         lo, hi = bisect.bisect_left(tid, t), bisect.bisect_right(tid, t)
-        busy.extend((ts[i], ts[i] + dur[i]) for i in range(lo, hi)
-                    if cat[i] == kop and host_in[i] and names[i] not in ids and (parent[i] < 0 or cat[parent[i]] != kop))
+        busy.extend(
+            (ts[i], ts[i] + dur[i])
+            for i in range(lo, hi)
+            if cat[i] == kop and host_in[i] and names[i] not in ids and (parent[i] < 0 or cat[parent[i]] != kop)
+        )
     return subtract(flight, merge(busy))
 
 
@@ -369,8 +379,7 @@ def _judge(r: HostReading) -> str:
     if top < LEADS or top < MARGIN * second:
         return MIXED
     if lead != "work":
-        return {"input": INPUT_BOUND, "sync": SYNC_BOUND, "communication": COMMUNICATION_BOUND,
-                "overhead": OVERHEAD_BOUND}[lead]
+        return {"input": INPUT_BOUND, "sync": SYNC_BOUND, "communication": COMMUNICATION_BOUND, "overhead": OVERHEAD_BOUND}[lead]
     return MEMORY_BOUND if r.memory_ns > r.compute_ns and r.memory_ns >= r.unknown_ns else COMPUTE_BOUND
 
 
@@ -384,8 +393,9 @@ def _cpu_verdict(trace: Trace, v: View, evidence: dict[str, Any], config: Config
     evidence.update(_cpu_evidence(trace, v, r))
     severity = "warning" if verdict in (OVERHEAD_BOUND, INPUT_BOUND, SYNC_BOUND, COMMUNICATION_BOUND) else "info"
     if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
-        evidence["roofline_bound"] = ("unknown" if r.unknown_ns > r.compute_ns + r.memory_ns
-                                      else "memory" if verdict == MEMORY_BOUND else "compute")
+        evidence["roofline_bound"] = (
+            "unknown" if r.unknown_ns > r.compute_ns + r.memory_ns else "memory" if verdict == MEMORY_BOUND else "compute"
+        )
     return Finding(RULE, verdict, severity, _cpu_message(verdict, r), _CPU_ADVICE[verdict], evidence)
 
 
@@ -397,16 +407,24 @@ def _cpu_evidence(trace: Trace, v: View, r: HostReading) -> dict[str, Any]:
         device="cpu",
         method="roofline" if r.op_calls and (r.compute_ns or r.memory_ns or r.small_calls) else "op_self",
         window_us=us(w),
-        input_us=us(r.input_ns), input_share=share(r.input_ns, w),
-        blocked_us=us(r.blocked_ns), blocked_share=share(r.blocked_ns, w),
-        comm_us=us(r.comm_ns), comm_share=share(r.comm_ns, w),
+        input_us=us(r.input_ns),
+        input_share=share(r.input_ns, w),
+        blocked_us=us(r.blocked_ns),
+        blocked_share=share(r.blocked_ns, w),
+        comm_us=us(r.comm_ns),
+        comm_share=share(r.comm_ns, w),
         comm_step_median_us=us(r.comm_step_median_ns),
-        work_us=us(r.work_ns), work_share=share(r.work_ns, w),
-        compute_work_share=share(r.compute_ns, w), memory_work_share=share(r.memory_ns, w),
+        work_us=us(r.work_ns),
+        work_share=share(r.work_ns, w),
+        compute_work_share=share(r.compute_ns, w),
+        memory_work_share=share(r.memory_ns, w),
         unknown_work_share=share(r.unknown_ns, w),
-        overhead_us=us(r.overhead_ns), overhead_share=share(r.overhead_ns, w),
-        op_self_us=us(ops), op_self_share=share(ops, w),
-        op_call_count=r.op_calls, small_op_call_count=r.small_calls,
+        overhead_us=us(r.overhead_ns),
+        overhead_share=share(r.overhead_ns, w),
+        op_self_us=us(ops),
+        op_self_share=share(ops, w),
+        op_call_count=r.op_calls,
+        small_op_call_count=r.small_calls,
         call_floor_us=us(CALL_FLOOR_NS),
     )
     peak = trace.metadata.get("cpu_peak_flops")
@@ -432,8 +450,10 @@ def _cpu_message(verdict: str, r: HostReading) -> str:
     if verdict == COMMUNICATION_BOUND:
         return f"communication-bound (CPU): collectives take {sh['communication']:.0%} of the step (waiting for peers or moving data)"
     if verdict == OVERHEAD_BOUND:
-        return (f"overhead-bound (CPU): {sh['overhead']:.0%} of the step is framework overhead: Python, dispatch and "
-                f"{r.small_calls} op calls whose work would take less than a call's fixed cost; op work takes {sh['work']:.0%}")
+        return (
+            f"overhead-bound (CPU): {sh['overhead']:.0%} of the step is framework overhead: Python, dispatch and "
+            f"{r.small_calls} op calls whose work would take less than a call's fixed cost; op work takes {sh['work']:.0%}"
+        )
     if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
         kind = "FLOP-bound ops" if verdict == COMPUTE_BOUND else "bandwidth-bound ops"
         if r.unknown_ns > r.compute_ns + r.memory_ns:

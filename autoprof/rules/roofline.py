@@ -145,8 +145,7 @@ def _timed_on_device(trace: Trace, v: View, roof_ids: set[int]) -> list[_Timed]:
     top_of: dict[int, int] = {}  # launching call -> that op, or -1
     kernel_ns: dict[int, int] = {}  # op -> its kernels' time
     tf32_ops: set[int] = set()  # ops that ran a TF32 tensor-op kernel
-    for launch, cat, inside, dur, kernel in zip(trace.d_launch_host, trace.d_cat, v.device_in, trace.d_dur,
-                                                trace.d_name):
+    for launch, cat, inside, dur, kernel in zip(trace.d_launch_host, trace.d_cat, v.device_in, trace.d_dur, trace.d_name):
         if cat != _KERNEL or not inside or launch < 0:
             continue
         top = top_of.get(launch)
@@ -162,14 +161,16 @@ def _timed_on_device(trace: Trace, v: View, roof_ids: set[int]) -> list[_Timed]:
         kernel_ns[top] = kernel_ns.get(top, 0) + dur
         if kernel in tf32_ids:
             tf32_ops.add(top)
-    return [_Timed(i, t, i in tf32_ops) for i, t in sorted(kernel_ns.items())
-            if trace.h_cat[i] == _CPU_OP and v.host_in[i]]
+    return [_Timed(i, t, i in tf32_ops) for i, t in sorted(kernel_ns.items()) if trace.h_cat[i] == _CPU_OP and v.host_in[i]]
 
 
 def _timed_on_host(trace: Trace, v: View, roof_ids: set[int]) -> list[_Timed]:
     """Without a device: the outermost roofline ops' own durations."""
-    return [_Timed(i, trace.h_dur[i], False) for i in trace.host_named(roof_ids)
-            if trace.h_cat[i] == _CPU_OP and v.host_in[i] and not has_ancestor(trace, i, roof_ids)]
+    return [
+        _Timed(i, trace.h_dur[i], False)
+        for i in trace.host_named(roof_ids)
+        if trace.h_cat[i] == _CPU_OP and v.host_in[i] and not has_ancestor(trace, i, roof_ids)
+    ]
 
 
 @dataclass
@@ -248,8 +249,11 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
         f"roofline of the ops' own time ({roof.peak.name}): {share(roof.compute_ns, roof.total_ns):.0%} compute-bound, "
         f"{share(roof.memory_ns, roof.total_ns):.0%} memory-bound, {share(roof.unknown_ns, roof.total_ns):.0%} unknown; "
         f"most time lost in {top.name} {top.shapes} ({top.bound}-bound, "
-        + ("above the calibrated peak: cache-resident data)" if top_rec["above_peak"]
-           else f"{(top_rec['roofline_fraction_ratio'] or 0):.0%} of its roofline)")
+        + (
+            "above the calibrated peak: cache-resident data)"
+            if top_rec["above_peak"]
+            else f"{(top_rec['roofline_fraction_ratio'] or 0):.0%} of its roofline)"
+        )
     )
     return [
         Finding(

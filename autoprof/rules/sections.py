@@ -11,9 +11,22 @@ from autoprof.trace.model import HOST_CODE, USER_ANNOTATION, Trace
 
 #: Annotations torch, its libraries and autoprof write themselves: never a user's section.
 _NOT_SECTIONS = (
-    "ProfilerStep#", "Optimizer.", "DistributedDataParallel.", "nccl:", "gloo:", "c10d", "record_param_comms",
-    "enumerate(DataLoader)", "## Call CompiledFxGraph", "Torch-Compiled Region", "TorchDynamo", "CompiledFunction",
-    "Pregraph bytecode", "AOTDispatcher", "autograd::", "autoprof.",
+    "ProfilerStep#",
+    "Optimizer.",
+    "DistributedDataParallel.",
+    "nccl:",
+    "gloo:",
+    "c10d",
+    "record_param_comms",
+    "enumerate(DataLoader)",
+    "## Call CompiledFxGraph",
+    "Torch-Compiled Region",
+    "TorchDynamo",
+    "CompiledFunction",
+    "Pregraph bytecode",
+    "AOTDispatcher",
+    "autograd::",
+    "autoprof.",
 )
 MAX_SECTIONS = 50
 
@@ -55,12 +68,14 @@ def section_times(trace: Trace) -> list[dict[str, Any]]:
     whole = sum(s.dur_ns for s in trace.steps) if steps else v.host_window_ns
     rows = []
     for nid, t in sorted(total.items(), key=lambda kv: -kv[1])[:MAX_SECTIONS]:
-        rows.append({
-            "name": trace.names[nid],
-            "calls": calls[nid],
-            "total_ms": round(t / 1e6, 4),
-            "per_call_ms": round(t / calls[nid] / 1e6, 4),
-            "per_step_ms": round(t / steps / 1e6, 4) if steps else None,
-            "step_share": round(t / whole, 4) if whole > 0 else 0.0,
-        })
+        rows.append(
+            {
+                "name": trace.names[nid],
+                "calls": calls[nid],
+                "total_ms": round(t / 1e6, 4),
+                "per_call_ms": round(t / calls[nid] / 1e6, 4),
+                "per_step_ms": round(t / steps / 1e6, 4) if steps else None,
+                "step_share": round(t / whole, 4) if whole > 0 else 0.0,
+            }
+        )
     return rows

@@ -87,8 +87,7 @@ def _blocked(trace: Trace) -> Finding | None:
         RULE_BLOCKING,
         HOST_BLOCKED,
         "warning",
-        f"the host is blocked {share(total_blocked, window):.0%} of the window in synchronizing calls, "
-        f"most in {name} ({duration(t)})",
+        f"the host is blocked {share(total_blocked, window):.0%} of the window in synchronizing calls, most in {name} ({duration(t)})",
         _ADVICE.get(name, _DEFAULT_ADVICE),
         evidence,
         tuple(k for k, _ in sorted(by_call.items(), key=lambda kv: -kv[1])[:4]),

@@ -46,8 +46,11 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
             f"most: {top[0][1]} (CV {top[0][0]:.0%}, {top[0][2]:.0f}–{top[0][3]:.0f} µs per step)",
             "Same work, different time: check GPU clocks and temperature (nvidia-smi -q -d CLOCK,PERFORMANCE), "
             "other processes on the device, and data-dependent shapes.",
-            {"varied_kernel_count": len(varied), "max_cv_ratio": round(top[0][0], 4),
-             "kernels_cv_ratio": {name: round(cv, 4) for cv, name, _, _ in top}},
+            {
+                "varied_kernel_count": len(varied),
+                "max_cv_ratio": round(top[0][0], 4),
+                "kernels_cv_ratio": {name: round(cv, 4) for cv, name, _, _ in top},
+            },
             tuple(name for _, name, _, _ in top),
         )
     ]

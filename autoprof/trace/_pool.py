@@ -60,8 +60,11 @@ class _Worker:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", code, pkg_parent, str(r_in), str(w_out)],
-                pass_fds=(r_in, w_out), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, close_fds=True,
+                pass_fds=(r_in, w_out),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
             )
         except BaseException:
             os.close(w_in)

@@ -28,8 +28,9 @@ class _InFlight:
     done: int = 0
 
 
-def read_array(reader: StreamReader, consumer: EventConsumer, workers: int, pool_after: int = POOL_AFTER,
-               worker_code: str = _pool.WORKER_CODE) -> None:
+def read_array(
+    reader: StreamReader, consumer: EventConsumer, workers: int, pool_after: int = POOL_AFTER, worker_code: str = _pool.WORKER_CODE
+) -> None:
     """Consume the elements of the array ``reader`` stands in (its '[' consumed), up to its ']'."""
     flight = _InFlight()
     pool: _pool.Pool | None = None
@@ -65,8 +66,7 @@ def read_array(reader: StreamReader, consumer: EventConsumer, workers: int, pool
     consumer.consume(reader.events())
 
 
-def _merge_ready(consumer: EventConsumer, flight: _InFlight, pool: _pool.Pool | None, last: bool,
-                 limit: int) -> bool:
+def _merge_ready(consumer: EventConsumer, flight: _InFlight, pool: _pool.Pool | None, last: bool, limit: int) -> bool:
     """Merge finished batches in order, waiting for the oldest at the end (``last``) or while more than ``limit``
     are in flight; False when one did not parse."""
     while flight.pending:

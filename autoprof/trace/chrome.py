@@ -69,15 +69,18 @@ def _apply_metadata(b: TraceBuilder, doc: dict[str, Any]) -> None:
     props = doc.get("deviceProperties")
     if isinstance(props, list):
         b.device_properties = [p for p in props if isinstance(p, dict)]
-    b.metadata.update(
-        {k: v for k, v in doc.items() if k not in ("traceEvents", "deviceProperties") and not isinstance(v, (list, dict))}
-    )
-    for key, meta_key in (("autoprof_cpu_peak_flops", "cpu_peak_flops"),
-                          ("autoprof_cpu_peak_bytes_per_s", "cpu_peak_bytes_per_s"),
-                          ("autoprof_cpu_peak_spread_ratio", "cpu_peak_spread_ratio")):
+    b.metadata.update({k: v for k, v in doc.items() if k not in ("traceEvents", "deviceProperties") and not isinstance(v, (list, dict))})
+    for key, meta_key in (
+        ("autoprof_cpu_peak_flops", "cpu_peak_flops"),
+        ("autoprof_cpu_peak_bytes_per_s", "cpu_peak_bytes_per_s"),
+        ("autoprof_cpu_peak_spread_ratio", "cpu_peak_spread_ratio"),
+    ):
         peak = doc.get(key)
-        if isinstance(peak, (int, float)) and not isinstance(peak, bool) and math.isfinite(peak) and (
-            peak > 0 or (peak == 0 and meta_key == "cpu_peak_spread_ratio")
+        if (
+            isinstance(peak, (int, float))
+            and not isinstance(peak, bool)
+            and math.isfinite(peak)
+            and (peak > 0 or (peak == 0 and meta_key == "cpu_peak_spread_ratio"))
         ):
             b.metadata[meta_key] = float(peak)
 
@@ -98,8 +101,7 @@ def from_document(doc: dict[str, Any], source: str = "<memory>", target: str | N
     return b.build(_target_of(doc, target))
 
 
-def load(path: str | os.PathLike[str], target: str | None = None, workers: int | None = None,
-         sizes: ReadSizes = DEFAULT_SIZES) -> Trace:
+def load(path: str | os.PathLike[str], target: str | None = None, workers: int | None = None, sizes: ReadSizes = DEFAULT_SIZES) -> Trace:
     """Load one chrome-trace file (peak memory stays far below ``json.load``'s).
 
     The ``traceEvents`` array is parsed in batches of whole events; a large file's batches are shared with

@@ -274,8 +274,7 @@ class EventConsumer:
         else:
             self.b.h_shapes[index] = self.last_shapes[name] = (dims, types)
 
-    def _device(self, code: int, name: str, ts: int, dur: int, tid: int, corr: int, ev: dict[str, Any],
-                args: dict[str, Any]) -> None:
+    def _device(self, code: int, name: str, ts: int, dur: int, tid: int, corr: int, ev: dict[str, Any], args: dict[str, Any]) -> None:
         grid, block = args.get("grid"), args.get("block")
         launch = (tuple(grid), tuple(block)) if isinstance(grid, list) and isinstance(block, list) else None
         device = _int(args.get("device"), _int(ev.get("pid"), 0))
@@ -299,10 +298,29 @@ class EventConsumer:
         """What :meth:`merge` needs of this consumer."""
         b = self.b
         return Columns(
-            self.count, b.names, b.threads,
-            b.h_name, b.h_cat, b.h_ts, b.h_dur, b.h_tid, b.h_corr, b.h_shapes,
-            b.d_name, b.d_cat, b.d_ts, b.d_dur, b.d_device, b.d_stream, b.d_corr, b.d_launch,
-            self.dev_no_corr, self.f_start, self.f_tid, self.f_ts, self.f_id,
+            self.count,
+            b.names,
+            b.threads,
+            b.h_name,
+            b.h_cat,
+            b.h_ts,
+            b.h_dur,
+            b.h_tid,
+            b.h_corr,
+            b.h_shapes,
+            b.d_name,
+            b.d_cat,
+            b.d_ts,
+            b.d_dur,
+            b.d_device,
+            b.d_stream,
+            b.d_corr,
+            b.d_launch,
+            self.dev_no_corr,
+            self.f_start,
+            self.f_tid,
+            self.f_ts,
+            self.f_id,
         )
 
     def merge(self, part: Columns) -> None:

@@ -103,7 +103,7 @@ class StreamReader:
         if not pieces:
             return False
         self.base += self.pos
-        self.buf = self.buf[self.pos:] + "".join(pieces)
+        self.buf = self.buf[self.pos :] + "".join(pieces)
         self.pos = 0
         return True
 
@@ -338,5 +338,3 @@ class Prefetch:
     def stop(self) -> None:
         self._stopped = True
         self._thread.join()
-
-

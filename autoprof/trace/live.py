@@ -130,8 +130,15 @@ class _Shapes:
             self.out[row] = self.last[nid] = (shapes, dtypes)
 
 
-def _build(events: Iterable[Any], source: str, target: str | None, rank: int, world_size: int,
-           metadata: dict[str, Any] | None, tick: Callable[[], None] | None) -> Trace:
+def _build(
+    events: Iterable[Any],
+    source: str,
+    target: str | None,
+    rank: int,
+    world_size: int,
+    metadata: dict[str, Any] | None,
+    tick: Callable[[], None] | None,
+) -> Trace:
     b = TraceBuilder(source=source)
     b.rank, b.world_size = rank, world_size
     if metadata:
@@ -167,8 +174,9 @@ def _build(events: Iterable[Any], source: str, target: str | None, rank: int, wo
         code, launch, is_op = kind
         if code < 0:
             # (a gpu_user_annotation's correlation_id() is its annotation's op id: add_device drops it)
-            b.add_device(kind[1], name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()),
-                         int(ev.device_resource_id()), ev.correlation_id())
+            b.add_device(
+                kind[1], name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()), int(ev.device_resource_id()), ev.correlation_id()
+            )
             continue
         row += 1
         nid = names.get(name)

@@ -59,25 +59,71 @@ CATEGORY_ALIASES: dict[str, str] = {
 
 # Ops whose input shapes and dtypes the rules read (fusion, FLOPs, roofline). Loaders keep shapes of these
 # only: the live loader asks kineto per event (a round trip each), and most ops' shapes are never read.
-MATMUL_OPS = frozenset(
-    {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul", "aten::linear"}
-)
+MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul", "aten::linear"})
 ELEMENTWISE_OPS = frozenset(
     {
-        "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
-        "aten::relu", "aten::relu_", "aten::gelu", "aten::silu", "aten::sigmoid", "aten::tanh", "aten::exp",
-        "aten::neg", "aten::pow", "aten::sqrt", "aten::rsqrt", "aten::where", "aten::clamp", "aten::clamp_",
-        "aten::copy_", "aten::fill_", "aten::zero_", "aten::threshold_backward", "aten::sigmoid_backward",
-        "aten::gelu_backward", "aten::tanh_backward", "aten::silu_backward", "aten::addcmul_", "aten::addcdiv_",
-        "aten::lerp_", "aten::masked_fill", "aten::masked_fill_", "aten::cos", "aten::sin", "aten::abs",
-        "aten::native_dropout", "aten::dropout", "aten::mish", "aten::hardtanh",
+        "aten::add",
+        "aten::add_",
+        "aten::sub",
+        "aten::sub_",
+        "aten::mul",
+        "aten::mul_",
+        "aten::div",
+        "aten::div_",
+        "aten::relu",
+        "aten::relu_",
+        "aten::gelu",
+        "aten::silu",
+        "aten::sigmoid",
+        "aten::tanh",
+        "aten::exp",
+        "aten::neg",
+        "aten::pow",
+        "aten::sqrt",
+        "aten::rsqrt",
+        "aten::where",
+        "aten::clamp",
+        "aten::clamp_",
+        "aten::copy_",
+        "aten::fill_",
+        "aten::zero_",
+        "aten::threshold_backward",
+        "aten::sigmoid_backward",
+        "aten::gelu_backward",
+        "aten::tanh_backward",
+        "aten::silu_backward",
+        "aten::addcmul_",
+        "aten::addcdiv_",
+        "aten::lerp_",
+        "aten::masked_fill",
+        "aten::masked_fill_",
+        "aten::cos",
+        "aten::sin",
+        "aten::abs",
+        "aten::native_dropout",
+        "aten::dropout",
+        "aten::mish",
+        "aten::hardtanh",
     }
 )
 REDUCTION_OPS = frozenset(
     {
-        "aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::norm", "aten::var", "aten::softmax",
-        "aten::_softmax", "aten::log_softmax", "aten::_log_softmax", "aten::layer_norm", "aten::native_layer_norm",
-        "aten::group_norm", "aten::batch_norm", "aten::native_layer_norm_backward", "aten::_softmax_backward_data",
+        "aten::sum",
+        "aten::mean",
+        "aten::amax",
+        "aten::max",
+        "aten::norm",
+        "aten::var",
+        "aten::softmax",
+        "aten::_softmax",
+        "aten::log_softmax",
+        "aten::_log_softmax",
+        "aten::layer_norm",
+        "aten::native_layer_norm",
+        "aten::group_norm",
+        "aten::batch_norm",
+        "aten::native_layer_norm_backward",
+        "aten::_softmax_backward_data",
     }
 )
 SHAPED_OPS = MATMUL_OPS | ELEMENTWISE_OPS | REDUCTION_OPS
@@ -441,7 +487,7 @@ class Trace:
         return sorted(i for lst in lists for i in lst)
 
     def host_name(self, i: int) -> str:
-        return self.names[self.h_name[i]]  # type: ignore[no-any-return]
+        return self.names[self.h_name[i]]
 
     def host_cat(self, i: int) -> str:
         return HOST_CATEGORIES[self.h_cat[i]]
