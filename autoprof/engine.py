@@ -14,7 +14,7 @@ from autoprof.rules import ranks, run_rules
 from autoprof.rules.sections import section_times
 from autoprof.trace import chrome, live
 from autoprof.trace.chrome import TraceError
-from autoprof.trace.model import CPU_OP, HOST_CODE, Trace, gc_paused
+from autoprof.trace.model import CPU_OP_CODE, Trace, gc_paused
 
 
 def analyze_trace(
@@ -33,15 +33,14 @@ def window_trace(events: Any, tick: Callable[[], None] | None = None, **kw: Any)
 
 def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
     """The ops with the most self CPU time: name, self_cpu_us, calls."""
-    cpu_op = HOST_CODE[CPU_OP]
     self_ns: dict[int, int] = {}  # op name id -> its calls' self time
     calls: dict[int, int] = {}
     for i in range(trace.n_host):
-        if trace.h_cat[i] == cpu_op:
+        if trace.h_cat[i] == CPU_OP_CODE:
             nid = trace.h_name[i]
             self_ns[nid] = self_ns.get(nid, 0) + trace.h_self[i]
             calls[nid] = calls.get(nid, 0) + 1
-    top = sorted(self_ns.items(), key=lambda kv: -kv[1])[:n]
+    top = sorted(self_ns.items(), key=lambda item: -item[1])[:n]
     return [{"name": trace.names[nid], "self_cpu_us": round(t / 1000, 3), "calls": calls[nid]} for nid, t in top]
 
 

@@ -9,13 +9,9 @@ from typing import Any
 
 from autoprof.config import Config
 from autoprof.trace.model import (
-    CPU_OP,
-    CUDA_RUNTIME,
-    DEVICE_CODE,
-    GPU_MEMCPY,
-    GPU_MEMSET,
-    HOST_CODE,
-    KERNEL,
+    CPU_OP_CODE,
+    CUDA_RUNTIME_CODE,
+    DEVICE_WORK_CODES,
     Trace,
 )
 
@@ -122,14 +118,14 @@ def percent(part: float, whole: float) -> str:
     return "<1%" if 0 < r < 0.005 else f"{r:.0%}"
 
 
-def steps_ns(trace: Trace, v: View) -> int:
+def steps_ns(trace: Trace, win: View) -> int:
     """The steps' typical time, the median step times their number (what a share "of the steps" is of; one step
     slowed by a collector pause or a preemption does not sway it); the host window without steps."""
     if trace.steps:
         typical = int(statistics.median(s.dur_ns for s in trace.steps)) * len(trace.steps)
         if typical > 0:
             return typical
-    return int(v.host_window_ns)
+    return int(win.host_window_ns)
 
 
 def noise_floor(config: Config | None) -> float:
@@ -182,8 +178,9 @@ def _view_of(trace: Trace) -> View:
     else:
         host_in = [True] * trace.n_host
         device_in = [True] * trace.n_device
-    work = {DEVICE_CODE[c] for c in (KERNEL, GPU_MEMCPY, GPU_MEMSET)}
-    busy: Intervals = [(t, t + d) for t, d, c, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, device_in) if inside and c in work]
+    busy: Intervals = [
+        (t, t + d) for t, d, c, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, device_in) if inside and c in DEVICE_WORK_CODES
+    ]
     dev_end = max((e for _, e in busy), default=0)
     return View(hs, ds, host_in, device_in, start, end, dev_end, merge(busy))
 
@@ -239,24 +236,24 @@ def blocked_by_call(trace: Trace) -> dict[str, int]:
 
 
 def _blocked_by_call(trace: Trace) -> dict[str, int]:
-    v = view(trace)
-    k = HOST_CODE[CUDA_RUNTIME]
+    win = view(trace)
     idx = trace.host_by_name()
-    cat, dur, host_in = trace.h_cat, trace.h_dur, v.host_in
+    cat, dur, host_in = trace.h_cat, trace.h_dur, win.host_in
     found: list[tuple[int, str, int]] = []
     for name in BLOCKING_CALLS:
-        hits = [i for i in idx.get(trace.name_id(name), ()) if cat[i] == k and host_in[i]]
+        hits = [i for i in idx.get(trace.name_id(name), ()) if cat[i] == CUDA_RUNTIME_CODE and host_in[i]]
         if hits:
             found.append((hits[0], name, sum(dur[i] for i in hits)))
     return {name: t for _, name, t in sorted(found)}
 
 
-def op_self_ns(trace: Trace, v: View) -> int:
+def op_self_ns(trace: Trace, win: View) -> int:
     """Self time of the ops in the window: where op math runs (compile wrappers excluded)."""
-    k = HOST_CODE[CPU_OP]
     wrappers = {nid for nid, n in enumerate(trace.names) if n.startswith(COMPILE_WRAPPER_PREFIXES)}
     return sum(
-        s for s, c, inside, nid in zip(trace.h_self, trace.h_cat, v.host_in, trace.h_name) if c == k and inside and nid not in wrappers
+        self_ns
+        for self_ns, code, inside, nid in zip(trace.h_self, trace.h_cat, win.host_in, trace.h_name)
+        if code == CPU_OP_CODE and inside and nid not in wrappers
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import duration, merge, noise_floor, percent, share, subtract, total, us, view
-from autoprof.trace.model import DEVICE_CODE, KERNEL, Trace
+from autoprof.trace.model import KERNEL_CODE, Trace
 
 RULE = "exposed_communication"
 EXPOSED = "exposed-communication"
@@ -28,14 +28,13 @@ def collective_kind(kernel: str) -> str:
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
-    v = view(trace)
-    kd = DEVICE_CODE[KERNEL]
+    win = view(trace)
     nccl = {nid for nid, n in enumerate(trace.names) if "nccl" in n.lower()}
     comm: list[tuple[int, int]] = []
     compute: list[tuple[int, int]] = []
     by_kind: dict[str, int] = {}
-    for t, d, c, nid, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, trace.d_name, v.device_in):
-        if inside and c == kd:
+    for t, d, c, nid, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, trace.d_name, win.device_in):
+        if inside and c == KERNEL_CODE:
             if nid in nccl:
                 comm.append((t, t + d))
                 kind = collective_kind(trace.names[nid])
@@ -44,11 +43,11 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
                 compute.append((t, t + d))
     if not comm:
         return []
-    kernel_ids = {nid for nid, c in zip(trace.d_name, trace.d_cat) if c == kd}
+    kernel_ids = {nid for nid, c in zip(trace.d_name, trace.d_cat) if c == KERNEL_CODE}
     comm_m = merge(comm)
     exposed = total(subtract(comm_m, merge(compute)))
     comm_t = total(comm_m)
-    window = v.window_ns
+    window = win.window_ns
     if comm_t < noise_floor(config) * window:
         return []  # a finding about nothing (22 µs of NCCL in a 66 ms window) is noise in a log pipeline
     warn = exposed >= EXPOSED_WARN * window
@@ -66,7 +65,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
                 "exposed_comm_share": share(exposed, comm_t),
                 "exposed_window_share": share(exposed, window),
                 "rank": trace.rank,
-                "collectives_us": {k: us(n) for k, n in sorted(by_kind.items(), key=lambda kv: -kv[1])},
+                "collectives_us": {k: us(n) for k, n in sorted(by_kind.items(), key=lambda item: -item[1])},
             },
             tuple(sorted({trace.names[nid].split("(")[0][:60] for nid in kernel_ids & nccl})[:4]),
         )

@@ -26,7 +26,7 @@ from autoprof.rules._common import (
     us,
     view,
 )
-from autoprof.trace.model import CPU_OP, HOST_CODE, Trace
+from autoprof.trace.model import CPU_OP_CODE, Trace
 
 RULE_OVERHEAD = "compile_overhead"
 RULE_RECOMPILE = "recompilation"
@@ -39,7 +39,6 @@ VERDICTS = {RULE_OVERHEAD: (WRAPPER_EXCEEDS_COMPUTE,), RULE_RECOMPILE: (RECOMPIL
 _REGION = re.compile(r"^Torch-Compiled Region: ([0-9]{1,18})/([0-9]{1,18})$")
 _LOOKUP = "TorchDynamo Cache Lookup"
 _CALL = "## Call CompiledFxGraph"
-_CPU_OP = HOST_CODE[CPU_OP]
 _COMPILE_WORK = (
     "entire_frame_compile",
     "inductor_compile",
@@ -156,7 +155,7 @@ def _graph_of(trace: Trace, region: int) -> tuple[range, int]:
 
 def _is_op(trace: Trace, i: int) -> bool:
     """An op of the graph (not one of the compile wrappers)."""
-    return trace.h_cat[i] == _CPU_OP and not trace.host_name(i).startswith(COMPILE_WRAPPER_PREFIXES)
+    return trace.h_cat[i] == CPU_OP_CODE and not trace.host_name(i).startswith(COMPILE_WRAPPER_PREFIXES)
 
 
 def _overhead_finding(cost: _Cost, frames: list[str]) -> Finding:

@@ -17,7 +17,7 @@ from typing import Any
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import has_ancestor, launched_under, launches_by_host, noise_floor, share, steps_ns, us, view
-from autoprof.trace.model import CPU_OP, GPU_MEMCPY, HOST_CODE, KERNEL, Trace
+from autoprof.trace.model import CPU_OP_CODE, GPU_MEMCPY, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"
 RULE_COMPILED = "compiled_addmm"
@@ -29,7 +29,6 @@ _PRODUCERS = frozenset({"aten::mm", "aten::matmul"})
 _CONSUMERS = frozenset({"aten::add", "aten::add_"})
 _VIEW_OPS = frozenset({"aten::_unsafe_view", "aten::view", "aten::reshape", "aten::squeeze", "aten::unsqueeze"})
 _COMPILED_MARKERS = ("Torch-Compiled Region", "## Call CompiledFxGraph", "CompiledFunction")
-_CPU_OP = HOST_CODE[CPU_OP]
 
 
 def matmul_out_shape(a: list[Any], b: list[Any]) -> list[int] | None:
@@ -49,7 +48,7 @@ def matmul_out_shape(a: list[Any], b: list[Any]) -> list[int] | None:
     return batch + [a[-2], b[-1]]
 
 
-def _next_op(trace: Trace, i: int, kcpu: int, view_ids: set[int]) -> int:
+def _next_op(trace: Trace, i: int, view_ids: set[int]) -> int:
     """The next cpu_op after ``i`` on the same thread with the same parent, skipping view-only ops."""
     parent, tid = trace.h_parent[i], trace.h_tid[i]
     parents, cats, tids, names = trace.h_parent, trace.h_cat, trace.h_tid, trace.h_name
@@ -57,7 +56,7 @@ def _next_op(trace: Trace, i: int, kcpu: int, view_ids: set[int]) -> int:
     n = trace.n_host
     end = trace.h_ts[parent] + trace.h_dur[parent] if parent >= 0 else None
     while j < n and tids[j] == tid:
-        if parents[j] == parent and cats[j] == kcpu:
+        if parents[j] == parent and cats[j] == CPU_OP_CODE:
             if names[j] not in view_ids:
                 return j
         elif end is not None and trace.h_ts[j] >= end:
@@ -66,12 +65,12 @@ def _next_op(trace: Trace, i: int, kcpu: int, view_ids: set[int]) -> int:
     return -1
 
 
-def _called_by_user(trace: Trace, i: int, kcpu: int, linear_id: int) -> bool:
+def _called_by_user(trace: Trace, i: int, linear_id: int) -> bool:
     """Whether op ``i`` was called by the user's code: no enclosing op but ``aten::linear`` (a Linear on a >2-D
     input runs matmul then add, which the user can change). Annotations (steps, sections) do not count."""
     p = trace.h_parent[i]
     while p >= 0:
-        if trace.h_cat[p] == kcpu and trace.h_name[p] != linear_id:
+        if trace.h_cat[p] == CPU_OP_CODE and trace.h_name[p] != linear_id:
             return False
         p = trace.h_parent[p]
     return True
@@ -115,12 +114,12 @@ class _Ids:
 
 
 def _gather(trace: Trace) -> _Pairs:
-    v = view(trace)
+    win = view(trace)
     ids = _Ids(trace)
     found = _Pairs()
     shapes = _OutputShapes()
     for i in trace.host_named(ids.producers | {ids.addmm}):
-        if trace.h_cat[i] != _CPU_OP or not v.host_in[i]:
+        if trace.h_cat[i] != CPU_OP_CODE or not win.host_in[i]:
             continue
         nid = trace.h_name[i]
         if nid == ids.addmm:
@@ -128,8 +127,8 @@ def _gather(trace: Trace) -> _Pairs:
             continue
         if nid not in ids.producers or not _user_matmul(trace, i, ids):
             continue
-        j = _next_op(trace, i, _CPU_OP, ids.views)
-        if j < 0 or trace.h_name[j] not in ids.consumers or v.host_step[j] != v.host_step[i]:
+        j = _next_op(trace, i, ids.views)
+        if j < 0 or trace.h_name[j] not in ids.consumers or win.host_step[j] != win.host_step[i]:
             continue
         fits = shapes.add_fits(trace, i, j)
         if fits is False:
@@ -148,7 +147,7 @@ def _user_matmul(trace: Trace, i: int, ids: _Ids) -> bool:
         return False
     if ids.backward and has_ancestor(trace, i, ids.backward):
         return False
-    return _called_by_user(trace, i, _CPU_OP, ids.linear)
+    return _called_by_user(trace, i, ids.linear)
 
 
 class _OutputShapes:

@@ -8,25 +8,24 @@ from __future__ import annotations
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import View, share, us, view
-from autoprof.trace.model import DEVICE_CODE, GPU_MEMCPY, GPU_MEMSET, KERNEL, Trace
+from autoprof.trace.model import DEVICE_WORK_CODES, Trace
 
 RULE = "device_idle_gaps"
 DEVICE_IDLE = "device-idle"
 VERDICTS = {RULE: (DEVICE_IDLE,)}
 IDLE_SHARE = 0.30
 MIN_GAP_NS = 1_000
-_WORK = {DEVICE_CODE[c] for c in (KERNEL, GPU_MEMCPY, GPU_MEMSET)}
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
-    v = view(trace)
-    if not v.device_busy:
+    win = view(trace)
+    if not win.device_busy:
         return []
-    span = max(e for _, e in v.device_busy) - min(s for s, _ in v.device_busy)
-    idle = span - sum(e - s for s, e in v.device_busy)
+    span = max(e for _, e in win.device_busy) - min(s for s, _ in win.device_busy)
+    idle = span - sum(e - s for s, e in win.device_busy)
     if span <= 0 or idle < IDLE_SHARE * span:
         return []
-    streams = _streams(trace, v)
+    streams = _streams(trace, win)
     gaps = _Gaps()
     for on_stream in streams.values():
         gaps.read(trace, on_stream)
@@ -54,11 +53,11 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     ]
 
 
-def _streams(trace: Trace, v: View) -> dict[tuple[int, int], list[int]]:
+def _streams(trace: Trace, win: View) -> dict[tuple[int, int], list[int]]:
     """The window's device work (kernels, copies, memsets) per (device, stream), in time order."""
     streams: dict[tuple[int, int], list[int]] = {}
-    for d, (c, inside, dev, stream) in enumerate(zip(trace.d_cat, v.device_in, trace.d_device, trace.d_stream)):
-        if inside and c in _WORK:
+    for d, (c, inside, dev, stream) in enumerate(zip(trace.d_cat, win.device_in, trace.d_device, trace.d_stream)):
+        if inside and c in DEVICE_WORK_CODES:
             streams.setdefault((dev, stream), []).append(d)
     return streams
 

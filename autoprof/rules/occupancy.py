@@ -8,7 +8,7 @@ from collections import Counter
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import OCCUPANCY_PREFIX, view
-from autoprof.trace.model import DEVICE_CODE, KERNEL, LAUNCH_CODES, Trace
+from autoprof.trace.model import KERNEL_CODE, LAUNCH_CODES, Trace
 
 RULE = "occupancy_query_launch"
 HEAVYWEIGHT = "heavyweight-launches"
@@ -58,16 +58,13 @@ def short_kernel_name(name: str) -> str:
     return short or name[:60]
 
 
-_KERNEL = DEVICE_CODE[KERNEL]
-
-
 def is_heavy(name: str) -> bool:
     low = name.lower()
     return any(k in low for k in _HEAVY)
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
-    kernel_of = {h: d for d, (h, c) in enumerate(zip(trace.d_launch_host, trace.d_cat)) if h >= 0 and c == _KERNEL}
+    kernel_of = {h: d for d, (h, c) in enumerate(zip(trace.d_launch_host, trace.d_cat)) if h >= 0 and c == KERNEL_CODE}
     if not kernel_of:
         return []
     queries = trace.host_named([nid for nid, n in enumerate(trace.names) if n.startswith(OCCUPANCY_PREFIX)])

@@ -101,8 +101,8 @@ def summary_from(rank: int, step_ns: list[int], findings: list[Finding]) -> Rank
 def check(summaries: list[RankSummary]) -> list[Finding]:
     if len(summaries) < 2:
         return []
-    summaries = sorted(summaries, key=lambda s: s.rank)
-    med = statistics.median(s.step_ms for s in summaries)
+    summaries = sorted(summaries, key=lambda summary: summary.rank)
+    med = statistics.median(summary.step_ms for summary in summaries)
     findings = _by_waits(summaries, med)
     if findings is None:
         findings = _by_step_time(summaries, med)
@@ -114,16 +114,16 @@ def check(summaries: list[RankSummary]) -> list[Finding]:
 def _by_waits(summaries: list[RankSummary], med: float) -> list[Finding] | None:
     """Synchronous data parallelism evens the step times out (the fast ranks wait inside their step, in the
     collective): the slow rank is the one that waits least. None where the ranks' traces show no collective waits."""
-    waits = [s for s in summaries if s.wait_ms is not None]
-    if len(waits) != len(summaries) or max(s.wait_ms or 0.0 for s in waits) <= 0:
+    waits = [summary for summary in summaries if summary.wait_ms is not None]
+    if len(waits) != len(summaries) or max(summary.wait_ms or 0.0 for summary in waits) <= 0:
         return None
-    lo = min(s.wait_ms or 0.0 for s in waits)
-    hi = max(s.wait_ms or 0.0 for s in waits)
+    lo = min(summary.wait_ms or 0.0 for summary in waits)
+    hi = max(summary.wait_ms or 0.0 for summary in waits)
     spread = hi - lo
     evidence: dict[str, Any] = {
         "median_step_ms": round(med, 3),
-        "step_ms_by_rank": {str(s.rank): round(s.step_ms, 3) for s in summaries},
-        "wait_ms_by_rank": {str(s.rank): round(s.wait_ms or 0.0, 3) for s in summaries},
+        "step_ms_by_rank": {str(summary.rank): round(summary.step_ms, 3) for summary in summaries},
+        "wait_ms_by_rank": {str(summary.rank): round(summary.wait_ms or 0.0, 3) for summary in summaries},
         "rank_count": len(summaries),
         "method": "collective_wait",
     }
@@ -131,58 +131,62 @@ def _by_waits(summaries: list[RankSummary], med: float) -> list[Finding] | None:
     # that all wait a few ms with a jitter of one or two (a loaded 2-core machine) are balanced.
     if spread < max(STRAGGLER_MARGIN * med, MIN_EXTRA_MS) or lo > WAIT_RATIO * hi:
         return [_balanced(summaries, med, evidence, f"collective waits within {duration(spread * 1e6)} per step")]
-    slow = [s for s in summaries if (s.wait_ms or 0.0) <= lo + 0.25 * spread]
-    waiting = [s for s in summaries if s not in slow]
-    waited = statistics.median((s.wait_ms or 0.0) - lo for s in waiting)
-    regimes = {str(s.rank): s.verdict for s in slow if s.verdict}
+    slow = [summary for summary in summaries if (summary.wait_ms or 0.0) <= lo + 0.25 * spread]
+    waiting = [summary for summary in summaries if summary not in slow]
+    waited = statistics.median((summary.wait_ms or 0.0) - lo for summary in waiting)
+    regimes = {str(summary.rank): summary.verdict for summary in slow if summary.verdict}
     own = "; ".join(f"rank {r} is {v}" for r, v in regimes.items())
     return [
         Finding(
             RULE_STRAGGLER,
             STRAGGLERS,
             "warning",
-            f"straggler rank(s) {', '.join(str(s.rank) for s in slow)}: the other ranks wait for them "
+            f"straggler rank(s) {', '.join(str(summary.rank) for summary in slow)}: the other ranks wait for them "
             f"{duration(waited * 1e6)} per step in collectives ({duration(med * 1e6)} steps)" + (f"; {own}" if own else ""),
             "The other ranks' collective time is waiting for these: look at the slow rank's own findings (data "
             "loading, host overhead, a slower or throttled device, uneven work) before tuning communication.",
             {
                 **evidence,
-                "straggler_ranks": [s.rank for s in slow],
-                "waiting_ranks": [s.rank for s in waiting],
+                "straggler_ranks": [summary.rank for summary in slow],
+                "waiting_ranks": [summary.rank for summary in waiting],
                 "wait_for_stragglers_ms": round(waited, 3),
                 "transfer_ms": round(lo, 3),
                 "straggler_regime_by_rank": regimes,
             },
-            tuple(f"rank {s.rank}" for s in slow),
+            tuple(f"rank {summary.rank}" for summary in slow),
         )
     ]
 
 
 def _by_step_time(summaries: list[RankSummary], med: float) -> list[Finding]:
     """Without collectives inside the steps, a slow rank shows in its own step time."""
-    slow = [s for s in summaries if s.step_ms > med * (1 + STRAGGLER_MARGIN) and s.step_ms - med >= MIN_EXTRA_MS]
+    slow = [summary for summary in summaries if summary.step_ms > med * (1 + STRAGGLER_MARGIN) and summary.step_ms - med >= MIN_EXTRA_MS]
     evidence: dict[str, Any] = {
         "median_step_ms": round(med, 3),
-        "step_ms_by_rank": {str(s.rank): round(s.step_ms, 3) for s in summaries},
+        "step_ms_by_rank": {str(summary.rank): round(summary.step_ms, 3) for summary in summaries},
         "rank_count": len(summaries),
         "margin_ratio": STRAGGLER_MARGIN,
         "method": "step_time",
     }
     if not slow:
-        spread = max(s.step_ms for s in summaries) / med - 1 if med else 0.0
+        spread = max(summary.step_ms for summary in summaries) / med - 1 if med else 0.0
         return [_balanced(summaries, med, evidence, f"step times within {spread:.0%} of the median")]
-    worst = max(slow, key=lambda s: s.step_ms)
+    worst = max(slow, key=lambda summary: summary.step_ms)
     return [
         Finding(
             RULE_STRAGGLER,
             STRAGGLERS,
             "warning",
-            f"straggler rank(s) {', '.join(str(s.rank) for s in slow)}: step time up to "
+            f"straggler rank(s) {', '.join(str(summary.rank) for summary in slow)}: step time up to "
             f"{duration(worst.step_ms * 1e6)} against a median of {duration(med * 1e6)} across {len(summaries)} ranks",
             "Every rank waits for the slowest at the next collective: look at that rank's own findings "
             "(data loading, host overhead, a slower or throttled device, uneven work).",
-            {**evidence, "straggler_ranks": [s.rank for s in slow], "worst_ratio": round(worst.step_ms / med, 3) if med else None},
-            tuple(f"rank {s.rank}" for s in slow),
+            {
+                **evidence,
+                "straggler_ranks": [summary.rank for summary in slow],
+                "worst_ratio": round(worst.step_ms / med, 3) if med else None,
+            },
+            tuple(f"rank {summary.rank}" for summary in slow),
         )
     ]
 
@@ -203,29 +207,29 @@ def _balanced(summaries: list[RankSummary], med: float, evidence: dict[str, Any]
 def _regime_mismatch(summaries: list[RankSummary]) -> list[Finding]:
     """Ranks whose regime differs from the others' by their figures, not only by their labels: two identical ranks
     either side of a cut-off (19.7 % and 20.2 %) are not a finding."""
-    verdicts = Counter(s.verdict for s in summaries if s.verdict)
+    verdicts = Counter(summary.verdict for summary in summaries if summary.verdict)
     if len(verdicts) < 2:
         return []
-    with_shares = [s for s in summaries if s.shares]
+    with_shares = [summary for summary in summaries if summary.shares]
     if len(with_shares) == len(summaries):
-        keys = set.intersection(*(set(s.shares or {}) for s in summaries))
-        center = {k: statistics.median((s.shares or {})[k] for s in summaries) for k in keys}
-        apart = [s for s in summaries if any(abs((s.shares or {})[k] - center[k]) >= SHARE_GAP for k in keys)]
+        keys = set.intersection(*(set(summary.shares or {}) for summary in summaries))
+        center = {k: statistics.median((summary.shares or {})[k] for summary in summaries) for k in keys}
+        apart = [summary for summary in summaries if any(abs((summary.shares or {})[k] - center[k]) >= SHARE_GAP for k in keys)]
         if not apart:
             return []
     common, n = verdicts.most_common(1)[0]
     voted = sum(verdicts.values())
     if n * 2 > voted:
-        odd = [s for s in summaries if s.verdict and s.verdict != common]
+        odd = [summary for summary in summaries if summary.verdict and summary.verdict != common]
         msg = (
-            f"rank(s) {', '.join(str(s.rank) for s in odd)} are "
-            f"{'/'.join(sorted({s.verdict or '' for s in odd}))} while most ranks are {common}"
+            f"rank(s) {', '.join(str(summary.rank) for summary in odd)} are "
+            f"{'/'.join(sorted({summary.verdict or '' for summary in odd}))} while most ranks are {common}"
         )
         majority: str | None = common
     else:  # no majority: name every rank's verdict rather than guess which is odd
-        odd = [s for s in summaries if s.verdict]
+        odd = [summary for summary in summaries if summary.verdict]
         majority = None
-        msg = "ranks disagree on the regime: " + ", ".join(f"rank {s.rank} {s.verdict}" for s in odd)
+        msg = "ranks disagree on the regime: " + ", ".join(f"rank {summary.rank} {summary.verdict}" for summary in odd)
     return [
         Finding(
             RULE_REGIME,
@@ -234,11 +238,11 @@ def _regime_mismatch(summaries: list[RankSummary]) -> list[Finding]:
             msg,
             "Ranks should do the same work: an odd regime points at that rank's data, placement or device.",
             {
-                "verdict_by_rank": {str(s.rank): s.verdict for s in summaries},
+                "verdict_by_rank": {str(summary.rank): summary.verdict for summary in summaries},
                 "majority_verdict": majority,
-                "shares_by_rank": {str(s.rank): s.shares for s in summaries if s.shares},
+                "shares_by_rank": {str(summary.rank): summary.shares for summary in summaries if summary.shares},
             },
-            tuple(f"rank {s.rank}" for s in odd),
+            tuple(f"rank {summary.rank}" for summary in odd),
         )
     ]
 

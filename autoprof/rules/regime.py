@@ -47,7 +47,12 @@ from autoprof.rules._common import (
     view,
 )
 from autoprof.rules._work import is_roofline_op
-from autoprof.trace.model import CPU_OP, CUDA_RUNTIME, HOST_CODE, PYTHON_FUNCTION, Trace
+from autoprof.trace.model import (
+    CPU_OP_CODE,
+    CUDA_RUNTIME_CODE,
+    PYTHON_FUNCTION_CODE,
+    Trace,
+)
 
 RULE = "bound_regime"
 INPUT_BOUND = "input-bound"
@@ -90,28 +95,28 @@ _CPU_ADVICE = {
 }
 
 
-def _self_totals(trace: Trace, v: View) -> tuple[int, int]:
+def _self_totals(trace: Trace, win: View) -> tuple[int, int]:
     """Self time of the program's own host events (a collective's span on the backend's thread is waiting, not the
     program's CPU time) and the device time of the window."""
-    host = sum(compress(trace.h_self, v.host_in))
-    host -= sum(trace.h_self[i] for i in trace.host_named(_collective_ids(trace)) if v.host_in[i])
-    return host, sum(compress(trace.d_dur, v.device_in))
+    host = sum(compress(trace.h_self, win.host_in))
+    host -= sum(trace.h_self[i] for i in trace.host_named(_collective_ids(trace)) if win.host_in[i])
+    return host, sum(compress(trace.d_dur, win.device_in))
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
-    v = view(trace)
-    if v.host_window_ns <= 0:
+    win = view(trace)
+    if win.host_window_ns <= 0:
         return []
-    self_cpu, self_dev = _self_totals(trace, v)
+    self_cpu, self_dev = _self_totals(trace, win)
     evidence: dict[str, Any] = {
         "self_cpu_total_us": us(self_cpu),
         "self_device_total_us": us(self_dev),
         "cpu_to_device_ratio": round(self_cpu / self_dev, 3) if self_dev else None,
         "step_count": len(trace.steps),
     }
-    if v.device_busy:
-        return [_device_verdict(trace, v, evidence, config)]
-    return [_cpu_verdict(trace, v, evidence, config)]
+    if win.device_busy:
+        return [_device_verdict(trace, win, evidence, config)]
+    return [_cpu_verdict(trace, win, evidence, config)]
 
 
 def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:
@@ -123,22 +128,20 @@ def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:
     )
 
 
-def _wait_spans(trace: Trace, v: View, loading: set[int], blocking: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+def _wait_spans(trace: Trace, win: View, loading: set[int], blocking: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Merged spans of blocking runtime calls and of data loading in the window (both readings use these)."""
-    krt = HOST_CODE[CUDA_RUNTIME]
-    ts, dur, cat, host_in = trace.h_ts, trace.h_dur, trace.h_cat, v.host_in
-    blocked = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(blocking) if cat[i] == krt and host_in[i]]
+    ts, dur, cat, host_in = trace.h_ts, trace.h_dur, trace.h_cat, win.host_in
+    blocked = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(blocking) if cat[i] == CUDA_RUNTIME_CODE and host_in[i]]
     inp = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(loading) if host_in[i]]
     return merge(blocked), merge(inp)
 
 
-def _host_spans(trace: Trace, v: View) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
+def _host_spans(trace: Trace, win: View) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
     """Merged spans of blocking runtime calls, of data loading, and of host activity (ops, runtime calls, Python
     functions). Only top-level activity spans are kept: a child lies inside its parent."""
-    blocked, inp = _wait_spans(trace, v, *_wait_ids(trace))
-    kop, krt, kpy = (HOST_CODE[c] for c in (CPU_OP, CUDA_RUNTIME, PYTHON_FUNCTION))
-    active_cats = {kop, krt, kpy}
-    ts, dur, parent, cat, host_in = trace.h_ts, trace.h_dur, trace.h_parent, trace.h_cat, v.host_in
+    blocked, inp = _wait_spans(trace, win, *_wait_ids(trace))
+    active_cats = {CPU_OP_CODE, CUDA_RUNTIME_CODE, PYTHON_FUNCTION_CODE}
+    ts, dur, parent, cat, host_in = trace.h_ts, trace.h_dur, trace.h_parent, trace.h_cat, win.host_in
     active = [
         (t, t + d)
         for t, d, c, p, inside in zip(ts, dur, cat, parent, host_in)
@@ -147,10 +150,10 @@ def _host_spans(trace: Trace, v: View) -> tuple[list[tuple[int, int]], list[tupl
     return blocked, inp, merge(active)
 
 
-def _device_verdict(trace: Trace, v: View, evidence: dict[str, Any], config: Config | None = None) -> Finding:
-    window = v.window_ns
-    busy = total(v.device_busy)
-    blocked_iv, input_iv, active_iv = _host_spans(trace, v)
+def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Config | None = None) -> Finding:
+    window = win.window_ns
+    busy = total(win.device_busy)
+    blocked_iv, input_iv, active_iv = _host_spans(trace, win)
     active = total(subtract(active_iv, merge(blocked_iv + input_iv)))
     blocked, inp = total(blocked_iv), total(input_iv)
     by_call = blocked_by_call(trace)
@@ -162,14 +165,14 @@ def _device_verdict(trace: Trace, v: View, evidence: dict[str, Any], config: Con
         host_active_share=share(active, window),
         blocked_us=us(blocked),
         blocked_share=share(blocked, window),
-        blocked_by_call_us={k: us(n) for k, n in sorted(by_call.items(), key=lambda kv: -kv[1])},
+        blocked_by_call_us={k: us(n) for k, n in sorted(by_call.items(), key=lambda item: -item[1])},
         input_us=us(inp),
         input_share=share(inp, window),
     )
     # The keys every reading carries (the CPU reading's names): the device's busy time is its work, the host's
     # active time its overhead; collectives on the host as on the CPU (the device's NCCL time:
     # exposed_communication).
-    comm = total(subtract(subtract(_collective_spans(trace, v), merge(input_iv)), merge(blocked_iv)))
+    comm = total(subtract(subtract(_collective_spans(trace, win), merge(input_iv)), merge(blocked_iv)))
     evidence.update(comm_us=us(comm), comm_share=share(comm, window), work_share=share(busy, window), overhead_share=share(active, window))
     verdict, msg = _device_judge(window, busy, active, blocked, inp, by_call)
     severity = "info" if verdict in (COMPUTE_BOUND, MIXED) else "warning"
@@ -192,7 +195,7 @@ def _device_judge(window: int, busy: int, active: int, blocked: int, inp: int, b
             f"launching work, the device is busy only {share(busy, window):.0%}"
         )
     if blocked >= SYNC_SHARE_MIN * window:
-        top = max(by_call.items(), key=lambda kv: kv[1])[0] if by_call else "synchronizing calls"
+        top = max(by_call.items(), key=lambda item: item[1])[0] if by_call else "synchronizing calls"
         return SYNC_BOUND, (
             f"sync-bound: the host waits {share(blocked, window):.0%} of the window in synchronizing calls "
             f"(most in {top}) while the device is busy only {share(busy, window):.0%}"
@@ -277,11 +280,11 @@ class HostReading:
         }
 
 
-def _step_window_ns(trace: Trace, v: View) -> int:
+def _step_window_ns(trace: Trace, win: View) -> int:
     """The steps' time: the decorated target's own annotation inside each step where there is one (the user's
     code, without the step marker's bookkeeping), else the step spans, else the host window."""
     if not trace.steps:
-        return int(v.host_window_ns)
+        return int(win.host_window_ns)
     window = sum(s.dur_ns for s in trace.steps)
     target_id = trace.name_id(trace.target) if trace.target else -1
     step_idx = {s.host_index for s in trace.steps}
@@ -293,20 +296,19 @@ def _collective_ids(trace: Trace) -> set[int]:
     return {nid for nid, n in enumerate(trace.names) if n.startswith(COLLECTIVE_PREFIXES)}
 
 
-def _collective_spans(trace: Trace, v: View, ids: set[int] | None = None) -> list[tuple[int, int]]:
+def _collective_spans(trace: Trace, win: View, ids: set[int] | None = None) -> list[tuple[int, int]]:
     """When the step waits in collectives: a collective is in flight (on any thread: gloo and NCCL run them on
     their own threads, the step's thread then blocks with no op of its own) and the steps' threads are not inside
     an op. A collective that overlaps the step's own compute (DDP's all-reduce during backward) is no wait."""
     if ids is None:
         ids = _collective_ids(trace)
-    ts, dur, host_in = trace.h_ts, trace.h_dur, v.host_in
+    ts, dur, host_in = trace.h_ts, trace.h_dur, win.host_in
     flight = merge([(ts[i], ts[i] + dur[i]) for i in trace.host_named(ids) if host_in[i]])
     if not flight:
         return []
     step_threads = {s.tid for s in trace.steps}
     if not step_threads:
         return flight
-    kop = HOST_CODE[CPU_OP]
     cat, tid, parent, names = trace.h_cat, trace.h_tid, trace.h_parent, trace.h_name
     busy: list[tuple[int, int]] = []
     for t in step_threads:  # host events are sorted by thread: each step thread's events are one run
@@ -314,27 +316,27 @@ def _collective_spans(trace: Trace, v: View, ids: set[int] | None = None) -> lis
         busy.extend(
             (ts[i], ts[i] + dur[i])
             for i in range(lo, hi)
-            if cat[i] == kop and host_in[i] and names[i] not in ids and (parent[i] < 0 or cat[parent[i]] != kop)
+            if cat[i] == CPU_OP_CODE and host_in[i] and names[i] not in ids and (parent[i] < 0 or cat[parent[i]] != CPU_OP_CODE)
         )
     return subtract(flight, merge(busy))
 
 
-def _host_waits(trace: Trace, v: View, r: HostReading) -> set[int]:
+def _host_waits(trace: Trace, win: View, reading: HostReading) -> set[int]:
     """Time waiting for input, in blocking calls and in collectives (each counted once, in that order); returns
     the name ids whose events are waits (their nested ops are not op work)."""
     loading, blocking = _wait_ids(trace)
     comm = _collective_ids(trace)
-    blocked, inp = _wait_spans(trace, v, loading, blocking)
+    blocked, inp = _wait_spans(trace, win, loading, blocking)
     blocked = subtract(blocked, inp)
-    coll = subtract(subtract(_collective_spans(trace, v, comm), inp), blocked)
-    r.input_ns, r.blocked_ns, r.comm_ns = total(inp), total(blocked), total(coll)
+    coll = subtract(subtract(_collective_spans(trace, win, comm), inp), blocked)
+    reading.input_ns, reading.blocked_ns, reading.comm_ns = total(inp), total(blocked), total(coll)
     if trace.steps and coll:  # per step, for a comparison across ranks that one preempted step cannot sway
         per_step = [sum(max(min(e, s.end_ns) - max(b, s.start_ns), 0) for b, e in coll) for s in trace.steps]
-        r.comm_step_median_ns = int(statistics.median(per_step))
+        reading.comm_step_median_ns = int(statistics.median(per_step))
     return loading | blocking | comm
 
 
-def _op_work(trace: Trace, v: View, r: HostReading, waits: set[int], config: Config | None) -> None:
+def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], config: Config | None) -> None:
     """Op work the roofline explains: an outermost costed op call counts with its whole time when its work at
     the calibrated peak would take at least a call's fixed cost, as compute or memory by its intensity; below
     that it is overhead. Ops the roofline cannot cost count their self time beyond the call floor."""
@@ -343,88 +345,91 @@ def _op_work(trace: Trace, v: View, r: HostReading, waits: set[int], config: Con
     if roof is not None:
         costed = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
         for st in roof.ops.values():
-            r.op_calls += st.calls
+            reading.op_calls += st.calls
             if st.ideal_ns / st.calls >= CALL_FLOOR_NS:
                 credited = int(min(st.time_ns, WORK_CREDIT * st.ideal_ns))
                 if st.bound == "compute":
-                    r.compute_ns += credited
+                    reading.compute_ns += credited
                 else:
-                    r.memory_ns += credited
-                r.flops += st.flops
-                r.ideal_ns += min(st.ideal_ns, st.time_ns)
-                r.work_time_ns += st.time_ns
+                    reading.memory_ns += credited
+                reading.flops += st.flops
+                reading.ideal_ns += min(st.ideal_ns, st.time_ns)
+                reading.work_time_ns += st.time_ns
             else:
-                r.small_calls += st.calls
-    kop = HOST_CODE[CPU_OP]
+                reading.small_calls += st.calls
     wrappers = {nid for nid, n in enumerate(trace.names) if n.startswith(COMPILE_WRAPPER_PREFIXES)}
     skip = costed | waits | wrappers
     above = costed | waits
-    for i, (c, inside, nid, self_ns) in enumerate(zip(trace.h_cat, v.host_in, trace.h_name, trace.h_self)):
-        if c != kop or not inside or nid in skip or has_ancestor(trace, i, above):
+    for i, (c, inside, nid, self_ns) in enumerate(zip(trace.h_cat, win.host_in, trace.h_name, trace.h_self)):
+        if c != CPU_OP_CODE or not inside or nid in skip or has_ancestor(trace, i, above):
             continue
-        r.op_calls += 1
+        reading.op_calls += 1
         if self_ns > CALL_FLOOR_NS:
-            r.unknown_ns += self_ns - CALL_FLOOR_NS
+            reading.unknown_ns += self_ns - CALL_FLOOR_NS
     # Work measured in ops can exceed the step time where ops overlap (threads): keep the split within it.
-    room = max(r.window_ns - r.input_ns - r.blocked_ns - r.comm_ns, 0)
-    if r.work_ns > room and r.work_ns:
-        scale = room / r.work_ns
-        r.compute_ns, r.memory_ns, r.unknown_ns = int(r.compute_ns * scale), int(r.memory_ns * scale), int(r.unknown_ns * scale)
+    room = max(reading.window_ns - reading.input_ns - reading.blocked_ns - reading.comm_ns, 0)
+    if reading.work_ns > room and reading.work_ns:
+        scale = room / reading.work_ns
+        reading.compute_ns, reading.memory_ns, reading.unknown_ns = (
+            int(reading.compute_ns * scale),
+            int(reading.memory_ns * scale),
+            int(reading.unknown_ns * scale),
+        )
 
 
-def _judge(r: HostReading) -> str:
+def _judge(reading: HostReading) -> str:
     """The largest share, when it leads clearly; op work is named compute- or memory-bound by the roofline."""
-    ranked = sorted(r.shares().items(), key=lambda kv: -kv[1])
+    ranked = sorted(reading.shares().items(), key=lambda item: -item[1])
     (lead, top), (_, second) = ranked[0], ranked[1]
     if top < LEADS or top < MARGIN * second:
         return MIXED
     if lead != "work":
         return {"input": INPUT_BOUND, "sync": SYNC_BOUND, "communication": COMMUNICATION_BOUND, "overhead": OVERHEAD_BOUND}[lead]
-    return MEMORY_BOUND if r.memory_ns > r.compute_ns and r.memory_ns >= r.unknown_ns else COMPUTE_BOUND
+    return MEMORY_BOUND if reading.memory_ns > reading.compute_ns and reading.memory_ns >= reading.unknown_ns else COMPUTE_BOUND
 
 
-def _cpu_verdict(trace: Trace, v: View, evidence: dict[str, Any], config: Config | None = None) -> Finding:
-    r = HostReading(_step_window_ns(trace, v))
-    if r.window_ns <= 0:
-        r.window_ns = int(v.host_window_ns)
-    waits = _host_waits(trace, v, r)
-    _op_work(trace, v, r, waits, config)
-    verdict = _judge(r)
-    evidence.update(_cpu_evidence(trace, v, r))
+def _cpu_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Config | None = None) -> Finding:
+    reading = HostReading(_step_window_ns(trace, win))
+    if reading.window_ns <= 0:
+        reading.window_ns = int(win.host_window_ns)
+    waits = _host_waits(trace, win, reading)
+    _op_work(trace, win, reading, waits, config)
+    verdict = _judge(reading)
+    evidence.update(_cpu_evidence(trace, win, reading))
     severity = "warning" if verdict in (OVERHEAD_BOUND, INPUT_BOUND, SYNC_BOUND, COMMUNICATION_BOUND) else "info"
     if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
         evidence["roofline_bound"] = (
-            "unknown" if r.unknown_ns > r.compute_ns + r.memory_ns else "memory" if verdict == MEMORY_BOUND else "compute"
+            "unknown" if reading.unknown_ns > reading.compute_ns + reading.memory_ns else "memory" if verdict == MEMORY_BOUND else "compute"
         )
-    return Finding(RULE, verdict, severity, _cpu_message(verdict, r), _CPU_ADVICE[verdict], evidence)
+    return Finding(RULE, verdict, severity, _cpu_message(verdict, reading), _CPU_ADVICE[verdict], evidence)
 
 
-def _cpu_evidence(trace: Trace, v: View, r: HostReading) -> dict[str, Any]:
+def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, Any]:
     """The CPU reading's figures: each share of the step, the op calls, and the calibrated peak it used."""
-    w = r.window_ns
-    ops = op_self_ns(trace, v)
+    w = reading.window_ns
+    ops = op_self_ns(trace, win)
     evidence: dict[str, Any] = dict(
         device="cpu",
-        method="roofline" if r.op_calls and (r.compute_ns or r.memory_ns or r.small_calls) else "op_self",
+        method="roofline" if reading.op_calls and (reading.compute_ns or reading.memory_ns or reading.small_calls) else "op_self",
         window_us=us(w),
-        input_us=us(r.input_ns),
-        input_share=share(r.input_ns, w),
-        blocked_us=us(r.blocked_ns),
-        blocked_share=share(r.blocked_ns, w),
-        comm_us=us(r.comm_ns),
-        comm_share=share(r.comm_ns, w),
-        comm_step_median_us=us(r.comm_step_median_ns),
-        work_us=us(r.work_ns),
-        work_share=share(r.work_ns, w),
-        compute_work_share=share(r.compute_ns, w),
-        memory_work_share=share(r.memory_ns, w),
-        unknown_work_share=share(r.unknown_ns, w),
-        overhead_us=us(r.overhead_ns),
-        overhead_share=share(r.overhead_ns, w),
+        input_us=us(reading.input_ns),
+        input_share=share(reading.input_ns, w),
+        blocked_us=us(reading.blocked_ns),
+        blocked_share=share(reading.blocked_ns, w),
+        comm_us=us(reading.comm_ns),
+        comm_share=share(reading.comm_ns, w),
+        comm_step_median_us=us(reading.comm_step_median_ns),
+        work_us=us(reading.work_ns),
+        work_share=share(reading.work_ns, w),
+        compute_work_share=share(reading.compute_ns, w),
+        memory_work_share=share(reading.memory_ns, w),
+        unknown_work_share=share(reading.unknown_ns, w),
+        overhead_us=us(reading.overhead_ns),
+        overhead_share=share(reading.overhead_ns, w),
         op_self_us=us(ops),
         op_self_share=share(ops, w),
-        op_call_count=r.op_calls,
-        small_op_call_count=r.small_calls,
+        op_call_count=reading.op_calls,
+        small_op_call_count=reading.small_calls,
         call_floor_us=us(CALL_FLOOR_NS),
     )
     peak = trace.metadata.get("cpu_peak_flops")
@@ -433,16 +438,16 @@ def _cpu_evidence(trace: Trace, v: View, r: HostReading) -> dict[str, Any]:
         spread = trace.metadata.get("cpu_peak_spread_ratio")
         if isinstance(spread, (int, float)):
             evidence["peak_spread_ratio"] = round(float(spread), 4)
-    if r.work_time_ns:
-        evidence["work_roofline_ratio"] = round(r.ideal_ns / r.work_time_ns, 4)  # how close the work runs to its roofline
-        if r.flops:
-            evidence["achieved_flops_per_s"] = round(r.flops / (r.work_time_ns / 1e9), 1)
+    if reading.work_time_ns:
+        evidence["work_roofline_ratio"] = round(reading.ideal_ns / reading.work_time_ns, 4)  # how close the work runs to its roofline
+        if reading.flops:
+            evidence["achieved_flops_per_s"] = round(reading.flops / (reading.work_time_ns / 1e9), 1)
     return evidence
 
 
-def _cpu_message(verdict: str, r: HostReading) -> str:
-    w = r.window_ns
-    sh = r.shares()
+def _cpu_message(verdict: str, reading: HostReading) -> str:
+    w = reading.window_ns
+    sh = reading.shares()
     if verdict == INPUT_BOUND:
         return f"input-bound (CPU): waiting for data (enumerate(DataLoader)) takes {sh['input']:.0%} of the step"
     if verdict == SYNC_BOUND:
@@ -452,13 +457,13 @@ def _cpu_message(verdict: str, r: HostReading) -> str:
     if verdict == OVERHEAD_BOUND:
         return (
             f"overhead-bound (CPU): {sh['overhead']:.0%} of the step is framework overhead: Python, dispatch and "
-            f"{r.small_calls} op calls whose work would take less than a call's fixed cost; op work takes {sh['work']:.0%}"
+            f"{reading.small_calls} op calls whose work would take less than a call's fixed cost; op work takes {sh['work']:.0%}"
         )
     if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
         kind = "FLOP-bound ops" if verdict == COMPUTE_BOUND else "bandwidth-bound ops"
-        if r.unknown_ns > r.compute_ns + r.memory_ns:
+        if reading.unknown_ns > reading.compute_ns + reading.memory_ns:
             kind = "ops the roofline cannot cost"
-        eff = f" running at {r.ideal_ns / r.work_time_ns:.0%} of their roofline" if r.work_time_ns else ""
+        eff = f" running at {reading.ideal_ns / reading.work_time_ns:.0%} of their roofline" if reading.work_time_ns else ""
         return f"{verdict} (CPU): op work takes {sh['work']:.0%} of the step, mostly in {kind}{eff}"
-    parts = ", ".join(f"{k} {v:.0%}" for k, v in sorted(sh.items(), key=lambda kv: -kv[1]) if v >= 0.05)
+    parts = ", ".join(f"{k} {v:.0%}" for k, v in sorted(sh.items(), key=lambda item: -item[1]) if v >= 0.05)
     return f"mixed (CPU): no share of the step leads ({parts}; {duration(w)} of steps)"

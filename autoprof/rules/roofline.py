@@ -18,7 +18,7 @@ from autoprof.findings import Finding
 from autoprof.rules._common import View, has_ancestor, op_self_ns, share, us, view
 from autoprof.rules._work import WorkCache, is_roofline_op
 from autoprof.rules.peaks import Peak, peak_for
-from autoprof.trace.model import CPU_OP, DEVICE_CODE, HOST_CODE, KERNEL, Trace
+from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace
 
 RULE = "roofline"
 COMPUTE_BOUND = "compute-bound"
@@ -27,8 +27,6 @@ MIXED = "mixed"
 VERDICTS = {RULE: (COMPUTE_BOUND, MEMORY_BOUND, MIXED)}
 DECIDES = 0.5  # share of the window's device time one bound must hold to decide
 _TF32_MARKERS = ("tf32", "s1688", "tensorop_s")
-_CPU_OP = HOST_CODE[CPU_OP]
-_KERNEL = DEVICE_CODE[KERNEL]
 
 _ADVICE = {
     "memory": "Memory-bound: fuse it with its neighbours (torch.compile), keep data in lower precision "
@@ -109,17 +107,17 @@ def _analyse(trace: Trace, config: Config | None) -> Roofline | None:
     peak = peak_for(trace.device_properties, trace.metadata, config)
     if peak is None:
         return None
-    v = view(trace)
-    on_device = bool(v.device_busy)
+    win = view(trace)
+    on_device = bool(win.device_busy)
     if on_device:
-        total = sum(dur for dur, c, inside in zip(trace.d_dur, trace.d_cat, v.device_in) if c == _KERNEL and inside)
+        total = sum(dur for dur, c, inside in zip(trace.d_dur, trace.d_cat, win.device_in) if c == KERNEL_CODE and inside)
     else:
-        total = op_self_ns(trace, v)
+        total = op_self_ns(trace, win)
     roof = Roofline(peak, total)
     roof_ids = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
     if not roof_ids or total <= 0:
         return roof
-    timed = _timed_on_device(trace, v, roof_ids) if on_device else _timed_on_host(trace, v, roof_ids)
+    timed = _timed_on_device(trace, win, roof_ids) if on_device else _timed_on_host(trace, win, roof_ids)
     for (nid, shapes_text, dtype), group in _grouped(trace, timed).items():
         _place(roof, trace.names[nid], shapes_text, dtype, group)
     # Ops run concurrently on several streams can sum past the busy time: keep the split within it.
@@ -137,7 +135,7 @@ class _Timed(NamedTuple):
     tf32: bool
 
 
-def _timed_on_device(trace: Trace, v: View, roof_ids: set[int]) -> list[_Timed]:
+def _timed_on_device(trace: Trace, win: View, roof_ids: set[int]) -> list[_Timed]:
     """The window's kernels, each counted at the outermost roofline op above the call that launched it (linear
     → addmm, layer_norm → native_layer_norm)."""
     tf32_ids = {nid for nid, n in enumerate(trace.names) if any(m in n.lower() for m in _TF32_MARKERS)}
@@ -145,8 +143,8 @@ def _timed_on_device(trace: Trace, v: View, roof_ids: set[int]) -> list[_Timed]:
     top_of: dict[int, int] = {}  # launching call -> that op, or -1
     kernel_ns: dict[int, int] = {}  # op -> its kernels' time
     tf32_ops: set[int] = set()  # ops that ran a TF32 tensor-op kernel
-    for launch, cat, inside, dur, kernel in zip(trace.d_launch_host, trace.d_cat, v.device_in, trace.d_dur, trace.d_name):
-        if cat != _KERNEL or not inside or launch < 0:
+    for launch, cat, inside, dur, kernel in zip(trace.d_launch_host, trace.d_cat, win.device_in, trace.d_dur, trace.d_name):
+        if cat != KERNEL_CODE or not inside or launch < 0:
             continue
         top = top_of.get(launch)
         if top is None:
@@ -161,15 +159,15 @@ def _timed_on_device(trace: Trace, v: View, roof_ids: set[int]) -> list[_Timed]:
         kernel_ns[top] = kernel_ns.get(top, 0) + dur
         if kernel in tf32_ids:
             tf32_ops.add(top)
-    return [_Timed(i, t, i in tf32_ops) for i, t in sorted(kernel_ns.items()) if trace.h_cat[i] == _CPU_OP and v.host_in[i]]
+    return [_Timed(i, t, i in tf32_ops) for i, t in sorted(kernel_ns.items()) if trace.h_cat[i] == CPU_OP_CODE and win.host_in[i]]
 
 
-def _timed_on_host(trace: Trace, v: View, roof_ids: set[int]) -> list[_Timed]:
+def _timed_on_host(trace: Trace, win: View, roof_ids: set[int]) -> list[_Timed]:
     """Without a device: the outermost roofline ops' own durations."""
     return [
         _Timed(i, trace.h_dur[i], False)
         for i in trace.host_named(roof_ids)
-        if trace.h_cat[i] == _CPU_OP and v.host_in[i] and not has_ancestor(trace, i, roof_ids)
+        if trace.h_cat[i] == CPU_OP_CODE and win.host_in[i] and not has_ancestor(trace, i, roof_ids)
     ]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoprof.rules._common import view
-from autoprof.trace.model import HOST_CODE, USER_ANNOTATION, Trace
+from autoprof.trace.model import USER_ANNOTATION_CODE, Trace
 
 #: Annotations torch, its libraries and autoprof write themselves: never a user's section.
 _NOT_SECTIONS = (
@@ -37,8 +37,7 @@ def section_names(trace: Trace) -> set[int]:
     listed = trace.metadata.get("sections")
     if isinstance(listed, list):
         return {trace.name_id(n) for n in listed if isinstance(n, str)} - {-1}
-    k = HOST_CODE[USER_ANNOTATION]
-    used = {nid for nid, c in zip(trace.h_name, trace.h_cat) if c == k}
+    used = {nid for nid, code in zip(trace.h_name, trace.h_cat) if code == USER_ANNOTATION_CODE}
     return {nid for nid in used if not trace.names[nid].startswith(_NOT_SECTIONS) and trace.names[nid] != trace.target}
 
 
@@ -49,13 +48,12 @@ def section_times(trace: Trace) -> list[dict[str, Any]]:
     ids = section_names(trace)
     if not ids:
         return []
-    v = view(trace)
-    k = HOST_CODE[USER_ANNOTATION]
+    win = view(trace)
     calls: dict[int, int] = {}
     total: dict[int, int] = {}
     parent, names = trace.h_parent, trace.h_name
     for i in trace.host_named(ids):
-        if trace.h_cat[i] != k or not v.host_in[i]:
+        if trace.h_cat[i] != USER_ANNOTATION_CODE or not win.host_in[i]:
             continue
         nid = names[i]
         calls[nid] = calls.get(nid, 0) + 1
@@ -65,9 +63,9 @@ def section_times(trace: Trace) -> list[dict[str, Any]]:
         if p < 0:  # outermost of its name
             total[nid] = total.get(nid, 0) + trace.h_dur[i]
     steps = len(trace.steps)
-    whole = sum(s.dur_ns for s in trace.steps) if steps else v.host_window_ns
+    whole = sum(s.dur_ns for s in trace.steps) if steps else win.host_window_ns
     rows = []
-    for nid, t in sorted(total.items(), key=lambda kv: -kv[1])[:MAX_SECTIONS]:
+    for nid, t in sorted(total.items(), key=lambda item: -item[1])[:MAX_SECTIONS]:
         rows.append(
             {
                 "name": trace.names[nid],

@@ -71,7 +71,7 @@ def _blocked(trace: Trace) -> Finding | None:
     by_call = blocked_by_call(trace)
     if not by_call or window <= 0:
         return None
-    name, t = max(by_call.items(), key=lambda kv: kv[1])
+    name, t = max(by_call.items(), key=lambda item: item[1])
     total_blocked = sum(by_call.values())
     if total_blocked < BLOCKING_SHARE * window:
         return None
@@ -79,7 +79,7 @@ def _blocked(trace: Trace) -> Finding | None:
         "blocked_ms": ms(total_blocked),
         "blocked_share": share(total_blocked, window),
         "top_call_ms": ms(t),
-        "by_call_ms": {k: ms(n) for k, n in sorted(by_call.items(), key=lambda kv: -kv[1])},
+        "by_call_ms": {k: ms(n) for k, n in sorted(by_call.items(), key=lambda item: -item[1])},
     }
     if name.startswith("cudaMemcpy"):
         evidence["copy_kinds_ms"] = _copy_kinds_ms(trace, name)
@@ -90,7 +90,7 @@ def _blocked(trace: Trace) -> Finding | None:
         f"the host is blocked {share(total_blocked, window):.0%} of the window in synchronizing calls, most in {name} ({duration(t)})",
         _ADVICE.get(name, _DEFAULT_ADVICE),
         evidence,
-        tuple(k for k, _ in sorted(by_call.items(), key=lambda kv: -kv[1])[:4]),
+        tuple(k for k, _ in sorted(by_call.items(), key=lambda item: -item[1])[:4]),
     )
 
 
@@ -102,4 +102,4 @@ def _copy_kinds_ms(trace: Trace, call: str) -> dict[str, float]:
         h = trace.d_launch_host[d]
         if h >= 0 and trace.host_name(h) == call and host_in[h]:
             kinds[trace.device_name(d)] = kinds.get(trace.device_name(d), 0) + trace.h_dur[h]
-    return {k: ms(n) for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:4]}
+    return {k: ms(n) for k, n in sorted(kinds.items(), key=lambda item: -item[1])[:4]}

@@ -9,14 +9,13 @@ from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import view
 from autoprof.rules.occupancy import short_kernel_name
-from autoprof.trace.model import DEVICE_CODE, KERNEL, Trace
+from autoprof.trace.model import KERNEL_CODE, Trace
 
 RULE = "kernel_time_variation"
 UNSTABLE = "unstable-kernel-time"
 VERDICTS = {RULE: (UNSTABLE,)}
 CV_THRESHOLD = 0.15
 MIN_SHARE = 0.01
-_KERNEL = DEVICE_CODE[KERNEL]
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
@@ -65,7 +64,7 @@ def _kernel_time_per_step(trace: Trace) -> tuple[dict[int, list[int]], dict[int,
     total = 0
     nccl = {nid for nid, n in enumerate(trace.names) if "nccl" in n.lower()}
     for step, nid, cat, dur in zip(view(trace).device_step, trace.d_name, trace.d_cat, trace.d_dur):
-        if step < 0 or cat != _KERNEL or nid in nccl:
+        if step < 0 or cat != KERNEL_CODE or nid in nccl:
             continue
         times = per_step.get(nid)
         if times is None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from autoprof.trace.inputs import TraceError
 from autoprof.trace.model import (
-    CPU_OP,
+    CPU_OP_CODE,
     DEVICE_CATEGORIES,
     DEVICE_CODE,
     DROPPED_OPS,
@@ -35,7 +35,6 @@ from autoprof.trace.model import (
 #: DEVICE_OFFSET on (one lookup tells which lane an event goes to), SKIPPED for categories no rule reads.
 DEVICE_OFFSET = 16
 SKIPPED = -1
-_CPU_OP = HOST_CODE[CPU_OP]
 
 _int = untrusted_int  # every integer read from a file goes through the untrusted-value reader
 
@@ -168,7 +167,7 @@ class EventConsumer:
         cat_cache = self.cat_cache
         threads = self.threads
         dropped = DROPPED_OPS
-        cpu_op = _CPU_OP
+        cpu_op = CPU_OP_CODE
         empty: dict[str, Any] = {}
         add_name, add_cat, add_ts, add_dur = b.h_name.append, b.h_cat.append, b.h_ts.append, b.h_dur.append
         add_tid, add_corr = b.h_tid.append, b.h_corr.append

@@ -36,7 +36,13 @@ DEVICE_CATEGORIES = (KERNEL, GPU_MEMCPY, GPU_MEMSET, GPU_USER_ANNOTATION)
 #: event's ``d_cat`` its index in DEVICE_CATEGORIES.
 HOST_CODE: dict[str, int] = {c: k for k, c in enumerate(HOST_CATEGORIES)}
 DEVICE_CODE: dict[str, int] = {c: k for k, c in enumerate(DEVICE_CATEGORIES)}
-LAUNCH_CODES = frozenset({HOST_CODE[CUDA_RUNTIME], HOST_CODE[CUDA_DRIVER]})  # runtime/driver calls: launches
+CPU_OP_CODE = HOST_CODE[CPU_OP]
+USER_ANNOTATION_CODE = HOST_CODE[USER_ANNOTATION]
+PYTHON_FUNCTION_CODE = HOST_CODE[PYTHON_FUNCTION]
+CUDA_RUNTIME_CODE = HOST_CODE[CUDA_RUNTIME]
+LAUNCH_CODES = frozenset({CUDA_RUNTIME_CODE, HOST_CODE[CUDA_DRIVER]})  # runtime/driver calls: launches
+KERNEL_CODE = DEVICE_CODE[KERNEL]
+DEVICE_WORK_CODES = frozenset(DEVICE_CODE[c] for c in (KERNEL, GPU_MEMCPY, GPU_MEMSET))  # device time that is work
 
 # Old (2021) and alternative spellings found in real traces, mapped to the current ones.
 CATEGORY_ALIASES: dict[str, str] = {
@@ -460,8 +466,7 @@ class Trace:
 
     @property
     def has_device(self) -> bool:
-        k = DEVICE_CODE[KERNEL]
-        return any(c == k for c in self.d_cat)
+        return KERNEL_CODE in self.d_cat
 
     def name_id(self, name: str) -> int:
         return self._name_ids.get(name, -1)
@@ -499,12 +504,12 @@ class Trace:
         return DEVICE_CATEGORIES[self.d_cat[i]]
 
     def host_indices(self, cat: str) -> Iterator[int]:
-        k = HOST_CODE[cat]
-        return (i for i, c in enumerate(self.h_cat) if c == k)
+        code = HOST_CODE[cat]
+        return (i for i, c in enumerate(self.h_cat) if c == code)
 
     def device_indices(self, *cats: str) -> Iterator[int]:
-        ks = {DEVICE_CODE[c] for c in cats}
-        return (i for i, c in enumerate(self.d_cat) if c in ks)
+        codes = {DEVICE_CODE[c] for c in cats}
+        return (i for i, c in enumerate(self.d_cat) if c in codes)
 
     def span_ns(self) -> tuple[int, int]:
         """The window: first step start to last step end, or all host events where there are no steps."""
