@@ -57,11 +57,11 @@ class Calibration:
         return self.result
 
     def _measure(self) -> CpuPeaks | None:
-        for n in MATMUL_SIZES:
-            self._time_matmul(n, self.timings.setdefault(f"mm{n}", []))
+        for size in MATMUL_SIZES:
+            self._time_matmul(size, self.timings.setdefault(f"mm{size}", []))
         copies = self.timings.setdefault("copy", [])
         self._time_copy(copies)
-        runs = max((self.timings[f"mm{n}"] for n in MATMUL_SIZES), key=max)
+        runs = max((self.timings[f"mm{size}"] for size in MATMUL_SIZES), key=max)
         best = max(runs)
         if not best or not max(copies):
             self.failed = True
@@ -69,16 +69,16 @@ class Calibration:
         return CpuPeaks(best, max(copies), 1.0 - statistics.median(runs) / best)
 
     @staticmethod
-    def _time_matmul(n: int, rates: list[float]) -> None:
+    def _time_matmul(size: int, rates: list[float]) -> None:
         if len(rates) >= MATMUL_RUNS:
             return
-        a = torch.full((n, n), 0.5)  # values do not matter to the timing; filling is cheaper than randn
-        b = torch.full((n, n), 0.5)
-        torch.mm(a, b)
+        left = torch.full((size, size), 0.5)  # values do not matter to the timing; filling is cheaper than randn
+        right = torch.full((size, size), 0.5)
+        torch.mm(left, right)
         while len(rates) < MATMUL_RUNS:
             t0 = time.perf_counter()
-            torch.mm(a, b)
-            rates.append(2 * n**3 / (time.perf_counter() - t0))
+            torch.mm(left, right)
+            rates.append(2 * size**3 / (time.perf_counter() - t0))
 
     @staticmethod
     def _time_copy(rates: list[float]) -> None:

@@ -65,43 +65,53 @@ class _Progress:
             self.stream.flush()
 
 
-def _records(r: FileResult) -> list[dict[str, Any]]:
+def _records(result: FileResult) -> list[dict[str, Any]]:
     """The file's records, as the live path writes them: one window record, then the findings."""
     out = [
         build_record(
             WINDOW_EVENT,
             "info",
-            target=r.path,
+            target=result.path,
             window=None,
-            source=r.path,
-            rank=r.rank,
-            world_size=r.world_size,
-            trace_rank=r.rank,
-            steps=r.steps,
-            step_wall_ms=[round(ns / 1e6, 4) for ns in r.step_ns],
-            top_ops=r.top_ops,
+            source=result.path,
+            rank=result.rank,
+            world_size=result.world_size,
+            trace_rank=result.rank,
+            steps=result.steps,
+            step_wall_ms=[round(ns / 1e6, 4) for ns in result.step_ns],
+            top_ops=result.top_ops,
             # offline, the program paid nothing for its window: both costs are 0 (and records stay reproducible)
-            event_count=r.event_count,
+            event_count=result.event_count,
             autoprof_overhead_ms=0.0,
             stall_ms=0.0,
-            sections=r.sections,
+            sections=result.sections,
         )
     ]
-    for f in r.findings:
-        out.append(finding_record(f, target=r.path, window=None, source=r.path, rank=r.rank, world_size=r.world_size, trace_rank=r.rank))
-    for name, e in r.failures:
+    for finding in result.findings:
+        out.append(
+            finding_record(
+                finding,
+                target=result.path,
+                window=None,
+                source=result.path,
+                rank=result.rank,
+                world_size=result.world_size,
+                trace_rank=result.rank,
+            )
+        )
+    for name, error in result.failures:
         out.append(
             build_record(
                 ERROR_EVENT,
                 "error",
-                target=r.path,
+                target=result.path,
                 window=None,
-                source=r.path,
-                rank=r.rank,
-                world_size=r.world_size,
-                message=f"rule {name} failed: {e}",
+                source=result.path,
+                rank=result.rank,
+                world_size=result.world_size,
+                message=f"rule {name} failed: {error}",
                 reason="rule",
-                error_type=type(e).__name__,
+                error_type=type(error).__name__,
             )
         )
     return out
@@ -111,43 +121,45 @@ def _table(results: list[FileResult], out: IO[str], color: bool) -> None:
     def c(text: str, sev: str) -> str:
         return f"{_COLORS.get(sev, '')}{text}{_RESET}" if color else text
 
-    for r in sorted((r for r in results if r.error is None), key=lambda r: (r.rank, r.path)):
-        head = f"{r.path}  (rank {r.rank} of {r.world_size}, {r.event_count} events, "
-        head += f"steps {r.steps[0]}–{r.steps[-1]})" if r.steps else "no ProfilerStep)"
+    for result in sorted((result for result in results if result.error is None), key=lambda result: (result.rank, result.path)):
+        head = f"{result.path}  (rank {result.rank} of {result.world_size}, {result.event_count} events, "
+        head += f"steps {result.steps[0]}–{result.steps[-1]})" if result.steps else "no ProfilerStep)"
         out.write((f"{_BOLD}{head}{_RESET}" if color else head) + "\n")
-        if r.sections:
-            out.write("  sections: " + ", ".join(f"{x['name']} {x['step_share']:.0%} ({x['calls']} calls)" for x in r.sections[:8]) + "\n")
-        if not r.findings:
+        if result.sections:
+            out.write(
+                "  sections: " + ", ".join(f"{x['name']} {x['step_share']:.0%} ({x['calls']} calls)" for x in result.sections[:8]) + "\n"
+            )
+        if not result.findings:
             out.write("  no findings\n")
-        width = max((len(f.rule) for f in r.findings), default=0)
-        for f in r.findings:
-            out.write(f"  {c(f'{f.severity:<8}', f.severity)} {f.rule:<{width}}  {f.message}\n")
-            out.write(f"  {'':<8} {'':<{width}}  → {f.advice}\n")
-        for name, e in r.failures:
-            out.write(f"  {c('error   ', 'error')} {name:<{width}}  rule failed: {e}\n")
+        width = max((len(finding.rule) for finding in result.findings), default=0)
+        for finding in result.findings:
+            out.write(f"  {c(f'{finding.severity:<8}', finding.severity)} {finding.rule:<{width}}  {finding.message}\n")
+            out.write(f"  {'':<8} {'':<{width}}  → {finding.advice}\n")
+        for name, error in result.failures:
+            out.write(f"  {c('error   ', 'error')} {name:<{width}}  rule failed: {error}\n")
         out.write("\n")
 
 
 def _workers(text: str) -> int:
     try:
-        n = int(text)
+        count = int(text)
     except ValueError:
-        n = -1
-    if n < 0:
+        count = -1
+    if count < 0:
         raise argparse.ArgumentTypeError(f"expected a number of processes (0 or more), got {text!r}")
-    return n
+    return count
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autoprof", description="Find out why a PyTorch program is slow.")
     parser.add_argument("--version", action="version", version=f"autoprof {__version__}")
     sub = parser.add_subparsers(dest="command")
-    a = sub.add_parser("analyze", help="analyse saved torch.profiler chrome traces (.json, .json.gz, or a directory)")
-    a.add_argument("paths", nargs="+", metavar="PATH")
-    a.add_argument("--json", action="store_true", help="print JSON records, one per line (the live path's records)")
-    a.add_argument("--fail-on", choices=SEVERITIES, default=None, help="exit 1 when a finding at or above this severity exists")
-    a.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    a.add_argument(
+    analyze_cmd = sub.add_parser("analyze", help="analyse saved torch.profiler chrome traces (.json, .json.gz, or a directory)")
+    analyze_cmd.add_argument("paths", nargs="+", metavar="PATH")
+    analyze_cmd.add_argument("--json", action="store_true", help="print JSON records, one per line (the live path's records)")
+    analyze_cmd.add_argument("--fail-on", choices=SEVERITIES, default=None, help="exit 1 when a finding at or above this severity exists")
+    analyze_cmd.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    analyze_cmd.add_argument(
         "--workers",
         type=_workers,
         default=None,
@@ -178,13 +190,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _analyze(args: argparse.Namespace) -> int:
     out, err = sys.stdout, sys.stderr
     results = analyze_files(args.paths, progress=lambda label: _Progress(label, err), workers=args.workers)
-    bad = [r for r in results if r.error]
-    for r in bad:
-        err.write(f"autoprof: {r.error}\n")
+    bad = [result for result in results if result.error]
+    for result in bad:
+        err.write(f"autoprof: {result.error}\n")
     if args.json:
-        for r in results:
-            if r.error is None:
-                for rec in _records(r):
+        for result in results:
+            if result.error is None:
+                for rec in _records(result):
                     out.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
     else:
         color = args.color == "always" or (args.color == "auto" and out.isatty())
@@ -194,7 +206,7 @@ def _analyze(args: argparse.Namespace) -> int:
         return 2
     if args.fail_on:
         floor = severity_rank(args.fail_on)
-        if any(severity_rank(f.severity) >= floor for r in results for f in r.findings):
+        if any(severity_rank(finding.severity) >= floor for result in results for finding in result.findings):
             return 1
     return 0
 

@@ -93,9 +93,11 @@ class Config:
             )
         if not _is_finite_number(self.noise_floor) or not 0 <= self.noise_floor <= MAX_NOISE_FLOOR:
             raise ConfigError(f"noise_floor must be a share of the window from 0 to {MAX_NOISE_FLOOR}, not {_show(self.noise_floor)}")
-        t = self.cross_rank_timeout_s
-        if not _is_finite_number(t) or not 0 <= t <= MAX_CROSS_RANK_TIMEOUT_S:
-            raise ConfigError(f"cross_rank_timeout_s must be a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}, not {_show(t)}")
+        timeout = self.cross_rank_timeout_s
+        if not _is_finite_number(timeout) or not 0 <= timeout <= MAX_CROSS_RANK_TIMEOUT_S:
+            raise ConfigError(
+                f"cross_rank_timeout_s must be a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}, not {_show(timeout)}"
+            )
         for key in ("sink", "trace_dir"):
             val = getattr(self, key)
             if val is not None and (not isinstance(val, (str, os.PathLike)) or not os.fspath(val) or "\0" in os.fspath(val)):
@@ -226,26 +228,26 @@ def _env_float(env: dict[str, str] | os._Environ[str], name: str, default: float
 
 def from_env(env: dict[str, str] | os._Environ[str] | None = None) -> Config:
     """The configuration the environment asks for. Bad values warn once and keep the default."""
-    e = os.environ if env is None else env
-    disabled = parse_bool("AUTOPROF_DISABLE", e.get("AUTOPROF_DISABLE"), False)
-    sink = e.get("AUTOPROF_LOG") or None
-    trace_dir = e.get("AUTOPROF_TRACE_DIR") or None
-    ranks = _env_ranks(e.get("AUTOPROF_RANKS"))
-    timeout = _env_float(e, "AUTOPROF_CROSS_RANK_TIMEOUT", 30.0, MAX_CROSS_RANK_TIMEOUT_S, "a number of seconds")
+    environ = os.environ if env is None else env
+    disabled = parse_bool("AUTOPROF_DISABLE", environ.get("AUTOPROF_DISABLE"), False)
+    sink = environ.get("AUTOPROF_LOG") or None
+    trace_dir = environ.get("AUTOPROF_TRACE_DIR") or None
+    ranks = _env_ranks(environ.get("AUTOPROF_RANKS"))
+    timeout = _env_float(environ, "AUTOPROF_CROSS_RANK_TIMEOUT", 30.0, MAX_CROSS_RANK_TIMEOUT_S, "a number of seconds")
     return Config(
         ranks=ranks,
         cross_rank_timeout_s=timeout,
         enabled=not disabled,
         sink=sink,
         trace_dir=trace_dir,
-        record_shapes=parse_bool("AUTOPROF_RECORD_SHAPES", e.get("AUTOPROF_RECORD_SHAPES"), True),
-        skip_first=_env_int(e, "AUTOPROF_SKIP_FIRST", "skip_first", DEFAULT_SKIP_FIRST),
-        wait=_env_int(e, "AUTOPROF_WAIT", "wait", DEFAULT_WAIT),
-        warmup=_env_int(e, "AUTOPROF_WARMUP", "warmup", DEFAULT_WARMUP),
-        active=_env_int(e, "AUTOPROF_ACTIVE", "active", DEFAULT_ACTIVE),
-        repeat=_env_int(e, "AUTOPROF_REPEAT", "repeat", DEFAULT_REPEAT),
-        background=parse_bool("AUTOPROF_BACKGROUND", e.get("AUTOPROF_BACKGROUND"), True),
-        noise_floor=_env_float(e, "AUTOPROF_NOISE_FLOOR", 0.01, MAX_NOISE_FLOOR, "a share of the window"),
+        record_shapes=parse_bool("AUTOPROF_RECORD_SHAPES", environ.get("AUTOPROF_RECORD_SHAPES"), True),
+        skip_first=_env_int(environ, "AUTOPROF_SKIP_FIRST", "skip_first", DEFAULT_SKIP_FIRST),
+        wait=_env_int(environ, "AUTOPROF_WAIT", "wait", DEFAULT_WAIT),
+        warmup=_env_int(environ, "AUTOPROF_WARMUP", "warmup", DEFAULT_WARMUP),
+        active=_env_int(environ, "AUTOPROF_ACTIVE", "active", DEFAULT_ACTIVE),
+        repeat=_env_int(environ, "AUTOPROF_REPEAT", "repeat", DEFAULT_REPEAT),
+        background=parse_bool("AUTOPROF_BACKGROUND", environ.get("AUTOPROF_BACKGROUND"), True),
+        noise_floor=_env_float(environ, "AUTOPROF_NOISE_FLOOR", 0.01, MAX_NOISE_FLOOR, "a share of the window"),
     )
 
 

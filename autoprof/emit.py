@@ -170,9 +170,9 @@ def _stderr_line(text: str) -> None:
 
 def reset_output() -> None:
     """Drop the cached output so the next record follows the current configuration."""
-    w = _out.pop("writer", None)
-    if isinstance(w, _LineWriter):
-        w.close()
+    writer = _out.pop("writer", None)
+    if isinstance(writer, _LineWriter):
+        writer.close()
     _out.pop("logger", None)
 
 
@@ -205,8 +205,8 @@ def _sanitize(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) 
 
 def build_record(event: str, level: str = "info", **fields: Any) -> dict[str, Any]:
     """The record as a dict (what the JSON line holds), without writing it."""
-    d: dict[str, Any] = {"event": event, **fields}
-    out = add_base_fields(None, level, d)
+    record: dict[str, Any] = {"event": event, **fields}
+    out = add_base_fields(None, level, record)
     return dict(_sanitize(None, level, out))
 
 
@@ -222,14 +222,14 @@ def emit(event: str, level: str = "info", **fields: Any) -> None:
         _fallback(event, e)
 
 
-def finding(f: Finding, **context: Any) -> None:
+def finding(found: Finding, **context: Any) -> None:
     """Write a finding's record (``autoprof.finding``), ``context`` first (target, window, source)."""
-    emit(FINDING_EVENT, record_level(f), **context, **f.to_record())
+    emit(FINDING_EVENT, record_level(found), **context, **found.to_record())
 
 
-def finding_record(f: Finding, **context: Any) -> dict[str, Any]:
+def finding_record(found: Finding, **context: Any) -> dict[str, Any]:
     """The record :func:`finding` writes, as a dict (the CLI's ``--json`` lines)."""
-    return build_record(FINDING_EVENT, record_level(f), **context, **f.to_record())
+    return build_record(FINDING_EVENT, record_level(found), **context, **found.to_record())
 
 
 def error(message: str, reason: str, exc: BaseException | None = None, **context: Any) -> None:

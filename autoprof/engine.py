@@ -74,8 +74,8 @@ def analyze_files(
     if config is None:
         config = SWITCH.config  # e.g. peaks set with autoprof.configure(peaks=...)
     results: list[FileResult] = []
-    for p in paths:
-        for f in chrome.iter_trace_inputs(p):
+    for path in paths:
+        for f in chrome.iter_trace_inputs(path):
             if isinstance(f, TraceError):
                 results.append(FileResult(f.path, error=str(f), exc=f))
                 continue
@@ -109,21 +109,25 @@ def analyze_files(
 def _cross_rank(results: list[FileResult]) -> None:
     """Per-rank traces of one job: the straggler and regime comparison, attached to the lowest rank's result
     (as the lowest profiled rank emits it live)."""
-    good = [r for r in results if r.error is None and r.step_ns]
-    by_rank = {r.rank: r for r in good}
+    good = [result for result in results if result.error is None and result.step_ns]
+    by_rank = {result.rank: result for result in good}
     if len(by_rank) < 2 or len(by_rank) != len(good):
         return  # not one job's per-rank traces (several files of one rank, or no steps)
     summaries = []
-    for rank, r in by_rank.items():
-        s = ranks.summary_from(rank, r.step_ns, r.findings)
-        if s:
-            summaries.append(s)
+    for rank, result in by_rank.items():
+        summary = ranks.summary_from(rank, result.step_ns, result.findings)
+        if summary:
+            summaries.append(summary)
     cross = ranks.check(summaries)
     by_rank[min(by_rank)].findings.extend(cross)
-    strag = next((f for f in cross if f.verdict == ranks.STRAGGLERS and f.evidence.get("method") == "collective_wait"), None)
+    strag = next(
+        (finding for finding in cross if finding.verdict == ranks.STRAGGLERS and finding.evidence.get("method") == "collective_wait"), None
+    )
     for rank in strag.evidence["waiting_ranks"] if strag else ():
-        r = by_rank[rank]
-        r.findings = [ranks.as_waiting(f, strag) if f.rule == ranks.RULE_COMM_SOURCE and strag else f for f in r.findings]
+        result = by_rank[rank]
+        result.findings = [
+            ranks.as_waiting(finding, strag) if finding.rule == ranks.RULE_COMM_SOURCE and strag else finding for finding in result.findings
+        ]
 
 
 def analyze(
@@ -138,8 +142,8 @@ def analyze(
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[Finding] = []
-    for r in analyze_files(paths, config, workers=workers):
-        if r.exc is not None:
-            raise r.exc
-        out.extend(r.findings)
+    for result in analyze_files(paths, config, workers=workers):
+        if result.exc is not None:
+            raise result.exc
+        out.extend(result.findings)
     return out

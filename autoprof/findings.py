@@ -42,22 +42,22 @@ class Finding:
         return to_record(self)
 
 
-def to_record(f: Finding) -> dict[str, Any]:
+def to_record(finding: Finding) -> dict[str, Any]:
     """The fields a finding adds to an ``autoprof.finding`` record."""
     return {
-        "rule": f.rule,
-        "verdict": f.verdict,
-        "severity": f.severity,
-        "message": f.message,
-        "advice": f.advice,
-        "evidence": dict(f.evidence),
-        "subjects": list(f.subjects),
+        "rule": finding.rule,
+        "verdict": finding.verdict,
+        "severity": finding.severity,
+        "message": finding.message,
+        "advice": finding.advice,
+        "evidence": dict(finding.evidence),
+        "subjects": list(finding.subjects),
     }
 
 
-def record_level(f: Finding) -> str:
+def record_level(finding: Finding) -> str:
     """The log level of a finding's record: ``info`` for information, ``warning`` for warnings and critical ones."""
-    return "info" if f.severity == "info" else "warning"
+    return "info" if finding.severity == "info" else "warning"
 
 
 def severity_rank(level: str) -> int:

@@ -50,18 +50,18 @@ def _internal_error(where: str, target: str | None, e: BaseException) -> None:
     _emit.error(f"{where}: {e}", "internal", e, target=target, window=None)
 
 
-def _close_rf(rf: Any) -> None:
+def _close_rf(annotation: Any) -> None:
     """Exit a record_function; never raises an Exception (an annotation that was never entered is skipped)."""
     try:
-        rf.__exit__(None, None, None)
+        annotation.__exit__(None, None, None)
     except Exception:
         pass
 
 
-def _close_all(rfs: list[Any]) -> None:
+def _close_all(annotations: list[Any]) -> None:
     """Exit the annotations of a list, innermost (last) first, emptying it."""
-    while rfs:
-        _close_rf(rfs.pop())
+    while annotations:
+        _close_rf(annotations.pop())
 
 
 class _Step:
@@ -72,23 +72,23 @@ class _Step:
     undoes what it did: every annotation it entered is exited, and a window it belongs to is dropped.
     """
 
-    __slots__ = ("advance", "last", "recording", "rf", "step", "t", "win")
+    __slots__ = ("advance", "annotations", "last", "recording", "step", "target", "window")
 
-    def __init__(self, t: Target) -> None:
-        self.t = t
-        self.rf: list[Any] = []
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.annotations: list[Any] = []
         self.advance = True
         self.last = False
         self.recording = False
-        self.win: Window | None = None
-        self.step = t.calls
-        stale, t.current = t.current, self
+        self.window: Window | None = None
+        self.step = target.calls
+        stale, target.current = target.current, self
         if stale is not None:  # a step whose end an interrupt skipped (it landed as a function was entered)
             stale.finish(-1)  # exit its annotations, drop its window, rewind its cycle
-        if t.rewind:  # the window of this cycle was dropped: start the cycle's warmup again
-            t.rewind = False
-            t.pos = t.schedule.warmup_start(t.pos)
-        place = t.schedule.place(t.pos)
+        if target.rewind:  # the window of this cycle was dropped: start the cycle's warmup again
+            target.rewind = False
+            target.pos = target.schedule.warmup_start(target.pos)
+        place = target.schedule.place(target.pos)
         if place.phase in (Phase.DONE, Phase.WAIT):
             self._unprofiled(place.phase)
         else:
@@ -96,68 +96,68 @@ class _Step:
 
     def _unprofiled(self, phase: Phase) -> None:
         """A call outside any window: no window may stay open for it; annotated for a user's profiler."""
-        t = self.t
+        target = self.target
         if phase == Phase.DONE:
-            t.done = True
-        w = SESSION.window
-        if w is not None and w.target is t:  # a window whose close an interrupt skipped: none is open now
-            SESSION.drop(t)
+            target.done = True
+        window = SESSION.window
+        if window is not None and window.target is target:  # a window whose close an interrupt skipped: none is open now
+            SESSION.drop(target)
         if _ap._is_profiler_enabled:
-            self.annotate(t.name)
+            self.annotate(target.name)
 
     def _profiled(self, place: Place) -> None:
         """A warmup or active call: open the window (or find it open), start recording at the first active
         step; deferred to its cycle's warmup when the window cannot open or start."""
-        t = self.t
-        self.win = SESSION.open(t, SWITCH.config)
-        if self.win is None:
+        target = self.target
+        self.window = SESSION.open(target, SWITCH.config)
+        if self.window is None:
             self._defer()
         elif place.phase == Phase.ACTIVE:
-            if SESSION.start(t) is None:
-                self.win = None
+            if SESSION.start(target) is None:
+                self.window = None
                 self._defer()
             else:
                 self.last = place.last
                 self.recording = True
                 self.annotate(f"ProfilerStep#{self.step}")
-                self.annotate(t.name)
+                self.annotate(target.name)
                 return
         if _ap._is_profiler_enabled:
             # someone else's profiler records: annotate the call so it lands in that profile
-            self.annotate(t.name)
+            self.annotate(target.name)
 
     def annotate(self, name: str) -> None:
-        rf = _record_function(name)
-        self.rf.append(rf)  # listed before it is entered: an interrupted enter is still exited (or skipped)
-        rf.__enter__()  # type: ignore[no-untyped-call]
+        annotation = _record_function(name)
+        self.annotations.append(annotation)  # listed before it is entered: an interrupted enter is still exited (or skipped)
+        annotation.__enter__()  # type: ignore[no-untyped-call]
 
     def _defer(self) -> None:
         # Back to the start of this cycle's warmup: a window is all of its steps or nothing.
-        self.t.pos = self.t.schedule.warmup_start(self.t.pos)
+        self.target.pos = self.target.schedule.warmup_start(self.target.pos)
         self.advance = False
 
     def finish(self, wall_ns: int) -> None:
         """After the call. ``wall_ns`` < 0: the user's function never ran (autoprof was interrupted first)."""
-        t = self.t
+        target = self.target
         try:
-            _close_all(self.rf)
+            _close_all(self.annotations)
         finally:
-            win = self.win
-            if win is not None and (wall_ns < 0 or win.dropped):
+            window = self.window
+            if window is not None and (wall_ns < 0 or window.dropped):
                 # An interrupted step of a window, or a window given up meanwhile (a user's profiler
                 # started): drop the window, and record this cycle again from its warmup.
-                t.rewind = True
-                SESSION.drop(t)
+                target.rewind = True
+                SESSION.drop(target)
             elif wall_ns < 0:
                 pass  # interrupted before the call ran, outside any window: it is not a step
             else:
-                if self.recording and win is not None:
-                    win.steps.append(self.step)
-                    win.walls.append(wall_ns)
+                if self.recording and window is not None:
+                    window.steps.append(self.step)
+                    window.walls.append(wall_ns)
                 if self.advance:
-                    t.pos += 1
+                    target.pos += 1
                 if self.last:
-                    SESSION.close(t, SWITCH.config)
+                    SESSION.close(target, SWITCH.config)
 
 
 class _Instrument:
@@ -169,10 +169,10 @@ class _Instrument:
         self.target: Target | None = None
 
     def get_target(self) -> Target:
-        t = self.target
-        if t is None:
-            t = self.target = SESSION.target(self.name, self._schedule())
-        return t
+        target = self.target
+        if target is None:
+            target = self.target = SESSION.target(self.name, self._schedule())
+        return target
 
     def _schedule(self) -> Schedule:
         """This callable's options over the configured defaults (read when its first call happens)."""
@@ -184,23 +184,23 @@ class _Instrument:
         is appended to ``calls``. Sets the depth first: the wrapper's ``finally`` resets it."""
         _tls.d = 1
         try:
-            t = self.target or self.get_target()
+            target = self.target or self.get_target()
             me = _get_ident()
-            if t.owner != me:
-                if t.owner is None:
-                    with t.lock:
-                        if t.owner is None:
-                            t.owner = me
-                if t.owner != me:
+            if target.owner != me:
+                if target.owner is None:
+                    with target.lock:
+                        if target.owner is None:
+                            target.owner = me
+                if target.owner != me:
                     # another thread's call: not a step, annotated while recording; its nested calls are
                     # annotations too (the depth is set), never targets of their own
                     if _ap._is_profiler_enabled:
-                        rf = _record_function(self.name)
-                        calls.append(rf)
-                        rf.__enter__()  # type: ignore[no-untyped-call]
+                        annotation = _record_function(self.name)
+                        calls.append(annotation)
+                        annotation.__enter__()  # type: ignore[no-untyped-call]
                     return FOREIGN
-            if not (t.done and not _ap._is_profiler_enabled):
-                _Step(t)
+            if not (target.done and not _ap._is_profiler_enabled):
+                _Step(target)
             return OWNER
         except Exception as e:
             # Give this target up (one error record, then only the idle path) rather than fail every call.
@@ -212,8 +212,8 @@ class _Instrument:
     def interrupted_mode(self) -> Mode:
         """The mode of a call whose :meth:`begin` was interrupted before it returned: OWNER where it had
         registered a step on this thread (so that :meth:`end` undoes it), else FOREIGN (reset the depth)."""
-        t = self.target
-        return OWNER if t is not None and t.owner == _get_ident() and t.current is not None else FOREIGN
+        target = self.target
+        return OWNER if target is not None and target.owner == _get_ident() and target.current is not None else FOREIGN
 
     def end(self, mode: Mode, calls: list[Any], t0: int) -> None:
         """Leave an outermost call entered with :meth:`begin`: ``mode`` is what it returned (PLAIN: it was
@@ -239,23 +239,23 @@ class _Instrument:
         try:
             _close_all(calls)
         finally:
-            t = self.target
-            if mode == OWNER and t is not None:
-                step = t.current
-                t.current = None
+            target = self.target
+            if mode == OWNER and target is not None:
+                step = target.current
+                target.current = None
                 if wall_ns >= 0:
-                    t.account(wall_ns)
+                    target.account(wall_ns)
                 if step is not None:
                     step.finish(wall_ns)
 
 
-def _give_up(t: Target) -> None:
-    t.done = True
-    step, t.current = t.current, None
+def _give_up(target: Target) -> None:
+    target.done = True
+    step, target.current = target.current, None
     if step is not None:  # a step that failed half-way: exit what it entered
-        _close_all(step.rf)
+        _close_all(step.annotations)
     try:
-        SESSION.drop(t)
+        SESSION.drop(target)
     except Exception:
         pass
 
@@ -504,27 +504,27 @@ class section:  # noqa: N801 - used like a function: ``with autoprof.section("at
         try:
             if _ap._is_profiler_enabled and SWITCH.enabled:
                 SECTIONS_SEEN.add(self.name)
-                rf = stack[-1] = _record_function(self.name)
+                annotation = stack[-1] = _record_function(self.name)
                 try:
-                    rf.__enter__()  # type: ignore[no-untyped-call]
+                    annotation.__enter__()  # type: ignore[no-untyped-call]
                 except Exception as e:
                     stack[-1] = None
                     _internal_error("section enter", self.name, e)
             return self
         except BaseException:  # interrupted: ``with`` will not call __exit__, so undo the push here
             if stack:
-                rf = stack.pop()
-                if rf is not None:
-                    _close_rf(rf)
+                annotation = stack.pop()
+                if annotation is not None:
+                    _close_rf(annotation)
             raise
 
     def __exit__(self, *exc: Any) -> None:
         if _is_compiling():
             return
         stack = getattr(_tls, "sections", None)
-        rf = stack.pop() if stack else None
-        if rf is not None:
-            _close_rf(rf)
+        annotation = stack.pop() if stack else None
+        if annotation is not None:
+            _close_rf(annotation)
 
     def __call__(self, func: F) -> F:
         sec = self

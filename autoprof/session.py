@@ -132,24 +132,24 @@ class Session:
     def target(self, name: str, schedule: Schedule) -> Target:
         """The target called ``name`` (created with ``schedule`` on its first call)."""
         with self.lock:
-            t = self.targets.get(name)
-            if t is None:
-                t = self.targets[name] = Target(name, schedule)
+            target = self.targets.get(name)
+            if target is None:
+                target = self.targets[name] = Target(name, schedule)
                 chosen = SWITCH.config.ranks
                 if chosen is not None and _emit.dist_info()[0] not in chosen:
-                    t.done = True  # a rank not chosen: only the idle path, never a window
-            return t
+                    target.done = True  # a rank not chosen: only the idle path, never a window
+            return target
 
     # -- window lifecycle (owner thread) -----------------------------------------------------------
-    def open(self, t: Target, cfg: Config) -> Window | None:
+    def open(self, target: Target, cfg: Config) -> Window | None:
         """Open a window for ``t`` (prepare the profiler), or find it open; None: deferred (another target's
         window, or a foreign profiler records)."""
         with self.lock:
             if self.window is not None:
-                return self.window if self.window.target is t else None
+                return self.window if self.window.target is target else None
             self._heal()
             if profiler_recording():
-                self._foreign(t)
+                self._foreign(target)
                 return None
             from torch.profiler import ProfilerActivity, profile
 
@@ -177,71 +177,71 @@ class Session:
                     pass
             finally:
                 self._own.active = False
-            w = self.window = Window(t, prof, cpu_peaks)
-            return w
+            window = self.window = Window(target, prof, cpu_peaks)
+            return window
 
-    def start(self, t: Target) -> Window | None:
+    def start(self, target: Target) -> Window | None:
         """Start recording (first active step); the window. None when a foreign profiler took over meanwhile."""
         with self.lock:
-            w = self.window
-            if w is None or w.target is not t:
+            window = self.window
+            if window is None or window.target is not target:
                 return None
-            if w.started:
-                return w
+            if window.started:
+                return window
             if profiler_recording():
-                self._abandon(t)
+                self._abandon(target)
                 return None
-            w.started = True  # first: a stop is owed from here on, even if an interrupt lands inside start_trace
+            window.started = True  # first: a stop is owed from here on, even if an interrupt lands inside start_trace
             self._own.active = True
             try:
-                w.prof.start_trace()
+                window.prof.start_trace()
             finally:
                 self._own.active = False
             try:  # name the target inside the trace, so the offline analysis reads it as the live one did
-                w.prof.add_metadata_json("autoprof_target", json.dumps(t.name))
-                peaks = w.cpu_peaks
+                window.prof.add_metadata_json("autoprof_target", json.dumps(target.name))
+                peaks = window.cpu_peaks
                 if peaks:
-                    w.prof.add_metadata_json("autoprof_cpu_peak_flops", json.dumps(peaks.flops))
-                    w.prof.add_metadata_json("autoprof_cpu_peak_bytes_per_s", json.dumps(peaks.bytes_per_s))
-                    w.prof.add_metadata_json("autoprof_cpu_peak_spread_ratio", json.dumps(round(peaks.spread, 4)))
+                    window.prof.add_metadata_json("autoprof_cpu_peak_flops", json.dumps(peaks.flops))
+                    window.prof.add_metadata_json("autoprof_cpu_peak_bytes_per_s", json.dumps(peaks.bytes_per_s))
+                    window.prof.add_metadata_json("autoprof_cpu_peak_spread_ratio", json.dumps(round(peaks.spread, 4)))
             except Exception:
                 pass
-            return w
+            return window
 
-    def close(self, t: Target, cfg: Config) -> None:
+    def close(self, target: Target, cfg: Config) -> None:
         """Stop the profiler at the end of the window's last step and hand the window to the worker."""
         started = time.perf_counter_ns()
         with self.lock:
-            w = self.window
-            if w is None or w.target is not t:
+            window = self.window
+            if window is None or window.target is not target:
                 return
             self.window = None  # over, stopped or not
             sections = sorted(SECTIONS_SEEN)
-            if not self._stop(w, t, sections):
+            if not self._stop(window, target, sections):
                 return
-        window = t.window
-        t.window += 1
+        index = target.window
+        target.window += 1
         # The raw events are built here, on the training thread: kineto holds the GIL while it builds them (~2 µs
         # an event), so in the background it would stall the next steps anyway, at an unpredictable place; here it
         # is one known cost, reported as stall_ms. The paced background analysis then only reads Python objects.
         try:
-            events = w.prof.profiler.kineto_results.events()
+            events = window.prof.profiler.kineto_results.events()
         except Exception as e:
-            _emit.error(f"reading the window failed: {e}", "profiler", e, target=t.name, window=window)
+            _emit.error(f"reading the window failed: {e}", "profiler", e, target=target.name, window=index)
             return
         job = _window.ClosedWindow(
-            target=t.name,
-            window=window,
+            target=target.name,
+            window=index,
             config=cfg,
-            steps=w.steps,
-            walls=w.walls,
-            calls=t.calls,
-            first_call_ns=t.first_call_ns,
-            steady_ns=t.steady_ns(),
+            steps=window.steps,
+            walls=window.walls,
+            calls=target.calls,
+            first_call_ns=target.first_call_ns,
+            steady_ns=target.steady_ns(),
             stall_ns=time.perf_counter_ns() - started,  # what the calling thread pays when work runs in the background
-            cpu_peaks=w.cpu_peaks,
+            cpu_peaks=window.cpu_peaks,
             sections=sections,
-            prof=w.prof,
+            prof=window.prof,
             events=events,
         )
         if cfg.background:
@@ -249,18 +249,18 @@ class Session:
         else:
             _window.run(job)
 
-    def _stop(self, w: Window, t: Target, sections: list[str]) -> bool:
+    def _stop(self, window: Window, target: Target, sections: list[str]) -> bool:
         """Name the sections seen in ``w``'s trace and stop its profiler; False (reported) if it would not stop."""
         try:
             if sections:
-                w.prof.add_metadata_json("autoprof_sections", json.dumps(sections))
+                window.prof.add_metadata_json("autoprof_sections", json.dumps(sections))
         except Exception:
             pass
         try:
-            w.prof.stop_trace()
+            window.prof.stop_trace()
         except Exception as e:
             self._heal()
-            _emit.error(f"profiler stop failed: {e}", "profiler", e, target=t.name, window=t.window)
+            _emit.error(f"profiler stop failed: {e}", "profiler", e, target=target.name, window=target.window)
             return False
         except BaseException:  # interrupted: if it still records, stop it before the interrupt goes on
             self._heal()
@@ -268,19 +268,19 @@ class Session:
         self._live = None
         return True
 
-    def drop(self, t: Target) -> None:
+    def drop(self, target: Target) -> None:
         """Discard ``t``'s window without analysing it (an internal failure, an interrupted step, a user's
         profiler): no profiler left running."""
         with self.lock:
-            w = self.window
-            if w is None or w.target is not t:
+            window = self.window
+            if window is None or window.target is not target:
                 return
-            self._discard(w)
+            self._discard(window)
 
-    def _discard(self, w: Window) -> None:
-        w.dropped = True
+    def _discard(self, window: Window) -> None:
+        window.dropped = True
         self.window = None
-        _stop_quietly(w.prof)
+        _stop_quietly(window.prof)
         self._live = None
 
     def _heal(self) -> None:
@@ -297,41 +297,41 @@ class Session:
         if getattr(self._own, "active", False):
             return
         with self.lock:
-            w = self.window
-            if w is None:
+            window = self.window
+            if window is None:
                 return
-            self._discard(w)
-            t = w.target
-            if t.current is None:  # between steps: this cycle starts again at its warmup (in a step: its finish)
-                t.pos = t.schedule.warmup_start(t.pos)
-            if not t.warned_yield:
-                t.warned_yield = True
-                t.warned_foreign = True  # one warning for this: the deferrals while your profiler records say nothing
+            self._discard(window)
+            target = window.target
+            if target.current is None:  # between steps: this cycle starts again at its warmup (in a step: its finish)
+                target.pos = target.schedule.warmup_start(target.pos)
+            if not target.warned_yield:
+                target.warned_yield = True
+                target.warned_foreign = True  # one warning for this: the deferrals while your profiler records say nothing
                 _emit.warning(
                     "a torch.profiler of yours started while autoprof's window recorded: autoprof ended and dropped "
                     "its window so that your profile keeps its events, and records this cycle again once your "
                     "profiler is done",
                     "foreign_profiler",
-                    target=t.name,
-                    window=t.window,
+                    target=target.name,
+                    window=target.window,
                 )
 
-    def _foreign(self, t: Target) -> None:
-        if not t.warned_foreign:
-            t.warned_foreign = True
+    def _foreign(self, target: Target) -> None:
+        if not target.warned_foreign:
+            target.warned_foreign = True
             _emit.warning(
                 "another torch.profiler is recording: autoprof does not start its own window (a second profiler "
                 "would silently wipe the first); its annotations land in your profile",
                 "foreign_profiler",
-                target=t.name,
-                window=t.window,
+                target=target.name,
+                window=target.window,
             )
 
-    def _abandon(self, t: Target) -> None:
-        w = self.window
-        if w is not None:
-            self._discard(w)
-        self._foreign(t)
+    def _abandon(self, target: Target) -> None:
+        window = self.window
+        if window is not None:
+            self._discard(window)
+        self._foreign(target)
 
     # -- worker ------------------------------------------------------------------------------------
     def _submit(self, fn: Callable[[], None]) -> None:
@@ -373,9 +373,9 @@ class Session:
     def shutdown(self) -> None:
         """At exit: stop a window still recording (no profiler left running) and drain the worker."""
         with self.lock:
-            w = self.window
-            if w is not None:
-                self._discard(w)
+            window = self.window
+            if window is not None:
+                self._discard(window)
             self._heal()
         self.flush(timeout=30.0)
 

@@ -114,15 +114,15 @@ def percent(part: float, whole: float) -> str:
     """A share for a message: whole percents, and "<1%" rather than "0%" for a share that is not zero."""
     if whole <= 0:
         return "0%"
-    r = part / whole
-    return "<1%" if 0 < r < 0.005 else f"{r:.0%}"
+    ratio = part / whole
+    return "<1%" if 0 < ratio < 0.005 else f"{ratio:.0%}"
 
 
 def steps_ns(trace: Trace, win: View) -> int:
     """The steps' typical time, the median step times their number (what a share "of the steps" is of; one step
     slowed by a collector pause or a preemption does not sway it); the host window without steps."""
     if trace.steps:
-        typical = int(statistics.median(s.dur_ns for s in trace.steps)) * len(trace.steps)
+        typical = int(statistics.median(step.dur_ns for step in trace.steps)) * len(trace.steps)
         if typical > 0:
             return typical
     return int(win.host_window_ns)
@@ -249,7 +249,7 @@ def _blocked_by_call(trace: Trace) -> dict[str, int]:
 
 def op_self_ns(trace: Trace, win: View) -> int:
     """Self time of the ops in the window: where op math runs (compile wrappers excluded)."""
-    wrappers = {nid for nid, n in enumerate(trace.names) if n.startswith(COMPILE_WRAPPER_PREFIXES)}
+    wrappers = {nid for nid, name in enumerate(trace.names) if name.startswith(COMPILE_WRAPPER_PREFIXES)}
     return sum(
         self_ns
         for self_ns, code, inside, nid in zip(trace.h_self, trace.h_cat, win.host_in, trace.h_name)
@@ -258,8 +258,8 @@ def op_self_ns(trace: Trace, win: View) -> int:
 
 
 def shape_of(trace: Trace, i: int) -> tuple[list[Any], list[Any]]:
-    s = trace.shapes.get(i)
-    if not s:
+    shapes = trace.shapes.get(i)
+    if not shapes:
         return [], []
-    dims, types = s
+    dims, types = shapes
     return (dims if isinstance(dims, list) else []), (types if isinstance(types, list) else [])

@@ -113,8 +113,8 @@ def op_work(name: str, dims: list[Any], types: list[Any] | None) -> tuple[float,
     esize = ts[0][1]
     read = sum(prod(d) * s for d, s in ts)
     if name in MATMULS:
-        f = matmul_flops(name, dims)
-        if not f:
+        flops = matmul_flops(name, dims)
+        if not flops:
             return None
         if name in ("aten::mm", "aten::bmm"):
             out = matmul_out_shape(dims[0], dims[1])
@@ -126,7 +126,7 @@ def op_work(name: str, dims: list[Any], types: list[Any] | None) -> tuple[float,
             out = list(dims[0][:-1]) + [dims[1][0]] if len(dims) > 1 and dims[1] else None
         if out is None:
             return None
-        return float(f), float(read + prod(out) * esize)
+        return float(flops), float(read + prod(out) * esize)
     if name.startswith(ATTENTION):
         if len(ts) < 3 or len(ts[0][0]) < 2:
             return None
@@ -156,13 +156,13 @@ class WorkCache:
     def get(self, nid: int, name: str, dims: list[Any], types: list[Any] | None) -> tuple[tuple[float, float] | None, str | None, str]:
         """(work or None, dtype key, shapes as text)."""
         entries = self._by_name.setdefault(nid, [])
-        for d, t, w, dk, text in entries:
+        for d, t, work, dk, text in entries:
             if d == dims and t == types:
-                return w, dk, text
-        w = op_work(name, dims, types) if dims else None
+                return work, dk, text
+        work = op_work(name, dims, types) if dims else None
         dk = dtype_key(types)
         text = str(dims)
-        entries.append((dims, types, w, dk, text))
+        entries.append((dims, types, work, dk, text))
         if len(entries) > 8:
             del entries[0]
-        return w, dk, text
+        return work, dk, text

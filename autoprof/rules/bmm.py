@@ -21,13 +21,13 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     hits: list[int] = []
     for i in trace.host_named([bmm]):
         if win.host_in[i]:
-            p = trace.h_parent[i]
-            if p >= 0 and trace.h_name[p] == mm:
-                hits.append(p)
+            parent = trace.h_parent[i]
+            if parent >= 0 and trace.h_name[parent] == mm:
+                hits.append(parent)
     if not hits:
         return []
-    t = sum(trace.h_dur[i] for i in hits)
-    if t < noise_floor(config) * steps_ns(trace, win):
+    spent = sum(trace.h_dur[i] for i in hits)
+    if spent < noise_floor(config) * steps_ns(trace, win):
         return []
     shapes = sorted({str(shape_of(trace, i)[0]) for i in hits if trace.shapes.get(i)})[:5]
     return [
@@ -38,7 +38,12 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
             f"{len(hits)} aten::matmul calls on 3-D+ inputs run as aten::bmm (batched matmul)",
             "Expected for batched inputs; if the batch dims are only a reshape of 2-D data, a single "
             "2-D mm on the flattened input can be faster.",
-            {"bmm_count": len(hits), "bmm_time_us": us(t), "bmm_time_share": share(t, steps_ns(trace, win)), "input_shapes": shapes},
+            {
+                "bmm_count": len(hits),
+                "bmm_time_us": us(spent),
+                "bmm_time_share": share(spent, steps_ns(trace, win)),
+                "input_shapes": shapes,
+            },
             ("aten::matmul -> aten::bmm",),
         )
     ]

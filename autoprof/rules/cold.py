@@ -29,7 +29,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     steps = trace.steps
     if len(steps) < 3:
         return []
-    rest = statistics.median(s.dur_ns for s in steps[1:])
+    rest = statistics.median(step.dur_ns for step in steps[1:])
     d = steps[0].dur_ns
     if rest > 0 and d >= COLD_RATIO * rest and d - rest >= MIN_EXTRA_NS:
         where = "the program's first step" if steps[0].number <= 1 else f"the first recorded step (#{steps[0].number})"

@@ -29,7 +29,7 @@ def collective_kind(kernel: str) -> str:
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     win = view(trace)
-    nccl = {nid for nid, n in enumerate(trace.names) if "nccl" in n.lower()}
+    nccl = {nid for nid, name in enumerate(trace.names) if "nccl" in name.lower()}
     comm: list[tuple[int, int]] = []
     compute: list[tuple[int, int]] = []
     by_kind: dict[str, int] = {}
@@ -65,7 +65,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
                 "exposed_comm_share": share(exposed, comm_t),
                 "exposed_window_share": share(exposed, window),
                 "rank": trace.rank,
-                "collectives_us": {k: us(n) for k, n in sorted(by_kind.items(), key=lambda item: -item[1])},
+                "collectives_us": {k: us(name) for k, name in sorted(by_kind.items(), key=lambda item: -item[1])},
             },
             tuple(sorted({trace.names[nid].split("(")[0][:60] for nid in kernel_ids & nccl})[:4]),
         )

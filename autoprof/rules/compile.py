@@ -91,9 +91,9 @@ def _gather(trace: Trace) -> _Seen:
     region_ids: dict[int, tuple[int, int]] = {}
     work_ids: set[int] = set()
     for nid, name in enumerate(trace.names):
-        m = _REGION.match(name)
-        if m:
-            region_ids[nid] = (int(m.group(1)), int(m.group(2)))
+        match = _REGION.match(name)
+        if match:
+            region_ids[nid] = (int(match.group(1)), int(match.group(2)))
         elif name.startswith(_COMPILE_WORK):
             work_ids.add(nid)
     if not region_ids and not work_ids:

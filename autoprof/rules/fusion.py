@@ -93,7 +93,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     separate_add = sum(trace.h_dur[j] for _, j in found.pairs)  # roughly what one fused GEMM saves
     if found.pairs and separate_add >= noise_floor(config) * window:  # below the floor: a finding about nothing
         findings.append(_unfused(trace, found, window, separate_add))
-    compiled_ids = {nid for nid, n in enumerate(trace.names) if n.startswith(_COMPILED_MARKERS)}
+    compiled_ids = {nid for nid, name in enumerate(trace.names) if name.startswith(_COMPILED_MARKERS)}
     compiled = [i for i in found.addmm if has_ancestor(trace, i, compiled_ids)]
     if compiled:
         findings.append(_compiled_addmm(trace, compiled))
@@ -104,13 +104,13 @@ class _Ids:
     """Interned ids of the names the pairing reads (-1: absent from the trace)."""
 
     def __init__(self, trace: Trace) -> None:
-        self.producers = {trace.name_id(n) for n in _PRODUCERS} - {-1}
-        self.consumers = {trace.name_id(n) for n in _CONSUMERS} - {-1}
-        self.views = {trace.name_id(n) for n in _VIEW_OPS} - {-1}
+        self.producers = {trace.name_id(name) for name in _PRODUCERS} - {-1}
+        self.consumers = {trace.name_id(name) for name in _CONSUMERS} - {-1}
+        self.views = {trace.name_id(name) for name in _VIEW_OPS} - {-1}
         self.addmm = trace.name_id("aten::addmm")
         self.matmul = trace.name_id("aten::matmul")
         self.linear = trace.name_id("aten::linear")
-        self.backward = {nid for nid, n in enumerate(trace.names) if "Backward" in n or n.startswith("autograd::engine")}
+        self.backward = {nid for nid, name in enumerate(trace.names) if "Backward" in name or name.startswith("autograd::engine")}
 
 
 def _gather(trace: Trace) -> _Pairs:
@@ -228,7 +228,7 @@ def _compiled_addmm(trace: Trace, compiled: list[int]) -> Finding:
                 k = cats.index(GPU_MEMCPY)
                 if "DtoD" in names[k] and KERNEL in cats[k + 1 :]:
                     seeded += 1
-                    subjects.update(n for n, c in zip(names, cats) if c == KERNEL)
+                    subjects.update(name for name, c in zip(names, cats) if c == KERNEL)
         evidence["dtod_seeded_count"] = seeded
         msg = f"compiled addmm: {len(compiled)} calls fused at the dispatcher level" + (
             f"; {seeded} seed the output with the bias by a Memcpy DtoD, then run one GEMM kernel with a bias epilogue" if seeded else ""

@@ -67,13 +67,13 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     kernel_of = {h: d for d, (h, c) in enumerate(zip(trace.d_launch_host, trace.d_cat)) if h >= 0 and c == KERNEL_CODE}
     if not kernel_of:
         return []
-    queries = trace.host_named([nid for nid, n in enumerate(trace.names) if n.startswith(OCCUPANCY_PREFIX)])
+    queries = trace.host_named([nid for nid, launches in enumerate(trace.names) if launches.startswith(OCCUPANCY_PREFIX)])
     if not queries:
         return []
     queried, unqueried = _pair_queries(trace, queries, kernel_of)
     if not queried:
         return []
-    n = sum(queried.values())
+    launches = sum(queried.values())
     heavy = sum(c for k, c in queried.items() if is_heavy(k))
     top = [k for k, _ in queried.most_common(8)]
     return [
@@ -81,13 +81,13 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
             RULE,
             HEAVYWEIGHT,
             "info",
-            f"{n} launches are preceded by an occupancy query ({heavy} of them GEMM/conv kernels): " + ", ".join(top[:4]),
+            f"{launches} launches are preceded by an occupancy query ({heavy} of them GEMM/conv kernels): " + ", ".join(top[:4]),
             "These are library GEMM/conv kernels; the query itself costs ~1 µs of host time per launch, "
             "a reason to prefer fewer, larger GEMMs (or CUDA graphs) when overhead-bound.",
             {
-                "queried_launch_count": n,
+                "queried_launch_count": launches,
                 "gemm_conv_count": heavy,
-                "gemm_conv_share": round(heavy / n, 4),
+                "gemm_conv_share": round(heavy / launches, 4),
                 "unqueried_launch_count": unqueried,
                 "kernels_count": dict(queried.most_common(8)),
             },

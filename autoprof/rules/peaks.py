@@ -121,9 +121,9 @@ GPU_PEAKS: tuple[Peak, ...] = (
 def gpu_peak(device_name: str | None) -> Peak | None:
     if not device_name:
         return None
-    for p in GPU_PEAKS:
-        if all(m in device_name for m in p.match):
-            return p
+    for peak in GPU_PEAKS:
+        if all(m in device_name for m in peak.match):
+            return peak
     return None
 
 
@@ -131,17 +131,17 @@ def peak_for(trace_device_properties: list[dict[str, Any]], metadata: dict[str, 
     """The peaks that apply: the config override, else the GPU table, else the CPU calibration."""
     override = config.peaks if config is not None else None
     if isinstance(override, dict) and override.get("flops_per_s") and override.get("bytes_per_s"):
-        f = float(override["flops_per_s"])
+        flops = float(override["flops_per_s"])
         return Peak(
             "configured",
-            {"fp32": f, "tf32": f, "fp16": f, "bf16": f, "fp8": f, "fp64": f},
+            {"fp32": flops, "tf32": flops, "fp16": flops, "bf16": flops, "fp8": flops, "fp64": flops},
             float(override["bytes_per_s"]),
             "autoprof.configure(peaks=...)",
         )
     for props in trace_device_properties:
-        p = gpu_peak(str(props.get("name", "")))
-        if p:
-            return p
+        peak = gpu_peak(str(props.get("name", "")))
+        if peak:
+            return peak
     cf, cb = metadata.get("cpu_peak_flops"), metadata.get("cpu_peak_bytes_per_s")
     if isinstance(cf, (int, float)) and isinstance(cb, (int, float)) and cf > 0 and cb > 0:
         cf = float(cf)
