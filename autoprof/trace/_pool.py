@@ -168,26 +168,26 @@ class Pool:
             w.outstanding -= 1
             self.cv.notify_all()
 
-    def _died(self, w: _Worker) -> None:
+    def _died(self, worker: _Worker) -> None:
         with self.cv:
-            w.dead = True
+            worker.dead = True
             self.cv.notify_all()
 
     def close(self) -> None:
         """Stop every worker (batches not yet sent are dropped: the load is over or failed) and reap it."""
-        for w in self.workers:
-            w.dead = True
+        for worker in self.workers:
+            worker.dead = True
             while True:
                 try:
-                    w.q.get_nowait()
+                    worker.q.get_nowait()
                 except queue.Empty:
                     break
-            w.q.put(None)
-        for w in self.workers:
+            worker.q.put(None)
+        for worker in self.workers:
             try:
-                w.proc.wait(timeout=5)
+                worker.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                w.proc.kill()
-                w.proc.wait()
-            w.writer.join(timeout=5)
-            w.reader.join(timeout=5)
+                worker.proc.kill()
+                worker.proc.wait()
+            worker.writer.join(timeout=5)
+            worker.reader.join(timeout=5)

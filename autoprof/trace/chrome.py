@@ -58,18 +58,20 @@ DEFAULT_SIZES = ReadSizes()
 _int = untrusted_int  # every integer read from a file goes through the untrusted-value reader
 
 
-def _apply_metadata(b: TraceBuilder, doc: dict[str, Any]) -> None:
+def _apply_metadata(builder: TraceBuilder, doc: dict[str, Any]) -> None:
     dist = doc.get("distributedInfo")
     if isinstance(dist, dict):
-        b.rank = max(_int(dist.get("rank"), 0), 0)
-        b.world_size = max(_int(dist.get("world_size"), 1), 1)
+        builder.rank = max(_int(dist.get("rank"), 0), 0)
+        builder.world_size = max(_int(dist.get("world_size"), 1), 1)
     sections = doc.get("autoprof_sections")  # the sections a window kept by autoprof used
     if isinstance(sections, list):
-        b.metadata["sections"] = [n for n in sections[:10_000] if isinstance(n, str)]
+        builder.metadata["sections"] = [n for n in sections[:10_000] if isinstance(n, str)]
     props = doc.get("deviceProperties")
     if isinstance(props, list):
-        b.device_properties = [p for p in props if isinstance(p, dict)]
-    b.metadata.update({k: v for k, v in doc.items() if k not in ("traceEvents", "deviceProperties") and not isinstance(v, (list, dict))})
+        builder.device_properties = [p for p in props if isinstance(p, dict)]
+    builder.metadata.update(
+        {k: v for k, v in doc.items() if k not in ("traceEvents", "deviceProperties") and not isinstance(v, (list, dict))}
+    )
     for key, meta_key in (
         ("autoprof_cpu_peak_flops", "cpu_peak_flops"),
         ("autoprof_cpu_peak_bytes_per_s", "cpu_peak_bytes_per_s"),
@@ -82,7 +84,7 @@ def _apply_metadata(b: TraceBuilder, doc: dict[str, Any]) -> None:
             and math.isfinite(peak)
             and (peak > 0 or (peak == 0 and meta_key == "cpu_peak_spread_ratio"))
         ):
-            b.metadata[meta_key] = float(peak)
+            builder.metadata[meta_key] = float(peak)
 
 
 def _target_of(doc: dict[str, Any], target: str | None) -> str | None:
@@ -93,12 +95,12 @@ def _target_of(doc: dict[str, Any], target: str | None) -> str | None:
 
 def from_document(doc: dict[str, Any], source: str = "<memory>", target: str | None = None) -> Trace:
     """Build a :class:`Trace` from a parsed chrome-trace document."""
-    b = TraceBuilder(source=source)
-    consumer = EventConsumer(b, source)
+    builder = TraceBuilder(source=source)
+    consumer = EventConsumer(builder, source)
     consumer.consume(doc["traceEvents"])
     consumer.finish()
-    _apply_metadata(b, doc)
-    return b.build(_target_of(doc, target))
+    _apply_metadata(builder, doc)
+    return builder.build(_target_of(doc, target))
 
 
 def load(path: str | os.PathLike[str], target: str | None = None, workers: int | None = None, sizes: ReadSizes = DEFAULT_SIZES) -> Trace:
@@ -117,12 +119,12 @@ def load(path: str | os.PathLike[str], target: str | None = None, workers: int |
 
 def _load(path: str | os.PathLike[str], target: str | None, workers: int, sizes: ReadSizes) -> Trace:
     src = str(path)
-    b = TraceBuilder(source=src)
-    consumer = EventConsumer(b, src)
+    builder = TraceBuilder(source=src)
+    consumer = EventConsumer(builder, src)
     reader = jsonstream.StreamReader(Path(path), sizes.chunk_chars, sizes.batch_chars)
 
-    def read_array(r: jsonstream.StreamReader) -> None:
-        batches.read_array(r, consumer, workers, sizes.pool_after)
+    def read_array(reader: jsonstream.StreamReader) -> None:
+        batches.read_array(reader, consumer, workers, sizes.pool_after)
 
     try:
         with reader:
@@ -134,5 +136,5 @@ def _load(path: str | os.PathLike[str], target: str | None, workers: int, sizes:
     except (TypeError, ValueError, OverflowError, KeyError, RecursionError) as e:
         raise TraceError(path, f"malformed trace event ({type(e).__name__}: {e})") from None
     consumer.finish()
-    _apply_metadata(b, meta)
-    return b.build(_target_of(meta, target))
+    _apply_metadata(builder, meta)
+    return builder.build(_target_of(meta, target))

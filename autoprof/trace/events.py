@@ -143,8 +143,8 @@ class EventConsumer:
     builder's columns; categories and threads are looked up once per distinct value (short local names in
     :meth:`consume`: it is the hot loop of an offline load)."""
 
-    def __init__(self, b: TraceBuilder, source: str) -> None:
-        self.b = b
+    def __init__(self, builder: TraceBuilder, source: str) -> None:
+        self.builder = builder
         self.source = source
         self.count = 0  # events seen so far: the index of the next one, for error messages
         self.cat_cache: dict[Any, int] = {}  # raw category -> category_code
@@ -162,7 +162,7 @@ class EventConsumer:
 
     def consume(self, events: Iterable[Any]) -> None:
         """Append ``events`` (the next ones of the file) to the builder. Raises TraceError on a bad event."""
-        b = self.b
+        b = self.builder
         source = self.source
         cat_cache = self.cat_cache
         threads = self.threads
@@ -267,18 +267,18 @@ class EventConsumer:
             return
         dims, types = args.get("Input Dims"), args.get("Input type")
         last = self.last_shapes.get(name)
-        index = len(self.b.h_ts)
+        index = len(self.builder.h_ts)
         if last is not None and last[0] == dims and last[1] == types:
-            self.b.h_shapes[index] = last  # a trace repeats its shapes: share one copy
+            self.builder.h_shapes[index] = last  # a trace repeats its shapes: share one copy
         else:
-            self.b.h_shapes[index] = self.last_shapes[name] = (dims, types)
+            self.builder.h_shapes[index] = self.last_shapes[name] = (dims, types)
 
     def _device(self, code: int, name: str, ts: int, dur: int, tid: int, corr: int, ev: dict[str, Any], args: dict[str, Any]) -> None:
         grid, block = args.get("grid"), args.get("block")
         launch = (tuple(grid), tuple(block)) if isinstance(grid, list) and isinstance(block, list) else None
         device = _int(args.get("device"), _int(ev.get("pid"), 0))
         stream = _int(args.get("stream"), _int(ev.get("tid"), 0))
-        j = self.b.add_device(DEVICE_CATEGORIES[code - DEVICE_OFFSET], name, ts, dur, device, stream, corr, launch)
+        j = self.builder.add_device(DEVICE_CATEGORIES[code - DEVICE_OFFSET], name, ts, dur, device, stream, corr, launch)
         if corr < 0:
             self.dev_no_corr[j] = (tid, ts)
 
@@ -287,34 +287,34 @@ class EventConsumer:
         try:
             return self.threads[key]
         except KeyError:
-            t = self.threads[key] = self.b.thread(pid, tid)
+            t = self.threads[key] = self.builder.thread(pid, tid)
             return t
         except TypeError:  # unhashable pid/tid
-            return self.b.thread(str(pid), str(tid))
+            return self.builder.thread(str(pid), str(tid))
 
     # -- batches consumed elsewhere -------------------------------------------------------------
     def columns(self) -> Columns:
         """What :meth:`merge` needs of this consumer."""
-        b = self.b
+        builder = self.builder
         return Columns(
             self.count,
-            b.names,
-            b.threads,
-            b.h_name,
-            b.h_cat,
-            b.h_ts,
-            b.h_dur,
-            b.h_tid,
-            b.h_corr,
-            b.h_shapes,
-            b.d_name,
-            b.d_cat,
-            b.d_ts,
-            b.d_dur,
-            b.d_device,
-            b.d_stream,
-            b.d_corr,
-            b.d_launch,
+            builder.names,
+            builder.threads,
+            builder.h_name,
+            builder.h_cat,
+            builder.h_ts,
+            builder.h_dur,
+            builder.h_tid,
+            builder.h_corr,
+            builder.h_shapes,
+            builder.d_name,
+            builder.d_cat,
+            builder.d_ts,
+            builder.d_dur,
+            builder.d_device,
+            builder.d_stream,
+            builder.d_corr,
+            builder.d_launch,
             self.dev_no_corr,
             self.f_start,
             self.f_tid,
@@ -324,27 +324,27 @@ class EventConsumer:
 
     def merge(self, part: Columns) -> None:
         """Append a batch that another consumer read (its events follow the ones seen so far)."""
-        b = self.b
-        name_map = [b.intern(s) for s in part.names]
-        thread_map = [b.thread(*key) for key in part.threads]
-        h0, d0 = len(b.h_ts), len(b.d_ts)
-        b.h_name.extend(map(name_map.__getitem__, part.h_name))
-        b.h_cat.extend(part.h_cat)
-        b.h_ts.extend(part.h_ts)
-        b.h_dur.extend(part.h_dur)
-        b.h_tid.extend(map(thread_map.__getitem__, part.h_tid))
-        b.h_corr.extend(part.h_corr)
+        builder = self.builder
+        name_map = [builder.intern(s) for s in part.names]
+        thread_map = [builder.thread(*key) for key in part.threads]
+        h0, d0 = len(builder.h_ts), len(builder.d_ts)
+        builder.h_name.extend(map(name_map.__getitem__, part.h_name))
+        builder.h_cat.extend(part.h_cat)
+        builder.h_ts.extend(part.h_ts)
+        builder.h_dur.extend(part.h_dur)
+        builder.h_tid.extend(map(thread_map.__getitem__, part.h_tid))
+        builder.h_corr.extend(part.h_corr)
         if part.h_shapes:
-            b.h_shapes.update({i + h0: v for i, v in part.h_shapes.items()})
-        b.d_name.extend(map(name_map.__getitem__, part.d_name))
-        b.d_cat.extend(part.d_cat)
-        b.d_ts.extend(part.d_ts)
-        b.d_dur.extend(part.d_dur)
-        b.d_device.extend(part.d_device)
-        b.d_stream.extend(part.d_stream)
-        b.d_corr.extend(part.d_corr)
+            builder.h_shapes.update({i + h0: v for i, v in part.h_shapes.items()})
+        builder.d_name.extend(map(name_map.__getitem__, part.d_name))
+        builder.d_cat.extend(part.d_cat)
+        builder.d_ts.extend(part.d_ts)
+        builder.d_dur.extend(part.d_dur)
+        builder.d_device.extend(part.d_device)
+        builder.d_stream.extend(part.d_stream)
+        builder.d_corr.extend(part.d_corr)
         if part.d_launch:
-            b.d_launch.update({j + d0: v for j, v in part.d_launch.items()})
+            builder.d_launch.update({j + d0: v for j, v in part.d_launch.items()})
         for j, (t, ts) in part.dev_no_corr.items():
             self.dev_no_corr[j + d0] = (thread_map[t], ts)
         self.f_start.extend(part.f_start)
@@ -357,8 +357,8 @@ class EventConsumer:
         """Flow fallback: link device work without a correlation id to its launch through flow events."""
         if not self.dev_no_corr:
             return
-        b = self.b
-        launch_at = {(b.h_tid[i], b.h_ts[i]): i for i in range(len(b.h_ts)) if b.h_cat[i] in LAUNCH_CODES}
+        builder = self.builder
+        launch_at = {(builder.h_tid[i], builder.h_ts[i]): i for i in range(len(builder.h_ts)) if builder.h_cat[i] in LAUNCH_CODES}
         flows_s: dict[int, tuple[int, int]] = {}
         flows_f: dict[tuple[int, int], int] = {}
         for start, t, ts, flow_id in zip(self.f_start, self.f_tid, self.f_ts, self.f_id):
@@ -370,9 +370,9 @@ class EventConsumer:
             fid = flows_f.get(key)
             if fid is None or fid < 0:
                 continue
-            b.d_corr[j] = fid
+            builder.d_corr[j] = fid
             start_key = flows_s.get(fid)
             if start_key is not None and start_key in launch_at:
                 h = launch_at[start_key]
-                if b.h_corr[h] < 0:
-                    b.h_corr[h] = fid
+                if builder.h_corr[h] < 0:
+                    builder.h_corr[h] = fid

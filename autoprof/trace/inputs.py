@@ -72,21 +72,21 @@ def iter_trace_inputs(path: str | os.PathLike[str]) -> Iterator[Path | TraceErro
     """The trace files a path names (the file itself, or the ``*.json(.gz)`` files under a directory, sorted),
     and a :class:`TraceError` for each part of it that cannot be read (the path itself, a subdirectory that
     cannot be listed, an entry that cannot be examined or is not a regular file). Never raises."""
-    p = Path(path)
+    root_path = Path(path)
     try:
-        st = os.stat(p)
+        st = os.stat(root_path)
     except FileNotFoundError:
-        yield TraceError(p, "no such file or directory")
+        yield TraceError(root_path, "no such file or directory")
         return
     except (OSError, ValueError) as e:  # ENAMETOOLONG, EACCES, ELOOP; ValueError: a NUL in the path
-        yield TraceError(p, _os_problem(e) if isinstance(e, OSError) else "not a valid path")
+        yield TraceError(root_path, _os_problem(e) if isinstance(e, OSError) else "not a valid path")
         return
     if not stat.S_ISDIR(st.st_mode):
-        yield p
+        yield root_path
         return
     found: list[Path | TraceError] = []
     unlisted: list[OSError] = []
-    for root, _dirs, names in os.walk(p, onerror=unlisted.append):
+    for root, _dirs, names in os.walk(root_path, onerror=unlisted.append):
         for name in names:
             if name.endswith(TRACE_SUFFIXES):
                 f = Path(root, name)
@@ -99,9 +99,9 @@ def iter_trace_inputs(path: str | os.PathLike[str]) -> Iterator[Path | TraceErro
                     continue
                 found.append(f if stat.S_ISREG(mode) else _not_regular(f, mode))
     for err in unlisted:
-        found.append(TraceError(err.filename if err.filename is not None else p, f"cannot list: {err.strerror or err}"))
+        found.append(TraceError(err.filename if err.filename is not None else root_path, f"cannot list: {err.strerror or err}"))
     if not found:
-        yield TraceError(p, "directory holds no trace files (*.json, *.json.gz)")
+        yield TraceError(root_path, "directory holds no trace files (*.json, *.json.gz)")
         return
     found.sort(key=lambda x: str(x.path if isinstance(x, TraceError) else x))
     yield from found
@@ -110,8 +110,8 @@ def iter_trace_inputs(path: str | os.PathLike[str]) -> Iterator[Path | TraceErro
 def find_trace_files(path: str | os.PathLike[str]) -> list[Path]:
     """The trace files a path names; raises the first :class:`TraceError` of :func:`iter_trace_inputs`."""
     files = []
-    for f in iter_trace_inputs(path):
-        if isinstance(f, TraceError):
-            raise f
-        files.append(f)
+    for file in iter_trace_inputs(path):
+        if isinstance(file, TraceError):
+            raise file
+        files.append(file)
     return files

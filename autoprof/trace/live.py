@@ -65,8 +65,8 @@ class _Threads:
     profiler: its real system thread (an NCCL watchdog, pin-memory or user thread) is in
     ``device_resource_id()``, a thread of its own here, never the training thread's op tree."""
 
-    def __init__(self, b: TraceBuilder) -> None:
-        self.b = b
+    def __init__(self, builder: TraceBuilder) -> None:
+        self.builder = builder
         self.of: dict[Any, int] = {}  # torch's thread id, or ("sys", system thread id) -> thread row
         self.op_thread: dict[int, int] = {}  # op id (an op's or annotation's correlation_id()) -> torch thread id
         self.unresolved: list[tuple[int, int, int]] = []  # (row, linked op id, torch's thread id) of runtime calls
@@ -80,7 +80,7 @@ class _Threads:
         sys_key = ("sys", ev.device_resource_id())
         tid = self.of.get(sys_key)
         if tid is None:
-            tid = self.of[sys_key] = self.b.thread("host-sys", sys_key[1])
+            tid = self.of[sys_key] = self.builder.thread("host-sys", sys_key[1])
         return tid
 
     def of_op(self, ev: Any) -> int:
@@ -88,18 +88,18 @@ class _Threads:
         torch_tid = ev.start_thread_id()
         tid = self.of.get(torch_tid)
         if tid is None:
-            tid = self.of[torch_tid] = self.b.thread("host", torch_tid)
+            tid = self.of[torch_tid] = self.builder.thread("host", torch_tid)
         self.op_thread[ev.correlation_id()] = torch_tid
         return tid
 
     def resolve(self) -> None:
         """Put each linked runtime call on its op's thread."""
-        h_tid = self.b.h_tid
+        h_tid = self.builder.h_tid
         for row, linked, fallback in self.unresolved:
             torch_tid = self.op_thread.get(linked, fallback)
             found = self.of.get(torch_tid)
             if found is None:
-                found = self.of[torch_tid] = self.b.thread("host", torch_tid)
+                found = self.of[torch_tid] = self.builder.thread("host", torch_tid)
             h_tid[row] = found
 
 
@@ -139,19 +139,19 @@ def _build(
     metadata: dict[str, Any] | None,
     tick: Callable[[], None] | None,
 ) -> Trace:
-    b = TraceBuilder(source=source)
-    b.rank, b.world_size = rank, world_size
+    builder = TraceBuilder(source=source)
+    builder.rank, builder.world_size = rank, world_size
     if metadata:
-        b.metadata.update(metadata)
+        builder.metadata.update(metadata)
     # The hot loop writes straight into the builder's columns: one dict lookup per event for the
     # category, one for the thread, one for the name; kineto is asked only for what the rules read.
     kind_of: dict[Any, _Kind | None] = {}
-    threads = _Threads(b)
-    shapes = _Shapes(b.h_shapes)
-    name_add, cat_add, ts_add = b.h_name.append, b.h_cat.append, b.h_ts.append
-    dur_add, tid_add, corr_add = b.h_dur.append, b.h_tid.append, b.h_corr.append
-    intern = b.intern
-    names = b._name_ids
+    threads = _Threads(builder)
+    shapes = _Shapes(builder.h_shapes)
+    name_add, cat_add, ts_add = builder.h_name.append, builder.h_cat.append, builder.h_ts.append
+    dur_add, tid_add, corr_add = builder.h_dur.append, builder.h_tid.append, builder.h_corr.append
+    intern = builder.intern
+    names = builder._name_ids
     dropped = DROPPED_OPS
     row = -1
     seen = 0
@@ -174,7 +174,7 @@ def _build(
         code, launch, is_op = kind
         if code < 0:
             # (a gpu_user_annotation's correlation_id() is its annotation's op id: add_device drops it)
-            b.add_device(
+            builder.add_device(
                 kind[1], name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()), int(ev.device_resource_id()), ev.correlation_id()
             )
             continue
@@ -196,4 +196,4 @@ def _build(
         if is_op:
             shapes.keep(ev, nid, name, row)
     threads.resolve()
-    return b.build(target)
+    return builder.build(target)

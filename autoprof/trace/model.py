@@ -314,21 +314,21 @@ class Derived:
 class Trace:
     """A frozen, analysable trace. Times are integer nanoseconds."""
 
-    def __init__(self, b: TraceBuilder, target: str | None = None) -> None:
-        self.source = b.source
-        self.names = b.names
-        self._name_ids = b._name_ids
-        self.threads = b.threads
-        self.rank = b.rank
-        self.world_size = b.world_size
-        self.device_properties = b.device_properties
-        self.metadata = b.metadata
-        self.shapes = b.h_shapes
+    def __init__(self, builder: TraceBuilder, target: str | None = None) -> None:
+        self.source = builder.source
+        self.names = builder.names
+        self._name_ids = builder._name_ids
+        self.threads = builder.threads
+        self.rank = builder.rank
+        self.world_size = builder.world_size
+        self.device_properties = builder.device_properties
+        self.metadata = builder.metadata
+        self.shapes = builder.h_shapes
         self._by_name: dict[int, list[int]] | None = None
         self.derived = Derived()
-        self._sort_host(b)
+        self._sort_host(builder)
         ends = self._build_tree()
-        self._sort_device(b)
+        self._sort_device(builder)
         self._link_launches()
         self.steps = self._find_steps(target, ends)
         self.target = target
@@ -339,34 +339,35 @@ class Trace:
         return self.derived.get(make, self, key)
 
     # -- construction helpers -------------------------------------------------------------------
-    def _sort_host(self, b: TraceBuilder) -> None:
+    def _sort_host(self, builder: TraceBuilder) -> None:
         """Host columns sorted per thread by (ts, -dur), so that parents precede children; shapes follow."""
-        n = len(b.h_ts)
-        keys = list(zip(b.h_tid, b.h_ts, [-d for d in b.h_dur]))
+        n = len(builder.h_ts)
+        keys = list(zip(builder.h_tid, builder.h_ts, [-d for d in builder.h_dur]))
         order = sorted(range(n), key=keys.__getitem__)
         del keys
         if order == list(range(n)):  # already in order (one thread, events in start order)
-            self.h_name, self.h_cat, self.h_ts = b.h_name, b.h_cat, b.h_ts
-            self.h_dur, self.h_tid, self.h_corr = b.h_dur, b.h_tid, b.h_corr
-            self.shapes = dict(b.h_shapes)
+            self.h_name, self.h_cat, self.h_ts = builder.h_name, builder.h_cat, builder.h_ts
+            self.h_dur, self.h_tid, self.h_corr = builder.h_dur, builder.h_tid, builder.h_corr
+            self.shapes = dict(builder.h_shapes)
             return
         self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = (
-            _permuted(col, order) for col in (b.h_name, b.h_cat, b.h_ts, b.h_dur, b.h_tid, b.h_corr)
+            _permuted(col, order) for col in (builder.h_name, builder.h_cat, builder.h_ts, builder.h_dur, builder.h_tid, builder.h_corr)
         )
-        if b.h_shapes:
+        if builder.h_shapes:
             where = sorted(range(n), key=order.__getitem__)  # the inverse permutation: old index -> new
-            self.shapes = {where[old]: v for old, v in b.h_shapes.items()}
+            self.shapes = {where[old]: v for old, v in builder.h_shapes.items()}
         else:
             self.shapes = {}
 
-    def _sort_device(self, b: TraceBuilder) -> None:
+    def _sort_device(self, builder: TraceBuilder) -> None:
         """Device columns sorted by time; launch configurations follow."""
-        m = len(b.d_ts)
-        dorder = sorted(range(m), key=list(zip(b.d_ts, b.d_dur)).__getitem__)
+        m = len(builder.d_ts)
+        dorder = sorted(range(m), key=list(zip(builder.d_ts, builder.d_dur)).__getitem__)
         self.d_name, self.d_cat, self.d_ts, self.d_dur, self.d_device, self.d_stream, self.d_corr = (
-            _permuted(col, dorder) for col in (b.d_name, b.d_cat, b.d_ts, b.d_dur, b.d_device, b.d_stream, b.d_corr)
+            _permuted(col, dorder)
+            for col in (builder.d_name, builder.d_cat, builder.d_ts, builder.d_dur, builder.d_device, builder.d_stream, builder.d_corr)
         )
-        launch = b.d_launch
+        launch = builder.d_launch
         self.launch_config = {new: launch[old] for new, old in enumerate(dorder) if old in launch} if launch else {}
 
     def _link_launches(self) -> None:
@@ -410,10 +411,10 @@ class Trace:
     def _find_steps(self, target: str | None, ends: list[int]) -> list[Step]:
         steps: list[Step] = []
         step_ids = {}
-        for nid, n in enumerate(self.names):  # match each distinct name once
-            m = _STEP_RE.match(n)
-            if m:
-                step_ids[nid] = int(m.group(1))
+        for nid, name in enumerate(self.names):  # match each distinct name once
+            match = _STEP_RE.match(name)
+            if match:
+                step_ids[nid] = int(match.group(1))
         if step_ids:
             for i, nid in enumerate(self.h_name):
                 if nid in step_ids:
@@ -543,16 +544,16 @@ class Trace:
                 regions.append((k, s.start_ns, stop))
         # Host events are sorted by time within each thread's contiguous run.
         ts, tids = self.h_ts, self.h_tid
-        a = 0
-        while a < n:
-            t = tids[a]
-            z = bisect.bisect_right(tids, t, a)  # threads are sorted: each one's events are one run
+        begin = 0
+        while begin < n:
+            tid = tids[begin]
+            end = bisect.bisect_right(tids, tid, begin)  # threads are sorted: each one's events are one run
             for k, lo_ns, hi_ns in regions:
-                lo = bisect.bisect_left(ts, lo_ns, a, z)
-                hi = bisect.bisect_left(ts, hi_ns, lo, z)
+                lo = bisect.bisect_left(ts, lo_ns, begin, end)
+                hi = bisect.bisect_left(ts, hi_ns, lo, end)
                 if hi > lo:
                     out[lo:hi] = array("l", [k]) * (hi - lo)
-            a = z
+            begin = end
         return out
 
     def step_of_device(self, host_step: array[int] | None = None) -> array[int]:
