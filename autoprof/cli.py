@@ -67,54 +67,33 @@ class _Progress:
 
 def _records(result: FileResult) -> list[dict[str, Any]]:
     """The file's records, as the live path writes them: one window record, then the findings."""
-    out = [
-        build_record(
-            WINDOW_EVENT,
-            "info",
-            target=result.path,
-            window=None,
-            source=result.path,
-            rank=result.rank,
-            world_size=result.world_size,
-            trace_rank=result.rank,
-            steps=result.steps,
-            step_wall_ms=[round(ns / 1e6, 4) for ns in result.step_ns],
-            top_ops=result.top_ops,
-            # offline, the program paid nothing for its window: both costs are 0 (and records stay reproducible)
-            event_count=result.event_count,
-            autoprof_overhead_ms=0.0,
-            stall_ms=0.0,
-            sections=result.sections,
-        )
+    ctx: dict[str, Any] = {
+        "target": result.path,
+        "window": None,
+        "source": result.path,
+        "rank": result.rank,
+        "world_size": result.world_size,
+    }
+    window = build_record(
+        WINDOW_EVENT,
+        "info",
+        **ctx,
+        trace_rank=result.rank,
+        steps=result.steps,
+        step_wall_ms=[round(ns / 1e6, 4) for ns in result.step_ns],
+        top_ops=result.top_ops,
+        # offline, the program paid nothing for its window: both costs are 0 (and records stay reproducible)
+        event_count=result.event_count,
+        autoprof_overhead_ms=0.0,
+        stall_ms=0.0,
+        sections=result.sections,
+    )
+    findings = [finding_record(finding, **ctx, trace_rank=result.rank) for finding in result.findings]
+    errors = [
+        build_record(ERROR_EVENT, "error", **ctx, message=f"rule {name} failed: {error}", reason="rule", error_type=type(error).__name__)
+        for name, error in result.failures
     ]
-    for finding in result.findings:
-        out.append(
-            finding_record(
-                finding,
-                target=result.path,
-                window=None,
-                source=result.path,
-                rank=result.rank,
-                world_size=result.world_size,
-                trace_rank=result.rank,
-            )
-        )
-    for name, error in result.failures:
-        out.append(
-            build_record(
-                ERROR_EVENT,
-                "error",
-                target=result.path,
-                window=None,
-                source=result.path,
-                rank=result.rank,
-                world_size=result.world_size,
-                message=f"rule {name} failed: {error}",
-                reason="rule",
-                error_type=type(error).__name__,
-            )
-        )
-    return out
+    return [window, *findings, *errors]
 
 
 def _table(results: list[FileResult], out: IO[str], color: bool) -> None:

@@ -120,13 +120,14 @@ def _cross_rank(results: list[FileResult]) -> None:
             summaries.append(summary)
     cross = ranks.check(summaries)
     by_rank[min(by_rank)].findings.extend(cross)
-    strag = next(
+    stragglers = next(
         (finding for finding in cross if finding.verdict == ranks.STRAGGLERS and finding.evidence.get("method") == "collective_wait"), None
     )
-    for rank in strag.evidence["waiting_ranks"] if strag else ():
+    for rank in stragglers.evidence["waiting_ranks"] if stragglers else ():
         result = by_rank[rank]
         result.findings = [
-            ranks.as_waiting(finding, strag) if finding.rule == ranks.RULE_COMM_SOURCE and strag else finding for finding in result.findings
+            ranks.as_waiting(finding, stragglers) if finding.rule == ranks.RULE_COMM_SOURCE and stragglers else finding
+            for finding in result.findings
         ]
 
 
