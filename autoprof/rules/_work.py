@@ -61,18 +61,8 @@ REDUCTIONS = {  # FLOPs per input element
     "aten::native_layer_norm_backward": 10,
     "aten::_softmax_backward_data": 4,
 }
-_SAME_SHAPE_OUT = {
-    "aten::softmax",
-    "aten::_softmax",
-    "aten::log_softmax",
-    "aten::_log_softmax",
-    "aten::layer_norm",
-    "aten::native_layer_norm",
-    "aten::group_norm",
-    "aten::batch_norm",
-    "aten::native_layer_norm_backward",
-    "aten::_softmax_backward_data",
-}
+# Softmaxes and normalizations write an output of their input's shape; the true reductions a smaller one.
+_SAME_SHAPE_OUT = set(REDUCTIONS) - {"aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::norm", "aten::var"}
 MATMULS = MATMUL_OPS
 ATTENTION = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product")
 ROOFLINE_OPS = MATMULS | ELEMENTWISE | frozenset(REDUCTIONS)
