@@ -30,17 +30,7 @@ def collective_kind(kernel: str) -> str:
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     win = view(trace)
     nccl = {nid for nid, name in enumerate(trace.names) if "nccl" in name.lower()}
-    comm: list[tuple[int, int]] = []
-    compute: list[tuple[int, int]] = []
-    by_kind: dict[str, int] = {}
-    for t, d, c, nid, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, trace.d_name, win.device_in):
-        if inside and c == KERNEL_CODE:
-            if nid in nccl:
-                comm.append((t, t + d))
-                kind = collective_kind(trace.names[nid])
-                by_kind[kind] = by_kind.get(kind, 0) + d
-            else:
-                compute.append((t, t + d))
+    comm, compute, by_kind = _kernel_spans(trace, win.device_in, nccl)
     if not comm:
         return []
     kernel_ids = {nid for nid, c in zip(trace.d_name, trace.d_cat) if c == KERNEL_CODE}
@@ -65,8 +55,27 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
                 "exposed_comm_share": share(exposed, comm_t),
                 "exposed_window_share": share(exposed, window),
                 "rank": trace.rank,
-                "collectives_us": {k: us(name) for k, name in sorted(by_kind.items(), key=lambda item: -item[1])},
+                "collectives_us": {kind: us(ns) for kind, ns in sorted(by_kind.items(), key=lambda item: -item[1])},
             },
             tuple(sorted({trace.names[nid].split("(")[0][:60] for nid in kernel_ids & nccl})[:4]),
         )
     ]
+
+
+def _kernel_spans(
+    trace: Trace, device_in: list[bool], nccl: set[int]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]], dict[str, int]]:
+    """The window's collective kernels' spans, its other kernels' spans, and the collectives' time per kind."""
+    comm: list[tuple[int, int]] = []
+    compute: list[tuple[int, int]] = []
+    by_kind: dict[str, int] = {}
+    for ts, dur, code, nid, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, trace.d_name, device_in):
+        if not inside or code != KERNEL_CODE:
+            continue
+        if nid in nccl:
+            comm.append((ts, ts + dur))
+            kind = collective_kind(trace.names[nid])
+            by_kind[kind] = by_kind.get(kind, 0) + dur
+        else:
+            compute.append((ts, ts + dur))
+    return comm, compute, by_kind

@@ -409,48 +409,55 @@ class Trace:
         return ends
 
     def _find_steps(self, target: str | None, ends: list[int]) -> list[Step]:
-        steps: list[Step] = []
+        """The ``ProfilerStep#N`` annotations, else the target's outermost calls, in start order; clamped to the
+        recorded activity."""
+        steps = self._profiler_steps() or (self._target_calls(target) if target else [])
+        steps.sort(key=lambda step: step.start_ns)
+        return self._clamped(steps, ends) if steps else steps
+
+    def _profiler_steps(self) -> list[Step]:
         step_ids = {}
         for nid, name in enumerate(self.names):  # match each distinct name once
             match = _STEP_RE.match(name)
             if match:
                 step_ids[nid] = int(match.group(1))
-        if step_ids:
-            for i, nid in enumerate(self.h_name):
-                if nid in step_ids:
-                    steps.append(Step(step_ids[nid], self.h_ts[i], self.h_ts[i] + self.h_dur[i], self.h_tid[i], i))
-        if not steps and target:
-            target_id = self._name_ids.get(target)
-            k = 0
-            for i in range(len(self.h_ts)):
-                if self.h_name[i] == target_id and self.h_parent[i] < 0:
-                    steps.append(Step(k, self.h_ts[i], self.h_ts[i] + self.h_dur[i], self.h_tid[i], i))
-                    k += 1
-        steps.sort(key=lambda s: s.start_ns)
-        if steps:
-            # A step left open when the profiler stopped can claim to run far past the trace: clamp each
-            # step to the last recorded activity that is not itself a step.
-            step_idx = {s.host_index for s in steps}
-            for i in step_idx:  # ``ends`` is ours to overwrite: a step is no activity of its own
+        if not step_ids:
+            return []
+        return [
+            Step(step_ids[nid], self.h_ts[i], self.h_ts[i] + self.h_dur[i], self.h_tid[i], i)
+            for i, nid in enumerate(self.h_name)
+            if nid in step_ids
+        ]
+
+    def _target_calls(self, target: str) -> list[Step]:
+        """Without step annotations (a trace of a decorated call): the target's outermost calls, numbered."""
+        target_id = self._name_ids.get(target)
+        calls = [i for i in range(len(self.h_ts)) if self.h_name[i] == target_id and self.h_parent[i] < 0]
+        return [Step(k, self.h_ts[i], self.h_ts[i] + self.h_dur[i], self.h_tid[i], i) for k, i in enumerate(calls)]
+
+    def _clamped(self, steps: list[Step], ends: list[int]) -> list[Step]:
+        """A step left open when the profiler stopped can claim to run far past the trace: clamp each step to the
+        last recorded activity that is not itself a step (its host event shortened alike)."""
+        for i in {step.host_index for step in steps}:  # ``ends`` is ours to overwrite: a step is no activity
+            if i >= 0:
+                ends[i] = 0
+        last = max(ends, default=0)
+        if len(self.d_ts):
+            last = max(last, max(ts + dur for ts, dur in zip(self.d_ts, self.d_dur)))
+        if not last:
+            return steps
+        clamped = []
+        for step in steps:
+            if step.end_ns > last:
+                end = max(last, step.start_ns)
+                i = step.host_index
+                cut = step.end_ns - end
                 if i >= 0:
-                    ends[i] = 0
-            last = max(ends, default=0)
-            if len(self.d_ts):
-                last = max(last, max(t + d for t, d in zip(self.d_ts, self.d_dur)))
-            if last:
-                clamped = []
-                for s in steps:
-                    if s.end_ns > last:
-                        end = max(last, s.start_ns)
-                        i = s.host_index
-                        cut = s.end_ns - end
-                        if i >= 0:
-                            self.h_dur[i] -= cut
-                            self.h_self[i] = max(self.h_self[i] - cut, 0)
-                        s = Step(s.number, s.start_ns, end, s.tid, i)
-                    clamped.append(s)
-                steps = clamped
-        return steps
+                    self.h_dur[i] -= cut
+                    self.h_self[i] = max(self.h_self[i] - cut, 0)
+                step = Step(step.number, step.start_ns, end, step.tid, i)
+            clamped.append(step)
+        return clamped
 
     # -- queries --------------------------------------------------------------------------------
     @property
