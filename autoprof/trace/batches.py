@@ -28,9 +28,7 @@ class _InFlight:
     done: int = 0
 
 
-def read_array(
-    reader: StreamReader, consumer: EventConsumer, workers: int, pool_after: int = POOL_AFTER, worker_code: str = _pool.WORKER_CODE
-) -> None:
+def read_array(reader: StreamReader, consumer: EventConsumer, workers: int, pool_after: int = POOL_AFTER) -> None:
     """Consume the elements of the array ``reader`` stands in (its '[' consumed), up to its ']'."""
     flight = _InFlight()
     pool: _pool.Pool | None = None
@@ -43,7 +41,7 @@ def read_array(
                 bid = flight.done + len(flight.pending)
                 flight.pending.append(batch)
                 if pool is None and workers > 0 and bid == pool_after:
-                    pool = _pool.Pool.start(workers, reader.src, worker_code)
+                    pool = _pool.Pool.start(workers, reader.src)
                 if pool is not None and pool.submit(bid, batch.text):
                     pass
                 elif len(flight.pending) == 1:  # nothing before it: straight into the builder
