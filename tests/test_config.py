@@ -62,3 +62,10 @@ def test_public_face_is_sorted_and_complete() -> None:
     from autoprof import autoprof as deco
 
     assert callable(deco) and callable(autoprof)
+
+
+def test_configures_typed_options_name_every_config_field_and_nothing_else() -> None:
+    """``Options`` (what a type checker lets ``configure`` take) is written beside ``Config``: they must not drift."""
+    import dataclasses
+
+    assert set(config.Options.__annotations__) == {f.name for f in dataclasses.fields(config.Config)}
