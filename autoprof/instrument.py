@@ -5,6 +5,7 @@ a thread-local depth and ``perf_counter_ns`` twice, and never touches ``record_f
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import threading
@@ -481,11 +482,21 @@ def autoprof(func: Any = None, /, **options: Any) -> Any:
     return instrument(func, name, schedule)
 
 
-class section:  # noqa: N801 - used like a function: ``with autoprof.section("attn"):``
+def section(name: str) -> Section:
     """An annotated block (``with autoprof.section("attn"):``) or function (``@autoprof.section("attn")``).
 
     Records a ``record_function`` annotation only while a window records; otherwise costs a flag check.
+    A function, not a class: inside a compiled region it hands dynamo a ``contextlib.nullcontext()``, which
+    every supported release traces (before 2.5, dynamo cannot trace a ``with`` on an object of a user class,
+    even one that does nothing: ``Unsupported: BEFORE_WITH`` under ``fullgraph=True``).
     """
+    if _is_compiling():
+        return contextlib.nullcontext()  # type: ignore[return-value]
+    return Section(name)
+
+
+class Section:
+    """What :func:`section` returns: an annotation context manager and decorator."""
 
     __slots__ = ("name",)
 
@@ -494,7 +505,7 @@ class section:  # noqa: N801 - used like a function: ``with autoprof.section("at
             raise ConfigError(f"section name must be a non-empty string, not {name!r}")
         self.name = name
 
-    def __enter__(self) -> section:
+    def __enter__(self) -> Section:
         if _is_compiling():
             return self  # dynamo ignores record_function; stepping aside adds no graph break
         stack = getattr(_tls, "sections", None)

@@ -22,7 +22,9 @@ import queue
 import statistics
 import threading
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -104,12 +106,13 @@ class Target:
 class Window:
     """One recording window of one target: its profiler and the steps it recorded."""
 
-    __slots__ = ("cpu_peaks", "dropped", "prof", "started", "steps", "target", "walls")
+    __slots__ = ("cpu_peaks", "devices", "dropped", "prof", "started", "steps", "target", "walls")
 
     def __init__(self, target: Target, prof: Any, cpu_peaks: CpuPeaks | None) -> None:
         self.target = target
         self.prof = prof
         self.cpu_peaks = cpu_peaks
+        self.devices: list[dict[str, Any]] = []  # the CUDA devices' properties (the roofline's peaks by name)
         self.started = False
         self.dropped = False  # given up before its end (a user's profiler started, an interrupted step)
         self.steps: list[int] = []
@@ -167,18 +170,27 @@ class Session:
                 activities.append(ProfilerActivity.CUDA)
             cpu_peaks = None if cuda else calibrate.cpu_peaks()
             prof = profile(activities=activities, record_shapes=cfg.record_shapes)
-            self._own.active = True
-            try:
+            with self._owning():
                 self._live = prof
                 prof.prepare_trace()
                 # The first record_function of a process resolves its ops (~1 ms here): pay that now, outside
                 # the recorded steps, so it does not show up as the first step's host overhead.
                 with _autograd_profiler.record_function("autoprof.warmup"):
                     pass
-            finally:
-                self._own.active = False
             window = self.window = Window(target, prof, cpu_peaks)
+            window.devices = device_properties() if cuda else []
             return window
+
+    @contextmanager
+    def _owning(self) -> Iterator[None]:
+        """autoprof's own call into torch's profiler: the foreign-profiler guard lets it pass, and torch's
+        warnings about it never reach the user's stderr as plain lines (see :func:`_torch_warnings`)."""
+        self._own.active = True
+        try:
+            with _torch_warnings():
+                yield
+        finally:
+            self._own.active = False
 
     def start(self, target: Target) -> Window | None:
         """Start recording (first active step); the window. None when a foreign profiler took over meanwhile."""
@@ -192,11 +204,8 @@ class Session:
                 self._abandon(target)
                 return None
             window.started = True  # first: a stop is owed from here on, even if an interrupt lands inside start_trace
-            self._own.active = True
-            try:
+            with self._owning():
                 window.prof.start_trace()
-            finally:
-                self._own.active = False
             try:  # name the target inside the trace, so the offline analysis reads it as the live one did
                 window.prof.add_metadata_json("autoprof_target", json.dumps(target.name))
                 peaks = window.cpu_peaks
@@ -240,6 +249,7 @@ class Session:
             steady_ns=target.steady_ns(),
             stall_ns=time.perf_counter_ns() - started,  # what the calling thread pays when work runs in the background
             cpu_peaks=window.cpu_peaks,
+            devices=window.devices,
             sections=sections,
             prof=window.prof,
             events=events,
@@ -257,7 +267,8 @@ class Session:
         except Exception:
             pass
         try:
-            window.prof.stop_trace()
+            with self._owning():
+                _stop(window.prof)
         except Exception as e:
             self._heal()
             _emit.error(f"profiler stop failed: {e}", "profiler", e, target=target.name, window=target.window)
@@ -280,15 +291,18 @@ class Session:
     def _discard(self, window: Window) -> None:
         window.dropped = True
         self.window = None
-        _stop_quietly(window.prof)
+        with self._owning():
+            _stop_quietly(window.prof)
         self._live = None
 
     def _heal(self) -> None:
-        """A profiler autoprof started but no window holds (an interrupt landed between the two): stop it."""
+        """A profiler autoprof prepared or started but no window holds (an interrupt landed between the two):
+        stop it, or tear it down."""
         live = self._live
         if live is not None and (self.window is None or self.window.prof is not live):
             self._live = None
-            _stop_quietly(live)
+            with self._owning():
+                _stop_quietly(live)
 
     def before_foreign_start(self) -> None:
         """Called when any profiler starts (see :func:`_guard_foreign_profilers`). If it is not autoprof's own
@@ -381,13 +395,93 @@ class Session:
 
 
 def _stop_quietly(prof: Any) -> None:
-    """Stop ``prof`` if it records, never raising. Only a profiler that really started is stopped: stopping one
-    that never did would disable whichever profiler records now (a user's)."""
+    """Stop ``prof`` if it records, or tear it down if it was only prepared; never raising. Only a profiler
+    that really started is stopped: stopping one that never did would disable whichever profiler records now
+    (a user's). One that was prepared and never started is started and stopped at once (an empty cycle): before
+    torch 2.13 a prepared profiler that is dropped leaves kineto prepared, and every later ``prepare_trace()``
+    in the process, a user's profiler's too, raises "Can't disable Kineto profiler when it's not running"."""
     try:
         if _runs(prof):
-            prof.stop_trace()
+            _stop(prof)
+        elif _prepared(prof) and not profiler_recording():
+            prof.start_trace()
+            _stop(prof)
     except Exception:
         pass
+
+
+def _prepared(prof: Any) -> bool:
+    """Whether ``prof`` was prepared (kineto holds its configuration) and never started."""
+    inner = getattr(prof, "profiler", None)
+    return inner is not None and not getattr(inner, "profiling_start_time_ns", 0)
+
+
+#: Releases before 2.5 build a FunctionEvent per event inside ``stop_trace`` (6–7 s per 100k events, on the
+#: training thread); later ones build them only when asked (``_ensure_function_events``). autoprof never asks.
+_EAGER_PARSE = not hasattr(_autograd_profiler.profile, "_ensure_function_events")
+
+
+def _stop(prof: Any) -> None:
+    """``prof.stop_trace()``, without the eager parse of releases that have one: autoprof reads the raw events
+    (``kineto_results``), which the stop keeps, and never the FunctionEvents."""
+    inner = getattr(prof, "profiler", None)
+    if _EAGER_PARSE and inner is not None and hasattr(inner, "_parse_kineto_results"):
+        inner._parse_kineto_results = _no_function_events
+    prof.stop_trace()
+
+
+def _no_function_events(*_args: Any, **_kwargs: Any) -> list[Any]:
+    return []
+
+
+#: torch warnings that autoprof's own profiler calls raise and that say nothing to the user (2.11:
+#: "Profiler clears events at the end of each cycle...", about the accumulation option autoprof does not use).
+_QUIET_TORCH_WARNINGS = ("Profiler clears events at the end of each cycle",)
+_TORCH_WARNED: set[str] = set()
+
+
+@contextmanager
+def _torch_warnings() -> Iterator[None]:
+    """Catch the Python warnings torch raises while autoprof drives its profiler: each distinct one becomes one
+    ``autoprof.warning`` record (``reason: "torch_warning"``) for the process, never a plain line on stderr;
+    the ones that only concern autoprof's own use are dropped."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        text = str(w.message)
+        if text in _TORCH_WARNED or any(quiet in text for quiet in _QUIET_TORCH_WARNINGS):
+            continue
+        _TORCH_WARNED.add(text)
+        _emit.warning(f"torch warned while autoprof drove its profiler: {text}", "torch_warning", target=None, window=None)
+
+
+_DEVICES: list[dict[str, Any]] | None = None
+
+
+def device_properties() -> list[dict[str, Any]]:
+    """The CUDA devices' properties as torch's chrome export writes them (``deviceProperties``): the roofline
+    finds the device's peaks by ``name``. Read once per process."""
+    global _DEVICES
+    if _DEVICES is None:
+        found = []
+        try:
+            for i in range(torch.cuda.device_count()):
+                p = torch.cuda.get_device_properties(i)
+                found.append(
+                    {
+                        "id": i,
+                        "name": p.name,
+                        "totalGlobalMem": int(p.total_memory),
+                        "computeMajor": int(p.major),
+                        "computeMinor": int(p.minor),
+                        "numSms": int(p.multi_processor_count),
+                    }
+                )
+        except Exception:
+            pass
+        _DEVICES = found
+    return _DEVICES
 
 
 def _runs(prof: Any) -> bool:

@@ -39,6 +39,7 @@ class ClosedWindow:
     steady_ns: int | None  # median wall time of recent unprofiled calls
     stall_ns: int  # what closing cost the training thread (stop_trace and reading kineto's events)
     cpu_peaks: CpuPeaks | None
+    devices: list[dict[str, Any]]  # the CUDA devices' properties, as a chrome export's deviceProperties
     sections: list[str]  # section names seen while profilers recorded
     prof: Any = field(repr=False)  # the stopped torch.profiler.profile (for the kept trace file)
     events: Any = field(repr=False)  # kineto's raw events
@@ -104,7 +105,15 @@ def _analyse(job: ClosedWindow, rank: int, world: int) -> _Analysis:
     tick = PACER.tick if PACER.active() else None
     cpu0 = time.thread_time_ns()
     with gc_paused():
-        trace = engine.window_trace(job.events, tick=tick, target=job.target, rank=rank, world_size=world, metadata=job.metadata())
+        trace = engine.window_trace(
+            job.events,
+            tick=tick,
+            target=job.target,
+            rank=rank,
+            world_size=world,
+            metadata=job.metadata(),
+            device_properties=job.devices,
+        )
         job.events = None  # free the raw events before the rules run
         findings, failures = engine.analyze_trace(trace, job.config, tick)
     return _Analysis(trace, findings, failures, time.thread_time_ns() - cpu0)

@@ -179,6 +179,21 @@ def test_recompiled_frame_and_compilation_inside_the_window() -> None:
     assert "compile_overhead" not in fs  # 250 µs of matmul is worth its wrapper
 
 
+def test_compiled_regions_without_ids_as_before_torch_2_5() -> None:
+    # torch 2.4 names the region "Torch-Compiled Region" (no frame/compile id) and has no CompiledFxGraph annotation
+    s = Synth(gpu=None)
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000).x("cpu_op", "TorchDynamo Cache Lookup", base + 5, 20)
+        s.x("cpu_op", "Torch-Compiled Region", base + 30, 100)
+        s.op("aten::addmm", base + 90, 10, [[32, 32], [32, 32]], ["float", "float"])
+    fs = s.findings()
+    over = fs["compile_overhead"]
+    assert over.evidence["compiled_calls_count"] == 3 and over.evidence["regions"] == ["?"]
+    assert over.evidence["wrapper_per_call_us"] == 110.0  # lookup 20 + region 100 - the op's 10
+    assert "recompilation" not in fs  # no ids: nothing to say about versions
+
+
 def test_no_compiled_region_no_compile_findings() -> None:
     fs = busy_gpu().findings()
     assert not {"recompilation", "compilation_in_window", "compile_overhead"} & set(fs)

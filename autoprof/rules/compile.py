@@ -36,7 +36,9 @@ RECOMPILED = "recompiled"
 COMPILING = "compiling"
 VERDICTS = {RULE_OVERHEAD: (WRAPPER_EXCEEDS_COMPUTE,), RULE_RECOMPILE: (RECOMPILED,), RULE_COMPILING: (COMPILING,)}
 
-_REGION = re.compile(r"^Torch-Compiled Region: ([0-9]{1,18})/([0-9]{1,18})$")
+# "Torch-Compiled Region: 0/0" (frame/compile id); before torch 2.5 the region carries no ids (-1/-1 here: no
+# recompilation can be read from it).
+_REGION = re.compile(r"^Torch-Compiled Region(?:: ([0-9]{1,18})/([0-9]{1,18}))?$")
 _LOOKUP = "TorchDynamo Cache Lookup"
 _CALL = "## Call CompiledFxGraph"
 _COMPILE_WORK = (
@@ -75,7 +77,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     findings: list[Finding] = []
     if seen.regions:
         cost = _measure(trace, seen)
-        frames = sorted({f"{f}/{c}" for _, f, c in seen.regions})
+        frames = sorted({f"{f}/{c}" if f >= 0 else "?" for _, f, c in seen.regions})
         if cost.wrapper_ns > cost.compute_ns:
             findings.append(_overhead_finding(cost, frames))
         findings.extend(_recompiled(seen.regions))
@@ -93,7 +95,7 @@ def _gather(trace: Trace) -> _Seen:
     for nid, name in enumerate(trace.names):
         match = _REGION.match(name)
         if match:
-            region_ids[nid] = (int(match.group(1)), int(match.group(2)))
+            region_ids[nid] = (int(match.group(1)), int(match.group(2))) if match.group(1) else (-1, -1)
         elif name.startswith(_COMPILE_WORK):
             work_ids.add(nid)
     if not region_ids and not work_ids:
@@ -183,7 +185,8 @@ def _recompiled(regions: list[tuple[int, int, int]]) -> list[Finding]:
     """A frame that ran more than one compiled version (or a version after the first)."""
     versions: dict[int, set[int]] = {}
     for _, frame, compile_id in regions:
-        versions.setdefault(frame, set()).add(compile_id)
+        if frame >= 0:
+            versions.setdefault(frame, set()).add(compile_id)
     many = {f: sorted(cs) for f, cs in versions.items() if len(cs) > 1 or max(cs) > 0}
     if not many:
         return []

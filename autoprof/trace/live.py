@@ -2,10 +2,18 @@
 
 Never ``prof.events()`` / ``key_averages()``: those build a FunctionEvent per event (6–7 s for 100k events
 on this project's machines); reading the raw events takes a small fraction of that.
+
+Releases differ in what a raw event offers (measured on 2.4.1, 2.11.0, 2.13.0, 2.14.1, 2.15.0):
+``activity_type()`` exists from 2.13, ``is_user_annotation()`` from 2.11. What an event is comes from
+``activity_type()`` where the release has it; else from ``device_type()``, ``is_user_annotation()`` (before
+2.11: the record scope, ``USER_SCOPE``), and the name (runtime ``cuda*``/``hip*`` and driver ``cu[A-Z]*``
+calls, ``Memcpy``/``Memset`` on the device; a device span named as a host annotation is that annotation's
+span on the device lane). Which way is decided once per event class (:func:`reader_for`), never per event.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -14,9 +22,14 @@ from autoprof.trace.model import (
     CUDA_DRIVER,
     CUDA_RUNTIME,
     DEVICE_CATEGORIES,
+    DEVICE_CODE,
     DROPPED_OPS,
+    GPU_MEMCPY,
+    GPU_MEMSET,
+    GPU_USER_ANNOTATION,
     HOST_CATEGORIES,
     HOST_CODE,
+    KERNEL,
     SHAPED_OPS,
     SHAPED_PREFIXES,
     USER_ANNOTATION,
@@ -36,17 +49,22 @@ def from_kineto_events(
     world_size: int = 1,
     metadata: dict[str, Any] | None = None,
     tick: Callable[[], None] | None = None,
+    device_properties: list[dict[str, Any]] | None = None,
 ) -> Trace:
-    """Build a :class:`Trace` from kineto events (objects with ``name()``, ``activity_type()``, ...). ``tick`` is
-    called every 256 events (the background analysis paces itself there)."""
+    """Build a :class:`Trace` from kineto events (objects with ``name()``, ``activity_type()`` or
+    ``device_type()``, ...). ``tick`` is called every 256 events (the background analysis paces itself there).
+    ``device_properties``: the devices' properties as a chrome export writes them (``name``...), for the
+    roofline's peaks. The accessors the events' release lacks are named in ``metadata["live_missing"]``."""
     with gc_paused():
-        return _build(events, source, target, rank, world_size, metadata, tick)
+        return _build(events, source, target, rank, world_size, metadata, tick, device_properties)
 
 
 # What an activity type is: host (category code, is a launching call, is an op) or device (-1, category, False);
 # None: a category no rule reads.
 _Kind = tuple[int, Any, bool]
 _ANNOTATION: _Kind = (HOST_CODE[USER_ANNOTATION], False, False)
+_PENDING_CODE = -2
+_PENDING: _Kind = (_PENDING_CODE, KERNEL, False)  # a device span that may be an annotation's (see Reader)
 
 
 def _kind(activity_type: Any) -> _Kind | None:
@@ -56,6 +74,119 @@ def _kind(activity_type: Any) -> _Kind | None:
     if cat in DEVICE_CATEGORIES:
         return (-1, cat, False)
     return None
+
+
+USER_SCOPE = 7  # at::RecordScope::USER_SCOPE: record_function labels (ProfilerStep#N, sections, targets)
+_DRIVER = re.compile(r"cu[A-Z]")  # CUDA driver API calls: cuLaunchKernel, cuMemcpyAsync...
+#: Host events no rule reads, by name (memory instants when profile_memory is on): skipped as activity_type skips them.
+_HOST_SKIPPED = frozenset({"[memory]", "[OutOfMemory]"})
+#: Device-lane events other than work (CUPTI's synchronization records): skipped as activity_type skips them.
+_DEVICE_SKIPPED = frozenset({"Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event"})
+
+
+def _host_category(name: str) -> str | None:
+    """What a host event that is no annotation is, by its name: a runtime or driver call, else an op."""
+    if name in _HOST_SKIPPED:
+        return None
+    if name.startswith(("cuda", "hip")):
+        return CUDA_RUNTIME
+    if _DRIVER.match(name):
+        return CUDA_DRIVER
+    return CPU_OP
+
+
+def _device_category(name: str) -> str | None:
+    if name.startswith("Memcpy"):
+        return GPU_MEMCPY
+    if name.startswith("Memset"):
+        return GPU_MEMSET
+    if name in _DEVICE_SKIPPED:
+        return None
+    return KERNEL
+
+
+#: A device span whose kind is settled only once the whole window is read (before 2.11: an annotation's span
+#: is known by its name, which its host annotation may carry later in the list).
+PENDING_DEVICE = "pending"
+
+
+class Reader:
+    """How one event class tells what an event is: ``activity(ev)`` gives a key that :func:`_kind` maps to
+    a category, the same lookup the fast path does on ``activity_type()``'s values. ``missing`` names the
+    accessors this release lacks (each derived another way)."""
+
+    def __init__(self, cls: type) -> None:
+        has = {a for a in ("activity_type", "is_user_annotation", "scope", "device_type") if hasattr(cls, a)}
+        self.missing = tuple(a for a in ("activity_type", "is_user_annotation") if a not in has)
+        self.fast = "activity_type" in has
+        self.usable = self.fast or "device_type" in has
+        self.activity: Callable[[Any], Any]
+        if self.fast:
+            self.activity = getattr(cls, "activity_type")  # noqa: B009 - the unbound accessor: one call per event, as before
+        elif self.usable:
+            self.activity = self._derived(cls, "is_user_annotation" in has, "scope" in has)
+        else:
+            self.activity = _nothing
+
+    @staticmethod
+    def _derived(cls: type, has_annotation: bool, has_scope: bool) -> Callable[[Any], Any]:
+        host_of: dict[str, str | None] = {}  # name -> category (names repeat: classified once)
+        device_of: dict[str, str | None] = {}
+        cpu_of: dict[Any, bool] = {}  # device_type() value -> is the host
+        device_type: Callable[[Any], Any] = getattr(cls, "device_type")  # noqa: B009
+        if has_annotation:
+            annotation: Callable[[Any], bool] = getattr(cls, "is_user_annotation")  # noqa: B009
+        elif has_scope:
+            scope: Callable[[Any], int] = getattr(cls, "scope")  # noqa: B009
+
+            def annotation(ev: Any) -> bool:
+                return bool(scope(ev) == USER_SCOPE)
+
+        else:
+
+            def annotation(ev: Any) -> bool:
+                return False
+
+        def activity(ev: Any) -> str | None:
+            dt = device_type(ev)
+            on_host = cpu_of.get(dt)
+            if on_host is None:
+                on_host = cpu_of[dt] = str(dt).rsplit(".", 1)[-1].upper() == "CPU"
+            name = ev.name()
+            if on_host:
+                if annotation(ev):
+                    return USER_ANNOTATION
+                try:
+                    return host_of[name]
+                except KeyError:
+                    cat = host_of[name] = _host_category(name)
+                    return cat
+            if has_annotation and annotation(ev):
+                return GPU_USER_ANNOTATION
+            try:
+                cat = device_of[name]
+            except KeyError:
+                cat = device_of[name] = _device_category(name)
+            if cat == KERNEL and not has_annotation:
+                return PENDING_DEVICE
+            return cat
+
+        return activity
+
+
+def _nothing(ev: Any) -> None:
+    return None
+
+
+_READERS: dict[type, Reader] = {}
+
+
+def reader_for(cls: type) -> Reader:
+    """The :class:`Reader` of an event class, made once per process."""
+    reader = _READERS.get(cls)
+    if reader is None:
+        reader = _READERS[cls] = Reader(cls)
+    return reader
 
 
 class _Threads:
@@ -138,14 +269,28 @@ def _build(
     world_size: int,
     metadata: dict[str, Any] | None,
     tick: Callable[[], None] | None,
+    device_properties: list[dict[str, Any]] | None,
 ) -> Trace:
     builder = TraceBuilder(source=source)
     builder.rank, builder.world_size = rank, world_size
     if metadata:
         builder.metadata.update(metadata)
+    if device_properties:
+        builder.device_properties = list(device_properties)
+    events = events if isinstance(events, list) else list(events)
+    if not events:
+        return builder.build(target)
+    reader = reader_for(type(events[0]))
+    if reader.missing:
+        builder.metadata["live_missing"] = list(reader.missing)
+    if not reader.usable:
+        raise TypeError(f"raw profiler events of this torch have neither activity_type() nor device_type(): {type(events[0]).__name__}")
+    activity = reader.activity
+    derived = not reader.fast or "is_user_annotation" in reader.missing  # an unknown kind is skipped, not asked
     # The hot loop writes straight into the builder's columns: one dict lookup per event for the
     # category, one for the thread, one for the name; kineto is asked only for what the rules read.
-    kind_of: dict[Any, _Kind | None] = {}
+    kind_of: dict[Any, _Kind | None] = {PENDING_DEVICE: _PENDING}
+    pending: list[int] = []  # device rows whose kind is settled at the end (see Reader)
     threads = _Threads(builder)
     shapes = _Shapes(builder.h_shapes)
     name_add, cat_add, ts_add = builder.h_name.append, builder.h_cat.append, builder.h_ts.append
@@ -162,21 +307,23 @@ def _build(
         name = ev.name()
         if name in dropped:  # only ops carry these names: skip them before asking kineto anything else
             continue
-        at = ev.activity_type()
+        at = activity(ev)
         try:
             kind = kind_of[at]
         except KeyError:
             kind = kind_of[at] = _kind(at)
         if kind is None:
-            if not ev.is_user_annotation():
+            if derived or not ev.is_user_annotation():
                 continue
             kind = _ANNOTATION
         code, launch, is_op = kind
         if code < 0:
             # (a gpu_user_annotation's correlation_id() is its annotation's op id: add_device drops it)
-            builder.add_device(
+            d = builder.add_device(
                 kind[1], name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()), int(ev.device_resource_id()), ev.correlation_id()
             )
+            if code == _PENDING_CODE:
+                pending.append(d)
             continue
         row += 1
         nid = names.get(name)
@@ -196,4 +343,20 @@ def _build(
         if is_op:
             shapes.keep(ev, nid, name, row)
     threads.resolve()
+    if pending:
+        _settle_annotation_spans(builder, pending)
     return builder.build(target)
+
+
+def _settle_annotation_spans(builder: TraceBuilder, pending: list[int]) -> None:
+    """Device spans read as kernels by a release without ``is_user_annotation()``: one named as a host
+    annotation of the window (``ProfilerStep#N``, a section) is that annotation's span on the device lane."""
+    code = HOST_CODE[USER_ANNOTATION]
+    annotations = {nid for nid, k in zip(builder.h_name, builder.h_cat) if k == code}
+    if not annotations:
+        return
+    span = DEVICE_CODE[GPU_USER_ANNOTATION]
+    for d in pending:
+        if builder.d_name[d] in annotations:
+            builder.d_cat[d] = span
+            builder.d_corr[d] = -1

@@ -11,6 +11,7 @@ from typing_extensions import assert_type
 
 import autoprof as ap
 from autoprof import Config, Finding, TraceError, analyze, autoprof, configure, flush, section
+from autoprof.instrument import Section
 
 
 @autoprof
@@ -60,7 +61,7 @@ later: Callable[[int], str] = decorate(to_text)
 assert_type(decorate(to_text)(1), str)
 
 with section("attn") as sec:
-    assert_type(sec, section)
+    assert_type(sec, Section)
 
 
 @section("mlp")
@@ -76,5 +77,5 @@ for finding in analyze("trace.json.gz"):
     assert_type(finding, Finding)
     assert_type(finding.verdict, str)
 assert_type(Config().noise_floor, float)
-assert_type(ap.section, type[section])
+assert_type(ap.section(""), Section)
 err: type[ValueError] = TraceError
