@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
+import sys
 import threading
 import time
 import types
@@ -409,10 +411,55 @@ def _validate(options: dict[str, Any]) -> tuple[str | None, dict[str, int]]:
     return name, {k: check_schedule_value(k, v) for k, v in options.items()}
 
 
+#: The oldest torch release autoprof supports (pyproject says the same; CI tests it).
+TORCH_FLOOR = (2, 4)
+
+
+def torch_release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a torch version string ("2.11.0+cu130" -> (2, 11)); None when it cannot be read."""
+    parts = version.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+_RELEASE = torch_release(torch.__version__)
+TORCH_SUPPORTED = _RELEASE is None or _RELEASE >= TORCH_FLOOR
+_warned_old_torch = False
+
+
+def _old_torch(obj: Any) -> bool:
+    """On a torch older than the floor, say so once (a warning at the user's decoration) and leave every
+    decorated callable as it is: autoprof's live side needs what 2.4 added, its offline side does not."""
+    global _warned_old_torch
+    if TORCH_SUPPORTED:
+        return False
+    if not _warned_old_torch:
+        _warned_old_torch = True
+        floor = ".".join(map(str, TORCH_FLOOR))
+        warnings.warn(
+            f"autoprof needs torch >= {floor} to profile (this is torch {torch.__version__}): {_qualname(obj)} and every "
+            "other decorated callable run unprofiled; `autoprof analyze` on saved traces still works",
+            UserWarning,
+            stacklevel=_user_stacklevel(),
+        )
+    return True
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside autoprof (the user's decoration)."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
 def instrument(obj: Any, name: str | None, schedule: dict[str, int]) -> Any:
     """Wrap ``obj`` (function, method, classmethod/staticmethod, nn.Module instance)."""
-    if not SWITCH.enabled:
-        return obj  # disabled at decoration time: the original, unchanged
+    if not SWITCH.enabled or _old_torch(obj):
+        return obj  # disabled at decoration time (or a torch below the floor): the original, unchanged
     fn = _underlying(obj)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         warnings.warn(
@@ -487,7 +534,7 @@ def section(name: str) -> Section:
 
     Records a ``record_function`` annotation only while a window records; otherwise costs a flag check.
     A function, not a class: inside a compiled region it hands dynamo a ``contextlib.nullcontext()``, which
-    every supported release traces (before 2.5, dynamo cannot trace a ``with`` on an object of a user class,
+    every supported release traces (on 2.4, dynamo cannot trace a ``with`` on an object of a user class,
     even one that does nothing: ``Unsupported: BEFORE_WITH`` under ``fullgraph=True``).
     """
     if _is_compiling():

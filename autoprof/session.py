@@ -228,6 +228,7 @@ class Session:
             sections = sorted(SECTIONS_SEEN)
             if not self._stop(window, target, sections):
                 return
+        stopped = time.perf_counter_ns()
         index = target.window
         target.window += 1
         # The raw events are built here, on the training thread: kineto holds the GIL while it builds them (~2 µs
@@ -248,6 +249,7 @@ class Session:
             first_call_ns=target.first_call_ns,
             steady_ns=target.steady_ns(),
             stall_ns=time.perf_counter_ns() - started,  # what the calling thread pays when work runs in the background
+            stop_ns=stopped - started,
             cpu_peaks=window.cpu_peaks,
             devices=window.devices,
             sections=sections,
@@ -416,8 +418,8 @@ def _prepared(prof: Any) -> bool:
     return inner is not None and not getattr(inner, "profiling_start_time_ns", 0)
 
 
-#: Releases before 2.5 build a FunctionEvent per event inside ``stop_trace`` (6–7 s per 100k events, on the
-#: training thread); later ones build them only when asked (``_ensure_function_events``). autoprof never asks.
+#: 2.4 builds a FunctionEvent per event inside ``stop_trace`` (6–7 s per 100k events, on the
+#: training thread); 2.11 and later build them only when asked (``_ensure_function_events``). autoprof never asks.
 _EAGER_PARSE = not hasattr(_autograd_profiler.profile, "_ensure_function_events")
 
 

@@ -13,6 +13,11 @@ from autoprof import emit
 from autoprof.findings import record_schema
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers' models come from configs here: never the hub
+# One intra-op thread (set before any test imports torch; subprocesses inherit it): on a shared 2-core machine
+# with another process on a core, torch's second thread waits on the contended core and a 32×16 @ 16×8 matmul
+# took 8–25 ms, enough to flip the live verdicts (issue 22, item 9). With one thread the step's own work stays
+# what it is on a quiet machine.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_TRACES = Path(os.environ.get("AUTOPROF_SHARED_TRACES", REPO.parent / "shared" / "traces"))

@@ -42,6 +42,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine",
         "exchange",
         "findings",
+        "rules._common",
         "rules.ranks",
         "rules.sections",
         "trace.model",

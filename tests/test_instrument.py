@@ -506,3 +506,24 @@ def test_instrumented_module_instance_pickles_as_the_plain_module(records: Any, 
     assert torch.equal(loaded.weight, model.weight)
     clone = copy.deepcopy(wrapped)
     assert type(clone) is torch.nn.Linear and clone.weight is not model.weight
+
+
+def test_a_torch_below_the_floor_leaves_callables_unprofiled_with_one_warning(monkeypatch: Any) -> None:
+    import warnings
+
+    from autoprof import instrument
+
+    assert instrument.torch_release("2.11.0+cu130") == (2, 11) and instrument.torch_release("2.4.1") == (2, 4)
+    assert instrument.torch_release("main") is None  # an unreadable version is given the benefit of the doubt
+    assert instrument.TORCH_SUPPORTED  # the torch the suite runs on
+    monkeypatch.setattr(instrument, "TORCH_SUPPORTED", False)
+    monkeypatch.setattr(instrument, "_warned_old_torch", False)
+
+    def f(x: int) -> int:
+        return x + 1
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert autoprof(f) is f and autoprof(name="g")(f) is f
+    assert len(caught) == 1 and "needs torch >= 2.4" in str(caught[0].message)
+    assert caught[0].filename == __file__  # points at the user's decoration, not at autoprof

@@ -10,6 +10,7 @@ from synth import Synth
 
 from autoprof.config import Config
 from autoprof.rules import ranks, run_rules
+from autoprof.rules._common import device_step_ns, step_times_ns
 from autoprof.rules.ranks import RankSummary
 
 GEMM = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params)"
@@ -447,3 +448,44 @@ def test_derived_values_are_computed_once_per_trace_and_kept_out_of_its_data() -
     copy = _common.blocked_by_call(trace)
     copy["x"] = 1
     assert "x" not in _common.blocked_by_call(trace)  # callers get a copy: the kept value never changes
+
+
+# -- a step's time on a device (issue 20, item 6) -----------------------------------------------------------------
+
+
+def _enqueue_only() -> Synth:
+    """Three steps whose host calls take 0.3 ms to enqueue a 14 ms kernel each (a device-bound window)."""
+    s = Synth(gpu="NVIDIA H200")
+    for k in range(3):
+        base = k * 14_000
+        s.step(k + 3, base, 300).op("aten::mm", base + 10, 280, [[8192, 8192], [8192, 8192]], ["c10::BFloat16", "c10::BFloat16"])
+        s.launch("nvjet_gemm", base + 20, base + 100, 13_900)
+    return s
+
+
+def _live_findings(s: Synth, first_us: float) -> dict[str, Any]:
+    trace = s.trace()
+    trace.metadata.update({"first_call_ns": int(first_us * 1000), "steady_call_ns": 300_000})  # as a live window's
+    found, failures = run_rules(trace)
+    assert not failures
+    return {f.rule: f for f in found}
+
+
+def test_device_step_time_is_the_device_lanes_span_of_the_step() -> None:
+    s = _enqueue_only()
+    trace = s.trace()
+    assert device_step_ns(trace) == [13_900_000] * 3  # the kernels, where no ProfilerStep span is on the device lane
+    assert step_times_ns(trace) == [13_900_000] * 3  # longer than the host's 0.3 ms
+    s.x("gpu_user_annotation", "ProfilerStep#3", 90, 13_950, tid=7, pid=0)  # torch's own span of the step wins
+    assert device_step_ns(s.trace())[0] == 13_950_000
+    host_only = Synth(gpu=None)
+    host_only.step(0, 0, 100).op("aten::mm", 10, 80)
+    assert device_step_ns(host_only.trace()) == [None]
+
+
+def test_a_cold_first_call_is_measured_against_the_devices_steady_step() -> None:
+    # host steady 0.3 ms (enqueue only), device 13.9 ms a step: a 20 ms first call is no cold start
+    assert "cold_first_step" not in _live_findings(_enqueue_only(), first_us=20_000)
+    cold = _live_findings(_enqueue_only(), first_us=500_000)["cold_first_step"]
+    assert cold.evidence["steady_step_ms"] == 13.9 and cold.evidence["steady_clock"] == "device"
+    assert cold.evidence["ratio"] == pytest.approx(500 / 13.9, rel=1e-3)

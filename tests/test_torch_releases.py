@@ -293,3 +293,17 @@ def test_a_users_profiler_started_in_autoprofs_warmup_records_and_autoprof_recor
     assert [r["reason"] for r in records if r["event"] == "autoprof.warning"] == ["foreign_profiler"]
     stray = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("{")]
     assert not stray, stray  # torch's own warnings never reach stderr as plain lines
+
+
+@needs_h200
+def test_h200_window_record_gives_each_steps_device_time() -> None:
+    # ten 8192³ bf16 GEMMs a step: the host enqueues them in ~0.3 ms, the device runs them ~14 ms
+    from autoprof.window import _step_device_ms
+
+    trace = _replayed("bf16_8192")
+    numbers = [s.number for s in trace.steps]
+    device_ms = _step_device_ms(trace, numbers)
+    assert device_ms is not None and len(device_ms) == 3
+    for step, ms in zip(trace.steps, device_ms):
+        assert ms is not None and 12 < ms < 17 and step.dur_ns / 1e6 < 1
+    assert _step_device_ms(trace, [99]) == [None]  # a step number the trace does not hold

@@ -7,7 +7,7 @@ import statistics
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import ms
+from autoprof.rules._common import device_step_ns, ms, step_times_ns
 from autoprof.trace.model import Trace
 
 RULE = "cold_first_step"
@@ -21,23 +21,30 @@ MIN_EXTRA_NS = 1_000_000  # ignore sub-millisecond differences
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     first = trace.metadata.get("first_call_ns")
     steady = trace.metadata.get("steady_call_ns")
+    times = step_times_ns(trace)  # a step on a device takes as long as its device work, not its enqueue
     if isinstance(first, int) and isinstance(steady, int) and steady > 0:
-        # Live: wall times of every call, measured whether recorded or not.
+        # Live: wall times of every call, measured whether recorded or not. A host call that only enqueues
+        # work is not the step's time: on a device the steady step is the recorded steps' device time.
+        device = int(statistics.median(times)) if times and any(device_step_ns(trace)) else 0
+        clock = "device" if device > steady else "host"
+        steady = max(steady, device)
         if first >= COLD_RATIO * steady and first - steady >= MIN_EXTRA_NS:
-            return [_finding(first, steady, 0, "the program's first call", live=True)]
+            return [_finding(first, steady, 0, "the program's first call", live=True, clock=clock)]
         return []
     steps = trace.steps
     if len(steps) < 3:
         return []
-    rest = statistics.median(step.dur_ns for step in steps[1:])
-    d = steps[0].dur_ns
+    rest = statistics.median(times[1:])
+    d = times[0]
     if rest > 0 and d >= COLD_RATIO * rest and d - rest >= MIN_EXTRA_NS:
         where = "the program's first step" if steps[0].number <= 1 else f"the first recorded step (#{steps[0].number})"
-        return [_finding(d, int(rest), steps[0].number, where, live=False)]
+        on_device = [dev or 0 for dev in device_step_ns(trace)]
+        clock = "device" if statistics.median(on_device) > statistics.median(step.dur_ns for step in steps) else "host"
+        return [_finding(d, int(rest), steps[0].number, where, live=False, clock=clock)]
     return []
 
 
-def _finding(first: int, steady: int, number: int, where: str, live: bool) -> Finding:
+def _finding(first: int, steady: int, number: int, where: str, live: bool, clock: str) -> Finding:
     cold = number <= 1
     return Finding(
         RULE,
@@ -55,5 +62,6 @@ def _finding(first: int, steady: int, number: int, where: str, live: bool) -> Fi
             "ratio": round(first / steady, 3),
             "step_number": number,
             "from_wall_clock": live,
+            "steady_clock": clock,  # "device": steps timed by their device work (their host calls only enqueue it)
         },
     )

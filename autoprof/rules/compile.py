@@ -36,7 +36,7 @@ RECOMPILED = "recompiled"
 COMPILING = "compiling"
 VERDICTS = {RULE_OVERHEAD: (WRAPPER_EXCEEDS_COMPUTE,), RULE_RECOMPILE: (RECOMPILED,), RULE_COMPILING: (COMPILING,)}
 
-# "Torch-Compiled Region: 0/0" (frame/compile id); before torch 2.5 the region carries no ids (-1/-1 here: no
+# "Torch-Compiled Region: 0/0" (frame/compile id); on torch 2.4 the region carries no ids (-1/-1 here: no
 # recompilation can be read from it).
 _REGION = re.compile(r"^Torch-Compiled Region(?:: ([0-9]{1,18})/([0-9]{1,18}))?$")
 _LOOKUP = "TorchDynamo Cache Lookup"
