@@ -87,6 +87,7 @@ def _records(result: FileResult) -> list[dict[str, Any]]:
         autoprof_overhead_ms=0.0,
         stall_ms=0.0,
         sections=result.sections,
+        **result.summary,
     )
     findings = [finding_record(finding, **ctx, trace_rank=result.rank) for finding in result.findings]
     errors = [

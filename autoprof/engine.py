@@ -11,7 +11,9 @@ from typing import Any
 from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
 from autoprof.rules import ranks, run_rules
+from autoprof.rules._common import device_step_ns
 from autoprof.rules.sections import section_times
+from autoprof.rules.sync import profiler_flush_ns
 from autoprof.trace import chrome, live
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP_CODE, Trace, gc_paused
@@ -29,6 +31,31 @@ def window_trace(events: Any, tick: Callable[[], None] | None = None, **kw: Any)
     FunctionEvents)."""
     with gc_paused():
         return live.from_kineto_events(events, tick=tick, **kw)
+
+
+def window_summary(trace: Trace, findings: Sequence[Finding], numbers: Sequence[int] | None = None) -> dict[str, Any]:
+    """The window record's reading of a trace, the same live and offline: each step's device time
+    (``step_device_ms``, in the order of ``numbers``, default the trace's steps), the profiler's own flush
+    (``profiler_flush_ms``), and the regime (verdict, reading, roofline shares)."""
+    spans = device_step_ns(trace)
+    device_ms: list[float | None] | None = None
+    if any(spans):
+        by_number = {step.number: span for step, span in zip(trace.steps, spans)}
+        wanted = [s.number for s in trace.steps] if numbers is None else numbers
+        device_ms = [round(span / 1e6, 4) if (span := by_number.get(n)) is not None else None for n in wanted]
+    flush = profiler_flush_ns(trace)
+    regime = next((f for f in findings if f.rule == "bound_regime"), None)
+    return {
+        "step_device_ms": device_ms,
+        "profiler_flush_ms": round(flush / 1e6, 4) if flush else None,
+        "regime": {
+            "verdict": regime.verdict,
+            "reading": regime.evidence.get("reading", "cpu"),
+            "roofline_shares": regime.evidence.get("roofline_shares"),
+        }
+        if regime is not None
+        else None,
+    }
 
 
 def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
@@ -60,6 +87,7 @@ class FileResult:
     step_ns: list[int] = field(default_factory=list)
     top_ops: list[dict[str, Any]] = field(default_factory=list)
     sections: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)  # window_summary(): device step times, flush, regime
 
 
 def analyze_files(
@@ -100,6 +128,7 @@ def analyze_files(
                     [s.dur_ns for s in trace.steps],
                     top_ops(trace, config.top_ops if config is not None else Config().top_ops),
                     section_times(trace),
+                    window_summary(trace, findings),
                 )
             )
     _cross_rank(results)

@@ -21,7 +21,6 @@ from autoprof.calibrate import CpuPeaks
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules import ranks
-from autoprof.rules._common import device_step_ns
 from autoprof.rules.sections import section_times
 from autoprof.trace.model import Trace, gc_paused
 
@@ -137,21 +136,11 @@ def _window_fields(job: ClosedWindow, analysis: _Analysis, path: str | None, ove
         "profiled_step_extra_ms": job.profiled_extra_ms(),
         "stall_ms": round(job.stall_ns / 1e6, 3),
         "stall_stop_ms": round(job.stop_ns / 1e6, 3),
-        "step_device_ms": _step_device_ms(trace, job.steps),
+        **engine.window_summary(trace, analysis.findings, job.steps),
         "calls_total": job.calls,
         "first_call_ms": round(job.first_call_ns / 1e6, 4) if job.first_call_ns is not None else None,
         "trace_path": path,
     }
-
-
-def _step_device_ms(trace: Trace, numbers: list[int]) -> list[float | None] | None:
-    """The recorded steps' time on the device's clock, in the order of ``numbers`` (None: a window without
-    device work)."""
-    spans = device_step_ns(trace)
-    if not any(spans):
-        return None
-    by_number = {step.number: span for step, span in zip(trace.steps, spans)}
-    return [round(span / 1e6, 4) if (span := by_number.get(n)) is not None else None for n in numbers]
 
 
 def _keep_trace(job: ClosedWindow, rank: int) -> str | None:

@@ -42,7 +42,6 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine",
         "exchange",
         "findings",
-        "rules._common",
         "rules.ranks",
         "rules.sections",
         "trace.model",

@@ -124,7 +124,8 @@ def test_without_a_calibrated_peak_op_self_time_beyond_the_call_floor_is_work() 
     tiny.each_step(lambda t: [tiny.op("aten::mul", t + 50 + j * 4.5, 4.0) for j in range(200)])
     v_big, ev_big, _ = big.verdict(peaks=False)
     v_tiny, _, _ = tiny.verdict(peaks=False)
-    assert v_big == "compute-bound" and ev_big["roofline_bound"] == "unknown"
+    # op work leads, but without a peak the roofline cannot cost it: never called compute (issue 21)
+    assert v_big == "mixed" and ev_big["roofline_bound"] == "unknown" and ev_big["work_share"] > 0.8
     assert v_tiny == "overhead-bound"
 
 

@@ -57,11 +57,27 @@ def _dump(window: str) -> dict[str, Any]:
         return json.load(f)  # type: ignore[no-any-return]
 
 
+def _concrete_inputs(window: str) -> dict[tuple[str, int], list[Any]]:
+    """The ``Concrete Inputs`` torch's export of the window gives each op, by (name, start in ns from the trace's
+    base). The dumps lack the accessor (``concrete_inputs()``, which every supported release has): the replay
+    takes its values from the same window's export."""
+    with gzip.open(H200 / f"{window}.chrome.json.gz", "rt") as f:
+        doc = json.load(f)
+    base = doc["baseTimeNanoseconds"]
+    return {
+        (e["name"], round(e["ts"] * 1000) + base): e["args"]["Concrete Inputs"]
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X" and "Concrete Inputs" in e.get("args", {})
+    }
+
+
 def _replayed(window: str, drop: tuple[str, ...] = ()) -> Trace:
     dump = _dump(window)
-    cls = event_class([a for a in dump["accessors"] if a not in drop])
+    concrete = _concrete_inputs(window)
+    events = [{**e, "concrete_inputs": concrete.get((e["name"], e["start_ns"]), [])} for e in dump["events"]]
+    cls = event_class([a for a in dump["accessors"] if a not in drop] + ["concrete_inputs"])
     props = [{"id": 0, "name": dump["device"]}]
-    return live.from_kineto_events([cls(e) for e in dump["events"]], device_properties=props)
+    return live.from_kineto_events([cls(e) for e in events], device_properties=props)
 
 
 def _kinds(trace: Trace) -> collections.Counter[tuple[str, str, int]]:
@@ -298,12 +314,17 @@ def test_a_users_profiler_started_in_autoprofs_warmup_records_and_autoprof_recor
 @needs_h200
 def test_h200_window_record_gives_each_steps_device_time() -> None:
     # ten 8192³ bf16 GEMMs a step: the host enqueues them in ~0.3 ms, the device runs them ~14 ms
-    from autoprof.window import _step_device_ms
-
     trace = _replayed("bf16_8192")
-    numbers = [s.number for s in trace.steps]
-    device_ms = _step_device_ms(trace, numbers)
+    findings, _ = engine.analyze_trace(trace)
+    summary = engine.window_summary(trace, findings)
+    device_ms = summary["step_device_ms"]
     assert device_ms is not None and len(device_ms) == 3
     for step, ms in zip(trace.steps, device_ms):
         assert ms is not None and 12 < ms < 17 and step.dur_ns / 1e6 < 1
-    assert _step_device_ms(trace, [99]) == [None]  # a step number the trace does not hold
+    assert engine.window_summary(trace, findings, [99])["step_device_ms"] == [None]  # a step the trace does not hold
+    assert summary["profiler_flush_ms"] > 10  # the profiler's own wait for the queued GEMMs, said once, here
+    assert summary["regime"] == {
+        "verdict": "compute-bound",
+        "reading": "device",
+        "roofline_shares": findings[0].evidence["roofline_shares"],
+    }

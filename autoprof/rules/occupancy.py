@@ -7,6 +7,7 @@ from collections import Counter
 
 from autoprof.config import Config
 from autoprof.findings import Finding
+from autoprof.rules import regime
 from autoprof.rules._common import OCCUPANCY_PREFIX, view
 from autoprof.trace.model import KERNEL_CODE, LAUNCH_CODES, Trace
 
@@ -71,25 +72,30 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     if not queries:
         return []
     queried, unqueried = _pair_queries(trace, queries, kernel_of)
-    if not queried:
-        return []
+    heavy_kernels = Counter({k: c for k, c in queried.items() if is_heavy(k)})
+    if not heavy_kernels:
+        return []  # queries before other kernels (a sort, a scan): nothing a user can act on
+    regime_finding = next(iter(regime.check(trace, config)), None)
+    if regime_finding is None or regime_finding.verdict != regime.OVERHEAD_BOUND:
+        return []  # ~1 µs of host time a launch matters only where the host is what limits the step
     launches = sum(queried.values())
-    heavy = sum(c for k, c in queried.items() if is_heavy(k))
-    top = [k for k, _ in queried.most_common(8)]
+    heavy = sum(heavy_kernels.values())
+    top = [k for k, _ in heavy_kernels.most_common(8)]
     return [
         Finding(
             RULE,
             HEAVYWEIGHT,
             "info",
-            f"{launches} launches are preceded by an occupancy query ({heavy} of them GEMM/conv kernels): " + ", ".join(top[:4]),
-            "These are library GEMM/conv kernels; the query itself costs ~1 µs of host time per launch, "
-            "a reason to prefer fewer, larger GEMMs (or CUDA graphs) when overhead-bound.",
+            f"{heavy} GEMM/conv launches are preceded by an occupancy query (~1 µs of host time each) in an "
+            f"overhead-bound window: " + ", ".join(top[:4]),
+            "The host limits this window, and each library GEMM/conv launch costs it an occupancy query besides "
+            "the launch: fewer, larger GEMMs (batch them, fuse layers) or CUDA graphs remove both.",
             {
                 "queried_launch_count": launches,
                 "gemm_conv_count": heavy,
                 "gemm_conv_share": round(heavy / launches, 4),
                 "unqueried_launch_count": unqueried,
-                "kernels_count": dict(queried.most_common(8)),
+                "kernels_count": dict(heavy_kernels.most_common(8)),
             },
             tuple(top),
         )

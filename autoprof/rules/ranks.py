@@ -107,7 +107,8 @@ def check(summaries: list[RankSummary]) -> list[Finding]:
     if findings is None:
         findings = _by_step_time(summaries, med)
     if not any(f.verdict == STRAGGLERS for f in findings):  # a straggler explains why the waiting ranks read apart
-        findings.extend(_regime_mismatch(summaries))
+        balanced_waits = any(f.verdict == BALANCED and f.evidence.get("method") == "collective_wait" for f in findings)
+        findings.extend(_regime_mismatch(summaries, med, balanced_waits))
     return findings
 
 
@@ -204,9 +205,16 @@ def _balanced(summaries: list[RankSummary], med: float, evidence: dict[str, Any]
     )
 
 
-def _regime_mismatch(summaries: list[RankSummary]) -> list[Finding]:
+#: Shares that move with how long a rank waits for its peers: on ranks whose waits and steps agree within the
+#: machine's noise, these alone differing is jitter, not a regime (balanced DDP at 2-3 ms steps: one rank read
+#: overhead-bound, the other communication-bound, in 1 of 3 runs).
+WAIT_SHARES = frozenset({"comm_share", "overhead_share", "blocked_share"})
+
+
+def _regime_mismatch(summaries: list[RankSummary], med: float = 0.0, balanced_waits: bool = False) -> list[Finding]:
     """Ranks whose regime differs from the others' by their figures, not only by their labels: two identical ranks
-    either side of a cut-off (19.7 % and 20.2 %) are not a finding."""
+    either side of a cut-off (19.7 % and 20.2 %) are not a finding, and neither are ranks whose waits were found
+    balanced, whose steps agree, and whose shares differ only in the waiting ones (``WAIT_SHARES``)."""
     verdicts = Counter(summary.verdict for summary in summaries if summary.verdict)
     if len(verdicts) < 2:
         return []
@@ -214,8 +222,11 @@ def _regime_mismatch(summaries: list[RankSummary]) -> list[Finding]:
     if len(with_shares) == len(summaries):
         keys = set.intersection(*(set(summary.shares or {}) for summary in summaries))
         center = {k: statistics.median((summary.shares or {})[k] for summary in summaries) for k in keys}
-        apart = [summary for summary in summaries if any(abs((summary.shares or {})[k] - center[k]) >= SHARE_GAP for k in keys)]
-        if not apart:
+        differing = {k for summary in summaries for k in keys if abs((summary.shares or {})[k] - center[k]) >= SHARE_GAP}
+        if not differing:
+            return []
+        steps_agree = med > 0 and all(abs(summary.step_ms - med) <= STRAGGLER_MARGIN * med for summary in summaries)
+        if balanced_waits and steps_agree and differing <= WAIT_SHARES:
             return []
     common, n = verdicts.most_common(1)[0]
     voted = sum(verdicts.values())

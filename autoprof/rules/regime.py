@@ -8,9 +8,13 @@ launched (the GPU lane runs behind the host):
 - ``blocked_share``: host time waiting in synchronizing calls (``BLOCKING_CALLS``), reported apart;
 - ``host_active_share``: union of host ops and runtime calls, less blocked and input time.
 
-Verdicts, first match wins: input-bound (input ≥ 25 %); compute-bound (device busy ≥ 60 %);
-overhead-bound (the host is active for longer than the device is busy); sync-bound (blocked ≥ 30 %);
-otherwise ``mixed``.
+Verdicts, first match wins: input-bound (input ≥ 25 %); device-bound when the device is saturated (busy ≥
+90 %) or busy ≥ 60 % and at least as long as the host is active; overhead-bound when the host is active for
+longer than the device is busy (the device waits on the host's launches); sync-bound (blocked ≥ 30 %); otherwise
+``mixed``. A device-bound window is named by where the device's time goes by the roofline (:func:`work_verdict`,
+the rule both readings share): compute-bound or memory-bound when that share leads the others by ``MARGIN``,
+``mixed`` when none does or when time the roofline cannot cost leads. Device busy time is all device work inside
+the window (work a previous step queued that still runs keeps the device as busy as the window's own).
 
 CPU-only windows are read in one order, each second once: waiting for input, in blocking calls, in
 collectives on the step's thread, then op work the roofline explains (an op call whose work at the calibrated
@@ -50,6 +54,7 @@ from autoprof.rules._work import is_roofline_op
 from autoprof.trace.model import (
     CPU_OP_CODE,
     CUDA_RUNTIME_CODE,
+    DEVICE_WORK_CODES,
     PYTHON_FUNCTION_CODE,
     Trace,
 )
@@ -65,6 +70,7 @@ MIXED = "mixed"
 VERDICTS = {RULE: (INPUT_BOUND, SYNC_BOUND, COMMUNICATION_BOUND, OVERHEAD_BOUND, COMPUTE_BOUND, MEMORY_BOUND, MIXED)}
 
 DEVICE_BUSY_COMPUTE = 0.60
+DEVICE_SATURATED = 0.90  # busy this much of the window, the device is the bottleneck whatever the host does
 INPUT_SHARE_MIN = 0.25
 SYNC_SHARE_MIN = 0.30
 
@@ -104,6 +110,11 @@ def _self_totals(trace: Trace, win: View) -> tuple[int, int]:
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
+    """The window's regime (computed once per trace: other rules ask for it too, the occupancy rule among them)."""
+    return list(trace.derive(lambda t: _check(t, config), key=check))
+
+
+def _check(trace: Trace, config: Config | None = None) -> list[Finding]:
     win = view(trace)
     if win.host_window_ns <= 0:
         return []
@@ -150,9 +161,20 @@ def _host_spans(trace: Trace, win: View) -> tuple[list[tuple[int, int]], list[tu
     return blocked, inp, merge(active)
 
 
+def _busy_in_window(trace: Trace, win: View) -> int:
+    """Device work of any step inside the window [start, end of the device work it launched]."""
+    lo, hi = win.start_ns, win.start_ns + win.window_ns
+    spans = [
+        (max(t, lo), min(t + d, hi))
+        for t, d, c in zip(trace.d_ts, trace.d_dur, trace.d_cat)
+        if c in DEVICE_WORK_CODES and t < hi and t + d > lo
+    ]
+    return total(merge(spans))
+
+
 def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Config | None = None) -> Finding:
     window = win.window_ns
-    busy = total(win.device_busy)
+    busy = _busy_in_window(trace, win)
     blocked_iv, input_iv, active_iv = _host_spans(trace, win)
     active = total(subtract(active_iv, merge(blocked_iv + input_iv)))
     blocked, inp = total(blocked_iv), total(input_iv)
@@ -174,21 +196,25 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
     # exposed_communication).
     comm = total(subtract(subtract(_collective_spans(trace, win), merge(input_iv)), merge(blocked_iv)))
     evidence.update(comm_us=us(comm), comm_share=share(comm, window), work_share=share(busy, window), overhead_share=share(active, window))
+    evidence["reading"] = "device"
     verdict, msg = _device_judge(window, busy, active, blocked, inp, by_call)
-    severity = "info" if verdict in (COMPUTE_BOUND, MIXED) else "warning"
-    advice = _ADVICE[verdict]
-    if verdict == COMPUTE_BOUND:
-        msg, advice = _roofline_split(trace, config, evidence, msg, advice)
+    advice = _ADVICE.get(verdict, "")
+    if verdict == DEVICE_BOUND:
+        verdict, msg, advice = _device_work(trace, config, evidence, busy, window)
+    severity = "info" if verdict in (COMPUTE_BOUND, MEMORY_BOUND, MIXED) else "warning"
     return Finding(RULE, verdict, severity, msg, advice, evidence)
 
 
+DEVICE_BOUND = "device"  # the judge's word for a device-bound window, before the roofline names its verdict
+
+
 def _device_judge(window: int, busy: int, active: int, blocked: int, inp: int, by_call: dict[str, int]) -> tuple[str, str]:
-    """The device reading's verdict and message: input first, then a busy device, host work above device work,
-    blocking calls; else mixed."""
+    """The device reading's verdict and message: input first, then a busy device (``DEVICE_BOUND``, named by the
+    roofline next), host work above device work, blocking calls; else mixed."""
     if inp >= INPUT_SHARE_MIN * window:
         return INPUT_BOUND, f"input-bound: data loading takes {share(inp, window):.0%} of the window"
-    if busy >= DEVICE_BUSY_COMPUTE * window:
-        return COMPUTE_BOUND, f"compute-bound: the device is busy {share(busy, window):.0%} of the window"
+    if busy >= DEVICE_SATURATED * window or (busy >= DEVICE_BUSY_COMPUTE * window and busy >= active):
+        return DEVICE_BOUND, f"the device is busy {share(busy, window):.0%} of the window, the host {share(active, window):.0%}"
     if active > busy:
         return OVERHEAD_BOUND, (
             f"overhead-bound: the host works {share(active, window):.0%} of the window preparing and "
@@ -203,25 +229,66 @@ def _device_judge(window: int, busy: int, active: int, blocked: int, inp: int, b
     return MIXED, f"mixed: device busy {share(busy, window):.0%}, host active {share(active, window):.0%}"
 
 
-def _roofline_split(trace: Trace, config: Config | None, evidence: dict[str, Any], msg: str, advice: str) -> tuple[str, str]:
-    """A device-bound window: say whether compute or memory bandwidth limits it, when the roofline decides."""
+def work_verdict(compute_ns: float, memory_ns: float, uncosted_ns: float) -> tuple[str, str]:
+    """The verdict of work that bounds the window, shared by the device and the CPU readings: the roofline's
+    compute-bound or memory-bound time when it leads the other two shares by ``MARGIN``; ``mixed`` when none
+    does, or when time the roofline cannot cost leads (that is never called compute). Also the bound it names:
+    "compute", "memory", "uncosted" or "mixed"."""
+    ranked = sorted((("compute", compute_ns), ("memory", memory_ns), ("uncosted", uncosted_ns)), key=lambda item: -item[1])
+    (lead, top), (_, second) = ranked[0], ranked[1]
+    if top <= 0 or top < MARGIN * second:
+        return MIXED, "mixed"
+    if lead == "uncosted":
+        return MIXED, "uncosted"
+    return (COMPUTE_BOUND if lead == "compute" else MEMORY_BOUND), lead
+
+
+def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], busy: int, window: int) -> tuple[str, str, str]:
+    """A device-bound window: named by where the device's time goes by the roofline (:func:`work_verdict`)."""
     roof = roofline.analyse(trace, config)
-    decided = roof.decided() if roof else None
-    evidence["roofline_bound"] = decided or "unknown"
-    if roof is None:
-        return msg, advice
-    evidence["memory_bound_share"] = share(roof.memory_ns, roof.total_ns)
-    evidence["compute_bound_share"] = share(roof.compute_ns, roof.total_ns)
-    if decided == "memory":
+    head = f"the device is busy {share(busy, window):.0%} of the window"
+    if roof is None or roof.total_ns <= 0:
+        evidence.update(roofline_bound="unknown", roofline_shares=None)
         return (
-            msg + f"; memory-bandwidth-bound by the roofline ({share(roof.memory_ns, roof.total_ns):.0%} of op time in memory-bound ops)",
-            "Bandwidth, not FLOPs, is the limit: fuse elementwise chains "
-            "(torch.compile), use bf16/fp16, avoid materialising intermediates.",
+            MIXED,
+            f"mixed: device-bound ({head}), but its work cannot be costed (no peak known for this device)",
+            "The device is the bottleneck: see the kernels that take its time; name the device's peaks with "
+            "autoprof.configure(peaks=...) to have them costed.",
         )
-    if decided == "compute":
-        extra = f"; FLOP-bound by the roofline ({share(roof.compute_ns, roof.total_ns):.0%} of op time in compute-bound ops)"
-        return msg + extra, advice
-    return msg, advice
+    compute, memory, uncosted = roof.compute_ns, roof.memory_ns, roof.unknown_ns
+    verdict, bound = work_verdict(compute, memory, uncosted)
+    shares = {"compute": share(compute, roof.total_ns), "memory": share(memory, roof.total_ns), "uncosted": share(uncosted, roof.total_ns)}
+    evidence.update(
+        roofline_bound=bound if bound in ("compute", "memory") else "unknown" if bound == "uncosted" else "mixed",
+        roofline_shares=shares,
+        compute_bound_share=shares["compute"],
+        memory_bound_share=shares["memory"],
+        uncosted_share=shares["uncosted"],
+        compute_work_share=share(compute * busy / roof.total_ns, window),
+        memory_work_share=share(memory * busy / roof.total_ns, window),
+        unknown_work_share=share(uncosted * busy / roof.total_ns, window),
+    )
+    split = (
+        f"{shares['compute']:.0%} of its time in FLOP-bound kernels, {shares['memory']:.0%} bandwidth-bound, "
+        f"{shares['uncosted']:.0%} not costed"
+    )
+    if verdict == COMPUTE_BOUND:
+        return verdict, f"compute-bound: {head}; FLOP-bound by the roofline ({split})", _ADVICE[COMPUTE_BOUND]
+    if verdict == MEMORY_BOUND:
+        return verdict, f"memory-bound: {head}; bandwidth-bound by the roofline ({split})", _DEVICE_MEMORY_ADVICE
+    if bound == "uncosted":
+        return (
+            verdict,
+            f"mixed: device-bound ({head}), mostly in work the roofline cannot cost ({split})",
+            "The device is the bottleneck: look at the kernels the roofline could not cost (custom or compiled "
+            "kernels, ops without recorded shapes).",
+        )
+    return verdict, f"mixed: device-bound ({head}), with no bound leading ({split})", _ADVICE[MIXED]
+
+
+_DEVICE_MEMORY_ADVICE = (
+    "Bandwidth, not FLOPs, is the limit: fuse elementwise chains (torch.compile), use bf16/fp16, avoid materialising intermediates."
+)
 
 
 # -- the host (CPU) reading ---------------------------------------------------------------------------------
@@ -377,15 +444,16 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
         )
 
 
-def _judge(reading: HostReading) -> str:
-    """The largest share, when it leads clearly; op work is named compute- or memory-bound by the roofline."""
+def _judge(reading: HostReading) -> tuple[str, str | None]:
+    """The largest share, when it leads clearly; op work is named by :func:`work_verdict` (the bound it names is
+    returned too; None when op work does not lead)."""
     ranked = sorted(reading.shares().items(), key=lambda item: -item[1])
     (lead, top), (_, second) = ranked[0], ranked[1]
     if top < LEADS or top < MARGIN * second:
-        return MIXED
+        return MIXED, None
     if lead != "work":
-        return {"input": INPUT_BOUND, "sync": SYNC_BOUND, "communication": COMMUNICATION_BOUND, "overhead": OVERHEAD_BOUND}[lead]
-    return MEMORY_BOUND if reading.memory_ns > reading.compute_ns and reading.memory_ns >= reading.unknown_ns else COMPUTE_BOUND
+        return {"input": INPUT_BOUND, "sync": SYNC_BOUND, "communication": COMMUNICATION_BOUND, "overhead": OVERHEAD_BOUND}[lead], None
+    return work_verdict(reading.compute_ns, reading.memory_ns, reading.unknown_ns)
 
 
 def _cpu_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Config | None = None) -> Finding:
@@ -394,14 +462,19 @@ def _cpu_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Conf
         reading.window_ns = int(win.host_window_ns)
     waits = _host_waits(trace, win, reading)
     _op_work(trace, win, reading, waits, config)
-    verdict = _judge(reading)
+    verdict, bound = _judge(reading)
     evidence.update(_cpu_evidence(trace, win, reading))
     severity = "warning" if verdict in (OVERHEAD_BOUND, INPUT_BOUND, SYNC_BOUND, COMMUNICATION_BOUND) else "info"
-    if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
-        evidence["roofline_bound"] = (
-            "unknown" if reading.unknown_ns > reading.compute_ns + reading.memory_ns else "memory" if verdict == MEMORY_BOUND else "compute"
-        )
-    return Finding(RULE, verdict, severity, _cpu_message(verdict, reading), _CPU_ADVICE[verdict], evidence)
+    work = reading.work_ns
+    if work:
+        evidence["roofline_shares"] = {
+            "compute": share(reading.compute_ns, work),
+            "memory": share(reading.memory_ns, work),
+            "uncosted": share(reading.unknown_ns, work),
+        }
+    if bound is not None:  # op work leads the step
+        evidence["roofline_bound"] = "unknown" if bound == "uncosted" else bound
+    return Finding(RULE, verdict, severity, _cpu_message(verdict, reading, bound), _CPU_ADVICE[verdict], evidence)
 
 
 def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, Any]:
@@ -410,6 +483,7 @@ def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, An
     ops = op_self_ns(trace, win)
     evidence: dict[str, Any] = dict(
         device="cpu",
+        reading="cpu",
         method="roofline" if reading.op_calls and (reading.compute_ns or reading.memory_ns or reading.small_calls) else "op_self",
         window_us=us(w),
         input_us=us(reading.input_ns),
@@ -445,9 +519,17 @@ def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, An
     return evidence
 
 
-def _cpu_message(verdict: str, reading: HostReading) -> str:
+def _cpu_message(verdict: str, reading: HostReading, bound: str | None = None) -> str:
     w = reading.window_ns
     sh = reading.shares()
+    if verdict == MIXED and bound is not None:  # op work leads, no bound within it does
+        work = reading.work_ns
+        split = (
+            f"{share(reading.compute_ns, work):.0%} FLOP-bound, {share(reading.memory_ns, work):.0%} bandwidth-bound, "
+            f"{share(reading.unknown_ns, work):.0%} in ops the roofline cannot cost"
+        )
+        what = "mostly in ops the roofline cannot cost" if bound == "uncosted" else "with no bound leading"
+        return f"mixed (CPU): op work takes {sh['work']:.0%} of the step, {what} ({split})"
     if verdict == INPUT_BOUND:
         return f"input-bound (CPU): waiting for data (enumerate(DataLoader)) takes {sh['input']:.0%} of the step"
     if verdict == SYNC_BOUND:
@@ -461,8 +543,6 @@ def _cpu_message(verdict: str, reading: HostReading) -> str:
         )
     if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
         kind = "FLOP-bound ops" if verdict == COMPUTE_BOUND else "bandwidth-bound ops"
-        if reading.unknown_ns > reading.compute_ns + reading.memory_ns:
-            kind = "ops the roofline cannot cost"
         eff = f" running at {reading.ideal_ns / reading.work_time_ns:.0%} of their roofline" if reading.work_time_ns else ""
         return f"{verdict} (CPU): op work takes {sh['work']:.0%} of the step, mostly in {kind}{eff}"
     parts = ", ".join(f"{k} {v:.0%}" for k, v in sorted(sh.items(), key=lambda item: -item[1]) if v >= 0.05)

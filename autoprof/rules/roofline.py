@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import View, has_ancestor, op_self_ns, share, us, view
-from autoprof.rules._work import WorkCache, is_roofline_op
+from autoprof.rules._work import WorkCache, is_roofline_op, memory_by_kind
 from autoprof.rules.peaks import Peak, peak_for
 from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace
 
@@ -53,7 +53,10 @@ class OpStat:
         ai = self.flops / self.bytes if self.bytes else 0.0
         roof = min(pf, ai * peak.bytes_per_s)
         achieved = self.flops / t if t else 0.0
-        fraction = achieved / roof if roof else None
+        if self.bound == "memory":  # bytes against the bandwidth (an op that moves data and computes nothing too)
+            fraction = (self.bytes / t) / peak.bytes_per_s if t and peak.bytes_per_s else None
+        else:
+            fraction = achieved / roof if roof else None
         above = fraction is not None and fraction > 1.0
         return {
             "name": self.name,
@@ -79,8 +82,15 @@ class Roofline:
     peak: Peak
     total_ns: int
     compute_ns: int = 0
-    memory_ns: int = 0
+    memory_ns: int = 0  # bandwidth-bound time: costed ops below the ridge, and ops bandwidth-bound by kind
     ops: dict[tuple[str, str, str], OpStat] = field(default_factory=dict)
+    #: Ops bandwidth-bound by their kind whose bytes the shapes do not give (optimizers' multi-tensor updates,
+    #: tensor lists): name -> [calls, time]. Their time is in ``memory_ns``.
+    by_kind: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def by_kind_ns(self) -> int:
+        return sum(t for _, t in self.by_kind.values())
 
     @property
     def unknown_ns(self) -> int:
@@ -118,8 +128,9 @@ def _analyse(trace: Trace, config: Config | None) -> Roofline | None:
     if not roof_ids or total <= 0:
         return roof
     timed = _timed_on_device(trace, win, roof_ids) if on_device else _timed_on_host(trace, win, roof_ids)
-    for (nid, shapes_text, dtype), group in _grouped(trace, timed).items():
+    for (nid, shapes_text, dtype), group in _grouped(trace, timed, roof.by_kind).items():
         _place(roof, trace.names[nid], shapes_text, dtype, group)
+    roof.memory_ns += roof.by_kind_ns
     # Ops run concurrently on several streams can sum past the busy time: keep the split within it.
     if roof.compute_ns + roof.memory_ns > total:
         scale = total / (roof.compute_ns + roof.memory_ns)
@@ -180,8 +191,9 @@ class _Group:
     work: tuple[float, float]
 
 
-def _grouped(trace: Trace, timed: list[_Timed]) -> dict[tuple[int, str, str], _Group]:
-    """Calls and time per (op name id, shapes, dtype): a window repeats the same few, each is costed once."""
+def _grouped(trace: Trace, timed: list[_Timed], by_kind: dict[str, list[int]]) -> dict[tuple[int, str, str], _Group]:
+    """Calls and time per (op name id, shapes, dtype): a window repeats the same few, each is costed once. Calls
+    that cannot be costed but are bandwidth-bound by their kind go to ``by_kind`` (name -> [calls, time])."""
     cache = WorkCache()
     shapes_get = trace.shapes.get
     groups: dict[tuple[int, str, str], _Group] = {}
@@ -191,9 +203,15 @@ def _grouped(trace: Trace, timed: list[_Timed]) -> dict[tuple[int, str, str], _G
         shp = shapes_get(i)
         dims = shp[0] if shp and type(shp[0]) is list else []
         types = shp[1] if shp and type(shp[1]) is list else []
+        causal = shp[2] if shp and len(shp) > 2 else None
         nid = trace.h_name[i]
-        work, dtype, shapes_text = cache.get(nid, trace.names[nid], dims, types)
+        name = trace.names[nid]
+        work, dtype, shapes_text = cache.get(nid, name, dims, types, causal)
         if work is None:
+            if memory_by_kind(name):
+                entry = by_kind.setdefault(name, [0, 0])
+                entry[0] += 1
+                entry[1] += t
             continue
         dtype = dtype or "fp32"
         if dtype == "fp32" and tf32:
@@ -235,7 +253,7 @@ def _place(roof: Roofline, name: str, shapes_text: str, dtype: str, group: _Grou
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     roof = analyse(trace, config)
     if roof is None or not roof.ops:
-        return []
+        return []  # (ops bandwidth-bound by kind alone give no per-op figures to report)
     by_time = sorted(roof.ops.values(), key=lambda s: -s.time_ns)[:10]
     by_lost = sorted(roof.ops.values(), key=lambda s: -(s.time_ns - s.ideal_ns))[:5]
     top = by_lost[0]
@@ -269,6 +287,8 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
                 "compute_bound_share": share(roof.compute_ns, roof.total_ns),
                 "memory_bound_share": share(roof.memory_ns, roof.total_ns),
                 "unknown_share": share(roof.unknown_ns, roof.total_ns),
+                "memory_by_kind_share": share(roof.by_kind_ns, roof.total_ns),
+                "memory_by_kind_ops": sorted(roof.by_kind, key=lambda n: -roof.by_kind[n][1])[:5],
                 "ops": [s.record(roof.peak, roof.peak.flops_for(s.dtype) or 0.0) for s in by_time],
                 "top_lost": [s.record(roof.peak, roof.peak.flops_for(s.dtype) or 0.0) for s in by_lost],
             },

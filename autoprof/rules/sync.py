@@ -1,5 +1,6 @@
-"""Host waits: a long final ``cudaDeviceSynchronize`` (the profiler's flush, not the model) and the
-blocking calls the host spends the most time in."""
+"""Host waits: the blocking calls the host spends the most time in. The final ``cudaDeviceSynchronize`` that
+torch's profiler issues when it stops (its flush of the queued device work) is the profiler's, not the model's:
+no finding, and no share of the window's figures; :func:`profiler_flush_ns` measures it for the window record."""
 
 from __future__ import annotations
 
@@ -7,15 +8,12 @@ from typing import Any
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import blocked_by_call, duration, ms, noise_floor, percent, share, view
+from autoprof.rules._common import blocked_by_call, duration, ms, share, view
 from autoprof.trace.model import GPU_MEMCPY, Trace
 
-RULE_FINAL = "final_device_sync"
 RULE_BLOCKING = "blocking_calls"
-PROFILER_FLUSH = "profiler-flush"
 HOST_BLOCKED = "host-blocked"
-VERDICTS = {RULE_FINAL: (PROFILER_FLUSH,), RULE_BLOCKING: (HOST_BLOCKED,)}
-FINAL_MIN_NS = 1_000_000
+VERDICTS = {RULE_BLOCKING: (HOST_BLOCKED,)}
 BLOCKING_SHARE = 0.10
 
 _ADVICE = {
@@ -30,39 +28,21 @@ _DEFAULT_ADVICE = "Remove explicit synchronizations (torch.cuda.synchronize, .it
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
-    findings: list[Finding] = []
-    final = _final_sync(trace, config)
-    if final is not None:
-        findings.append(final)
     blocked = _blocked(trace)
-    if blocked is not None:
-        findings.append(blocked)
-    return findings
+    return [blocked] if blocked is not None else []
 
 
-def _final_sync(trace: Trace, config: Config | None) -> Finding | None:
-    """The last cudaDeviceSynchronize, with no device work launched after it: the profiler's flush."""
+def profiler_flush_ns(trace: Trace) -> int:
+    """The profiler's flush: the last ``cudaDeviceSynchronize`` of the trace, after the steps and with no device
+    work launched after it (torch's ``stop_trace`` waits there for the queued work); 0 when there is none."""
     sync = trace.name_id("cudaDeviceSynchronize")
     if sync < 0:
-        return None
-    window = view(trace).window_ns
+        return 0
     last = max(trace.host_named([sync]), key=trace.h_ts.__getitem__, default=-1)
     last_launch = max((trace.h_ts[h] for h in trace.d_launch_host if h >= 0), default=-1)
-    if last < 0 or trace.h_ts[last] <= last_launch:
-        return None
-    d = trace.h_dur[last]
-    if d < FINAL_MIN_NS or d < noise_floor(config) * (window + d):
-        return None
-    return Finding(
-        RULE_FINAL,
-        PROFILER_FLUSH,
-        "info",
-        f"final cudaDeviceSynchronize: {duration(d)} ({percent(d, window + d)} of the window) "
-        "waiting for queued device work when the profiler stopped",
-        "This is the profiler's flush, not the model: do not count it as step time.",
-        {"final_sync_ms": ms(d), "final_sync_share": share(d, window + d)},
-        ("cudaDeviceSynchronize",),
-    )
+    if last < 0 or trace.h_ts[last] <= last_launch or (trace.steps and view(trace).host_in[last]):
+        return 0
+    return int(trace.h_dur[last])
 
 
 def _blocked(trace: Trace) -> Finding | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from autoprof.trace.inputs import TraceError
 from autoprof.trace.model import (
+    CAUSAL_ARG,
     CPU_OP_CODE,
     DEVICE_CATEGORIES,
     DEVICE_CODE,
@@ -27,6 +28,7 @@ from autoprof.trace.model import (
     SHAPED_OPS,
     SHAPED_PREFIXES,
     TraceBuilder,
+    causal_flag,
     normalize_category,
     untrusted_int,
 )
@@ -65,7 +67,7 @@ class Columns:
     h_dur: array[int]
     h_tid: array[int]
     h_corr: array[int]
-    h_shapes: dict[int, tuple[Any, Any]]
+    h_shapes: dict[int, tuple[Any, ...]]
     d_name: array[int]
     d_cat: array[int]
     d_ts: array[int]
@@ -152,7 +154,7 @@ class EventConsumer:
         self.shaped: dict[str, bool] = {}
         # Op name -> its last (dims, types): repeated shapes share one copy (less memory, less for the
         # cyclic collector to walk, and pickled once by a helper).
-        self.last_shapes: dict[str, tuple[Any, Any]] = {}
+        self.last_shapes: dict[str, tuple[Any, ...]] = {}
         self.dev_no_corr: dict[int, tuple[int, int]] = {}  # device index -> (thread, ts): linked by flows
         # Flow events (used only if correlation ids are missing): start?, thread, ts, id.
         self.f_start = array("b")
@@ -266,8 +268,11 @@ class EventConsumer:
         if not want:
             return
         dims, types = args.get("Input Dims"), args.get("Input type")
-        last = self.last_shapes.get(name)
         index = len(self.builder.h_ts)
+        if name in CAUSAL_ARG:  # attention: whether it is causal halves its FLOPs
+            self.builder.h_shapes[index] = (dims, types, causal_flag(name, args.get("Concrete Inputs")))
+            return
+        last = self.last_shapes.get(name)
         if last is not None and last[0] == dims and last[1] == types:
             self.builder.h_shapes[index] = last  # a trace repeats its shapes: share one copy
         else:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from autoprof.trace.model import (
+    CAUSAL_ARG,
     CPU_OP,
     CUDA_DRIVER,
     CUDA_RUNTIME,
@@ -35,6 +36,7 @@ from autoprof.trace.model import (
     USER_ANNOTATION,
     Trace,
     TraceBuilder,
+    causal_flag,
     gc_paused,
     normalize_category,
 )
@@ -239,10 +241,10 @@ class _Shapes:
     (shapes, dtypes), shared, not copied: fewer live containers for the cyclic collector to walk when it runs
     again after the load (measured: ~60 ms less per 100k-event window)."""
 
-    def __init__(self, out: dict[int, tuple[Any, Any]]) -> None:
+    def __init__(self, out: dict[int, tuple[Any, ...]]) -> None:
         self.out = out
         self.wanted: dict[int, bool] = {}  # name id -> keep its shapes
-        self.last: dict[int, tuple[Any, Any]] = {}
+        self.last: dict[int, tuple[Any, ...]] = {}
 
     def keep(self, ev: Any, nid: int, name: str, row: int) -> None:
         keep = self.wanted.get(nid)
@@ -254,6 +256,13 @@ class _Shapes:
         if not shapes:
             return
         dtypes = ev.dtypes()
+        if name in CAUSAL_ARG:  # attention: whether it is causal halves its FLOPs
+            try:
+                concrete = ev.concrete_inputs()
+            except Exception:  # a release without the accessor, or an input it cannot convert
+                concrete = None
+            self.out[row] = (shapes, dtypes, causal_flag(name, concrete))
+            return
         last = self.last.get(nid)
         if last is not None and last[0] == shapes and last[1] == dtypes:
             self.out[row] = last  # a window repeats its shapes: share one copy

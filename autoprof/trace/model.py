@@ -130,9 +130,73 @@ REDUCTION_OPS = frozenset(
         "aten::batch_norm",
         "aten::native_layer_norm_backward",
         "aten::_softmax_backward_data",
+        "aten::_log_softmax_backward_data",
+        "aten::native_group_norm",
+        "aten::native_batch_norm",
+        "aten::_native_batch_norm_legit",
+        "aten::rms_norm",
+        "aten::_fused_rms_norm",
+        "aten::native_group_norm_backward",
+        "aten::native_batch_norm_backward",
+        "aten::_fused_rms_norm_backward",
     }
 )
-SHAPED_OPS = MATMUL_OPS | ELEMENTWISE_OPS | REDUCTION_OPS
+# More ops whose time is memory traffic (issue 21), costed in bytes from their shapes: gathers and scatters
+# (embedding lookups, indexing), sorts, copies and concatenation, normalizations, softmax and losses with their
+# backward passes (normalizations: REDUCTION_OPS).
+GATHER_OPS = frozenset(
+    {
+        "aten::embedding",
+        "aten::embedding_backward",
+        "aten::embedding_dense_backward",
+        "aten::embedding_bag",
+        "aten::_embedding_bag",
+        "aten::_embedding_bag_forward_only",
+        "aten::index_select",
+        "aten::gather",
+        "aten::take",
+        "aten::scatter",
+        "aten::scatter_",
+        "aten::scatter_add",
+        "aten::scatter_add_",
+        "aten::index_add",
+        "aten::index_add_",
+        "aten::index",
+        "aten::index_put_",
+        "aten::masked_select",
+        "aten::masked_scatter_",
+    }
+)
+SORT_OPS = frozenset({"aten::sort", "aten::argsort", "aten::topk", "aten::msort"})
+COPY_OPS = frozenset({"aten::cat", "aten::stack", "aten::to", "aten::_to_copy", "aten::clone", "aten::contiguous"})
+LOSS_OPS = frozenset({"aten::nll_loss_forward", "aten::nll_loss_backward", "aten::native_dropout_backward"})
+#: The argument that says ``is_causal`` in each attention op's recorded concrete inputs.
+CAUSAL_ARG = {
+    "aten::scaled_dot_product_attention": 5,
+    "aten::_scaled_dot_product_flash_attention": 4,
+    "aten::_scaled_dot_product_efficient_attention": 6,
+    "aten::_scaled_dot_product_cudnn_attention": 6,
+    "aten::_scaled_dot_product_flash_attention_backward": 11,
+    "aten::_scaled_dot_product_efficient_attention_backward": 11,
+    "aten::_scaled_dot_product_cudnn_attention_backward": 14,
+    "aten::_scaled_dot_product_flash_attention_for_cpu": 4,
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": 7,
+}
+SHAPED_OPS = MATMUL_OPS | ELEMENTWISE_OPS | REDUCTION_OPS | GATHER_OPS | SORT_OPS | COPY_OPS | LOSS_OPS
+
+
+def causal_flag(name: str, concrete: Any) -> bool | None:
+    """Whether an attention call was causal, from its recorded concrete inputs (None: not said)."""
+    k = CAUSAL_ARG.get(name)
+    if k is None or not isinstance(concrete, (list, tuple)) or len(concrete) <= k:
+        return None
+    value = concrete[k]
+    if value is True or value == "True":
+        return True
+    if value is False or value == "False":
+        return False
+    return None
+
 
 # No-op ops that return their input for ordinary tensors (three per matmul). Both loaders drop them: they
 # carry no work, no rule reads them, and their sub-microsecond spans fold into the parent op's self time.
@@ -223,7 +287,7 @@ class TraceBuilder:
     h_dur: array[int] = field(default_factory=lambda: array("q"))
     h_tid: array[int] = field(default_factory=lambda: array("l"))
     h_corr: array[int] = field(default_factory=lambda: array("q"))
-    h_shapes: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    h_shapes: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     # device columns
     d_name: array[int] = field(default_factory=lambda: array("l"))
     d_cat: array[int] = field(default_factory=lambda: array("b"))
