@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import sys
 import threading
 import time
@@ -17,7 +18,7 @@ from typing import IO, Any
 
 from autoprof import __version__
 from autoprof.emit import ERROR_EVENT, WINDOW_EVENT, build_record, finding_record
-from autoprof.engine import FileResult, analyze_files
+from autoprof.engine import FileResult, cross_rank, iter_files
 from autoprof.findings import SEVERITIES, severity_rank
 
 _COLORS = {"info": "\033[36m", "warning": "\033[33m", "critical": "\033[31m", "error": "\033[31m"}
@@ -162,32 +163,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("autoprof: interrupted\n")
         return 130
+    except BrokenPipeError:
+        # The reader went away (``autoprof analyze ... | head -1``): a normal end, as for any Unix filter, with
+        # the status of a process ended by SIGPIPE (128 + 13). Later writes (the interpreter's final flush) go
+        # to /dev/null instead of printing a traceback.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141
     finally:
         if gc_was:
             gc.enable()
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    """Each file's output as soon as it is analysed (thousands of files print as they go); the traces of a
+    distributed job (world size > 1) wait for the cross-rank comparison, which needs all of its ranks."""
     out, err = sys.stdout, sys.stderr
-    results = analyze_files(args.paths, progress=lambda label: _Progress(label, err), workers=args.workers)
-    bad = [result for result in results if result.error]
-    for result in bad:
-        err.write(f"autoprof: {result.error}\n")
-    if args.json:
+    color = args.color == "always" or (args.color == "auto" and out.isatty())
+    bad = 0
+    worst = -1  # the highest severity seen
+    held: list[FileResult] = []
+
+    def show(results: list[FileResult]) -> None:
+        nonlocal worst
         for result in results:
-            if result.error is None:
+            worst = max([worst, *(severity_rank(finding.severity) for finding in result.findings)])
+        if args.json:
+            for result in results:
                 for rec in _records(result):
                     out.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
-    else:
-        color = args.color == "always" or (args.color == "auto" and out.isatty())
-        _table(results, out, color)
-    out.flush()
+        else:
+            _table(results, out, color)
+        out.flush()
+
+    for result in iter_files(args.paths, progress=lambda label: _Progress(label, err), workers=args.workers):
+        if result.error:
+            bad += 1
+            err.write(f"autoprof: {result.error}\n")
+        elif result.world_size > 1:
+            held.append(result)
+        else:
+            show([result])
+    if held:
+        cross_rank(held)
+        show(held)
     if bad:
         return 2
-    if args.fail_on:
-        floor = severity_rank(args.fail_on)
-        if any(severity_rank(finding.severity) >= floor for result in results for finding in result.findings):
-            return 1
+    if args.fail_on and worst >= severity_rank(args.fail_on):
+        return 1
     return 0
 
 

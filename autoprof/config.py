@@ -9,6 +9,7 @@ import dataclasses
 import logging
 import math
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,38 +75,10 @@ class Config:
         return cfg
 
     def validate(self) -> None:
-        """Every option, checked; the first bad one raises :class:`ConfigError` with one line."""
-        for key in SCHEDULE_KEYS:
-            check_schedule_value(key, getattr(self, key))
-        for key in ("enabled", "record_shapes", "background"):
-            if not isinstance(getattr(self, key), bool):
-                raise ConfigError(f"{key} must be True or False, not {_show(getattr(self, key))}")
-        _check_int("top_ops", self.top_ops, 0, MAX_TOP_OPS)
-        if self.ranks is not None and (not isinstance(self.ranks, tuple) or not all(_is_int(r) and 0 <= r <= MAX_RANK for r in self.ranks)):
-            raise ConfigError(f"ranks must be a list of integers from 0 to {MAX_RANK}, or None, not {_show(self.ranks)}")
-        if self.peaks is not None and not (
-            isinstance(self.peaks, dict)
-            and set(self.peaks) == {"flops_per_s", "bytes_per_s"}
-            and all(_is_finite_number(v) and v > 0 for v in self.peaks.values())
-        ):
-            raise ConfigError(
-                f"peaks must be {{'flops_per_s': F, 'bytes_per_s': B}} with finite numbers > 0, or None, not {_show(self.peaks)}"
-            )
-        if not _is_finite_number(self.noise_floor) or not 0 <= self.noise_floor <= MAX_NOISE_FLOOR:
-            raise ConfigError(f"noise_floor must be a share of the window from 0 to {MAX_NOISE_FLOOR}, not {_show(self.noise_floor)}")
-        timeout = self.cross_rank_timeout_s
-        if not _is_finite_number(timeout) or not 0 <= timeout <= MAX_CROSS_RANK_TIMEOUT_S:
-            raise ConfigError(
-                f"cross_rank_timeout_s must be a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}, not {_show(timeout)}"
-            )
-        for key in ("sink", "trace_dir"):
-            val = getattr(self, key)
-            if val is not None and (not isinstance(val, (str, os.PathLike)) or not os.fspath(val) or "\0" in os.fspath(val)):
-                raise ConfigError(f"{key} must be a non-empty path or None, not {_show(val)}")
-        if self.logger is not None and not _is_logger(self.logger):
-            raise ConfigError(
-                f"logger must be a logging.Logger or a structlog logger (callable info, warning and error), not {_show(self.logger)}"
-            )
+        """Every option, checked by the one validator per field (:data:`CHECKS`, which the environment's values pass
+        too); the first bad one raises :class:`ConfigError` with one line."""
+        for f in dataclasses.fields(self):
+            CHECKS[f.name](getattr(self, f.name))
 
 
 #: Upper bounds: a value past them is a mistake, not a wish (``active=10**100`` would record forever and hold
@@ -155,7 +128,105 @@ def check_schedule_value(key: str, value: Any) -> int:
     return _check_int(key, value, low, MAX_ACTIVE if key == "active" else MAX_COUNT)
 
 
+def _check_bool(key: str) -> Any:
+    def check(value: Any) -> None:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} must be True or False, not {_show(value)}")
+
+    return check
+
+
+def _check_schedule(key: str) -> Any:
+    def check(value: Any) -> None:
+        check_schedule_value(key, value)
+
+    return check
+
+
+def _check_path(key: str) -> Any:
+    def check(value: Any) -> None:
+        if value is None:
+            return
+        text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+        if not isinstance(text, str) or not text.strip() or "\0" in text:
+            raise ConfigError(f"{key} must be a non-empty path or None, not {_show(value)}")
+
+    return check
+
+
+def _check_ranks(value: Any) -> None:
+    if value is not None and (not isinstance(value, tuple) or not all(_is_int(r) and 0 <= r <= MAX_RANK for r in value)):
+        raise ConfigError(f"ranks must be a list of integers from 0 to {MAX_RANK}, or None, not {_show(value)}")
+
+
+def _check_peaks(value: Any) -> None:
+    if value is not None and not (
+        isinstance(value, dict)
+        and set(value) == {"flops_per_s", "bytes_per_s"}
+        and all(_is_finite_number(v) and v > 0 for v in value.values())
+    ):
+        raise ConfigError(f"peaks must be {{'flops_per_s': F, 'bytes_per_s': B}} with finite numbers > 0, or None, not {_show(value)}")
+
+
+def _check_noise_floor(value: Any) -> None:
+    if not _is_finite_number(value) or not 0 <= value <= MAX_NOISE_FLOOR:
+        raise ConfigError(f"noise_floor must be a share of the window from 0 to {MAX_NOISE_FLOOR}, not {_show(value)}")
+
+
+def _check_timeout(value: Any) -> None:
+    if not _is_finite_number(value) or not 0 <= value <= MAX_CROSS_RANK_TIMEOUT_S:
+        raise ConfigError(f"cross_rank_timeout_s must be a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}, not {_show(value)}")
+
+
+def _check_logger(value: Any) -> None:
+    if value is not None and not _is_logger(value):
+        raise ConfigError(f"logger must be a logging.Logger or a structlog logger (callable info, warning and error), not {_show(value)}")
+
+
+def _check_top_ops(value: Any) -> None:
+    _check_int("top_ops", value, 0, MAX_TOP_OPS)
+
+
+#: The one validator of each field, shared by :meth:`Config.validate` (``configure()``) and :func:`from_env`: a
+#: value either passes here wherever it comes from, or never reaches a config.
+CHECKS: dict[str, Any] = {
+    "enabled": _check_bool("enabled"),
+    "record_shapes": _check_bool("record_shapes"),
+    "background": _check_bool("background"),
+    **{key: _check_schedule(key) for key in SCHEDULE_KEYS},
+    "sink": _check_path("sink"),
+    "trace_dir": _check_path("trace_dir"),
+    "logger": _check_logger,
+    "top_ops": _check_top_ops,
+    "ranks": _check_ranks,
+    "peaks": _check_peaks,
+    "noise_floor": _check_noise_floor,
+    "cross_rank_timeout_s": _check_timeout,
+}
+
+
 _warned: set[str] = set()
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside autoprof and the import machinery:
+    the user's ``import autoprof`` or ``configure()``, not autoprof's own line."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None:
+        name = frame.f_code.co_filename
+        internal = "importlib" in name and "_bootstrap" in name  # warnings skips these itself: not counted
+        if not internal and not os.path.abspath(name).startswith(package + os.sep):
+            break
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 0 if internal else 1
+    return level
+
+
+def _warn_once(name: str, message: str) -> None:
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(f"autoprof: {message}", RuntimeWarning, stacklevel=_user_stacklevel())
 
 
 def parse_bool(name: str, raw: str | None, default: bool) -> bool:
@@ -168,87 +239,50 @@ def parse_bool(name: str, raw: str | None, default: bool) -> bool:
         return True
     if v == "false":
         return False
-    if name not in _warned:
-        _warned.add(name)
-        warnings.warn(
-            f"autoprof: {name}={raw!r} is not 'true' or 'false'; using the default ({str(default).lower()})",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+    _warn_once(name, f"{name}={raw!r} is not 'true' or 'false'; using the default ({str(default).lower()})")
     return default
 
 
-def _env_int(env: dict[str, str] | os._Environ[str], name: str, key: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return check_schedule_value(key, int(raw.strip()))
-    except (ValueError, ConfigError):
-        if name not in _warned:
-            _warned.add(name)
-            warnings.warn(f"autoprof: {name}={raw!r} is not a valid {key}; using {default}", RuntimeWarning, stacklevel=3)
-        return default
-
-
-def _env_ranks(raw: str | None) -> tuple[int, ...] | None:
-    if raw is None or raw.strip() == "" or raw.strip().lower() == "all":
+def _parse_ranks(raw: str) -> tuple[int, ...] | None:
+    if raw.strip().lower() == "all":
         return None
-    try:
-        ranks = tuple(sorted({int(x) for x in raw.split(",") if x.strip()}))
-        if any(r < 0 for r in ranks):
-            raise ValueError
-        return ranks
-    except ValueError:
-        if "AUTOPROF_RANKS" not in _warned:
-            _warned.add("AUTOPROF_RANKS")
-            warnings.warn(
-                f"autoprof: AUTOPROF_RANKS={raw!r} is not a comma-separated list of ranks; profiling all ranks",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        return None
+    return tuple(sorted({int(x) for x in raw.split(",") if x.strip()}))
 
 
-def _env_float(env: dict[str, str] | os._Environ[str], name: str, default: float, high: float, what: str) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        v = float(raw)
-        if not 0 <= v <= high:  # NaN and inf fail too
-            raise ValueError
-        return v
-    except ValueError:
-        if name not in _warned:
-            _warned.add(name)
-            warnings.warn(f"autoprof: {name}={raw!r} is not {what} from 0 to {high:g}; using {default}", RuntimeWarning, stacklevel=3)
-        return default
+#: Environment variable -> (field, parser of its text). A parsed value passes the field's check in :data:`CHECKS`
+#: like any value given to ``configure()``; one that does not warns once and keeps the default.
+ENV: dict[str, tuple[str, Any]] = {
+    "AUTOPROF_LOG": ("sink", str),
+    "AUTOPROF_TRACE_DIR": ("trace_dir", str),
+    "AUTOPROF_RANKS": ("ranks", _parse_ranks),
+    "AUTOPROF_CROSS_RANK_TIMEOUT": ("cross_rank_timeout_s", float),
+    "AUTOPROF_NOISE_FLOOR": ("noise_floor", float),
+    **{f"AUTOPROF_{key.upper()}": (key, int) for key in SCHEDULE_KEYS},
+}
+_BOOL_ENV = {"AUTOPROF_RECORD_SHAPES": "record_shapes", "AUTOPROF_BACKGROUND": "background"}
 
 
 def from_env(env: dict[str, str] | os._Environ[str] | None = None) -> Config:
-    """The configuration the environment asks for. Bad values warn once and keep the default."""
+    """The configuration the environment asks for. Each value passes the same validator as ``configure()``'s
+    (:data:`CHECKS`); a bad one warns once (at the user's line) and keeps the default."""
     environ = os.environ if env is None else env
-    disabled = parse_bool("AUTOPROF_DISABLE", environ.get("AUTOPROF_DISABLE"), False)
-    sink = environ.get("AUTOPROF_LOG") or None
-    trace_dir = environ.get("AUTOPROF_TRACE_DIR") or None
-    ranks = _env_ranks(environ.get("AUTOPROF_RANKS"))
-    timeout = _env_float(environ, "AUTOPROF_CROSS_RANK_TIMEOUT", 30.0, MAX_CROSS_RANK_TIMEOUT_S, "a number of seconds")
-    return Config(
-        ranks=ranks,
-        cross_rank_timeout_s=timeout,
-        enabled=not disabled,
-        sink=sink,
-        trace_dir=trace_dir,
-        record_shapes=parse_bool("AUTOPROF_RECORD_SHAPES", environ.get("AUTOPROF_RECORD_SHAPES"), True),
-        skip_first=_env_int(environ, "AUTOPROF_SKIP_FIRST", "skip_first", DEFAULT_SKIP_FIRST),
-        wait=_env_int(environ, "AUTOPROF_WAIT", "wait", DEFAULT_WAIT),
-        warmup=_env_int(environ, "AUTOPROF_WARMUP", "warmup", DEFAULT_WARMUP),
-        active=_env_int(environ, "AUTOPROF_ACTIVE", "active", DEFAULT_ACTIVE),
-        repeat=_env_int(environ, "AUTOPROF_REPEAT", "repeat", DEFAULT_REPEAT),
-        background=parse_bool("AUTOPROF_BACKGROUND", environ.get("AUTOPROF_BACKGROUND"), True),
-        noise_floor=_env_float(environ, "AUTOPROF_NOISE_FLOOR", 0.01, MAX_NOISE_FLOOR, "a share of the window"),
-    )
+    defaults = Config()
+    values: dict[str, Any] = {"enabled": not parse_bool("AUTOPROF_DISABLE", environ.get("AUTOPROF_DISABLE"), False)}
+    for name, key in _BOOL_ENV.items():
+        values[key] = parse_bool(name, environ.get(name), getattr(defaults, key))
+    for name, (key, parse) in ENV.items():
+        raw = environ.get(name)
+        if raw is None or raw.strip() == "":
+            continue
+        try:
+            value = parse(raw.strip()) if parse is not str else raw
+            CHECKS[key](value)
+        except (ValueError, ConfigError, OverflowError) as e:
+            reason = str(e) if isinstance(e, ConfigError) else f"{key} cannot be read from it"
+            _warn_once(name, f"{name}={raw!r} is rejected ({reason}); using the default ({_show(getattr(defaults, key))})")
+            continue
+        values[key] = value
+    return Config(**values)
 
 
 class _Switch:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,43 +99,51 @@ def analyze_files(
     """Analyse trace files or directories of them. Bad inputs become results with ``error`` set; the good
     ones are still analysed. ``progress(label)`` wraps each file's load (the CLI shows a note on a terminal).
     ``workers``: helper processes for large files (see :func:`autoprof.trace.chrome.load`; 0 = none)."""
+    results = list(iter_files(paths, config, progress, workers))
+    cross_rank(results)
+    return results
+
+
+def iter_files(
+    paths: Sequence[str | os.PathLike[str]],
+    config: Config | None = None,
+    progress: Callable[[str], AbstractContextManager[Any]] | None = None,
+    workers: int | None = None,
+) -> Iterator[FileResult]:
+    """Each file's result as soon as it is analysed, in input order (the cross-rank comparison is
+    :func:`cross_rank`'s, once all a job's ranks are in)."""
     if config is None:
         config = SWITCH.config  # e.g. peaks set with autoprof.configure(peaks=...)
-    results: list[FileResult] = []
     for path in paths:
         for f in chrome.iter_trace_inputs(path):
             if isinstance(f, TraceError):
-                results.append(FileResult(f.path, error=str(f), exc=f))
+                yield FileResult(f.path, error=str(f), exc=f)
                 continue
             try:
                 with progress(str(f)) if progress else nullcontext():
                     trace = chrome.load(f, workers=workers)
             except TraceError as e:
-                results.append(FileResult(str(f), error=str(e), exc=e))
+                yield FileResult(str(f), error=str(e), exc=e)
                 continue
             findings, failures = analyze_trace(trace, config)
-            results.append(
-                FileResult(
-                    str(f),
-                    trace.rank,
-                    trace.world_size,
-                    findings,
-                    None,
-                    None,
-                    failures,
-                    trace.n_events,
-                    [s.number for s in trace.steps],
-                    [s.dur_ns for s in trace.steps],
-                    top_ops(trace, config.top_ops if config is not None else Config().top_ops),
-                    section_times(trace),
-                    window_summary(trace, findings),
-                )
+            yield FileResult(
+                str(f),
+                trace.rank,
+                trace.world_size,
+                findings,
+                None,
+                None,
+                failures,
+                trace.n_events,
+                [s.number for s in trace.steps],
+                [s.dur_ns for s in trace.steps],
+                top_ops(trace, config.top_ops if config is not None else Config().top_ops),
+                section_times(trace),
+                window_summary(trace, findings),
             )
-    _cross_rank(results)
-    return results
 
 
-def _cross_rank(results: list[FileResult]) -> None:
+def cross_rank(results: list[FileResult]) -> None:
     """Per-rank traces of one job: the straggler and regime comparison, attached to the lowest rank's result
     (as the lowest profiled rank emits it live)."""
     good = [result for result in results if result.error is None and result.step_ns]

@@ -36,6 +36,9 @@ _record_function = _ap.record_function
 # is_dynamo_compiling is a plain ``return False`` that dynamo folds to True while tracing: the cheapest
 # way for a wrapper to step aside inside a compiled region without a graph break.
 _is_compiling = getattr(torch.compiler, "is_dynamo_compiling", None) or torch.compiler.is_compiling
+# torch.jit.trace records what a call does: autoprof steps aside there as it does under dynamo (checked only
+# where autoprof would annotate, never on the idle path).
+_is_tracing = getattr(torch._C, "_is_tracing", None) or (lambda: False)
 
 
 class Mode(IntEnum):
@@ -112,6 +115,10 @@ class _Step:
         """A warmup or active call: open the window (or find it open), start recording at the first active
         step; deferred to its cycle's warmup when the window cannot open or start."""
         target = self.target
+        if place.first and place.phase == Phase.WARMUP and SESSION.window is None and SESSION.behind(SWITCH.config):
+            SESSION.skip_cycle(target)  # bounded memory: no window while the analysis is this far behind
+            self.advance = False
+            return
         self.window = SESSION.open(target, SWITCH.config)
         if self.window is None:
             self._defer()
@@ -187,6 +194,10 @@ class _Instrument:
         is appended to ``calls``. Sets the depth first: the wrapper's ``finally`` resets it."""
         _tls.d = 1
         try:
+            if _is_tracing():
+                # torch.jit.trace runs the call to record it: an annotation (ProfilerStep#3, autoprof.warmup) would
+                # be baked into the traced graph, and differ on its check run. Not a step; nothing recorded.
+                return FOREIGN
             target = self.target or self.get_target()
             me = _get_ident()
             if target.owner != me:
@@ -287,7 +298,7 @@ def _make_sync(ins: _Instrument, fn: Any) -> Callable[..., Any]:
         except AttributeError:
             depth = tls.d = 0
         if depth:  # a nested call: an annotation while a profiler records, else nothing
-            if not ap._is_profiler_enabled:
+            if not ap._is_profiler_enabled or _is_tracing():
                 return fn(*args, **kwargs)
             rf = None
             try:
@@ -337,7 +348,7 @@ def _make_async(ins: _Instrument, fn: Any) -> Callable[..., Any]:
         except AttributeError:
             depth = _tls.d = 0
         if depth:
-            if not _ap._is_profiler_enabled:
+            if not _ap._is_profiler_enabled or _is_tracing():
                 return await fn(*args, **kwargs)
             rf = None
             try:
@@ -560,7 +571,7 @@ class Section:
             stack = _tls.sections = []
         stack.append(None)  # pushed first: whatever happens below, __exit__ pops this entry
         try:
-            if _ap._is_profiler_enabled and SWITCH.enabled:
+            if _ap._is_profiler_enabled and SWITCH.enabled and not _is_tracing():
                 SECTIONS_SEEN.add(self.name)
                 annotation = stack[-1] = _record_function(self.name)
                 try:

@@ -76,3 +76,9 @@ class Schedule:
         if pos < self.skip_first:
             return pos
         return self.skip_first + (pos - self.skip_first) // self.cycle * self.cycle + self.wait
+
+    def next_cycle(self, pos: int) -> int:
+        """The position where the cycle after ``pos``'s starts (its wait): a window skipped whole moves there."""
+        if pos < self.skip_first:
+            return self.skip_first
+        return self.skip_first + ((pos - self.skip_first) // self.cycle + 1) * self.cycle

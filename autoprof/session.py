@@ -43,6 +43,15 @@ from autoprof.schedule import Schedule
 SECTIONS_SEEN: set[str] = set()
 KINETO_QUIET = "6"  # kineto's log level above its highest (USDT): none of its own lines
 STEADY_KEEP = 16  # wall times of recent steady calls kept per target (bounded memory)
+#: A window whose target makes no call while other targets are turned away this many times is given up: a
+#: target called a few times and never again (a warm-up pass, a one-off evaluation) would hold the one window
+#: slot for the rest of the process. Counted in calls, not seconds: deterministic, and a long step of the
+#: holder is never cut (it is in a step, not absent).
+ABANDON_AFTER = 16
+#: Closed windows waiting for the background analysis, at most: past it a window is skipped (counted, and said
+#: in the next window's record), never queued without limit (repeat=0 on a fast step closes windows faster than
+#: a paced analysis reads them).
+MAX_PENDING = 4
 
 
 def profiler_recording() -> bool:
@@ -65,6 +74,7 @@ class Target:
         "recent_ns",
         "rewind",
         "schedule",
+        "warned_abandoned",
         "warned_foreign",
         "warned_yield",
         "window",
@@ -84,6 +94,7 @@ class Target:
         self.rewind = False  # this cycle's window was dropped: its next step starts the cycle's warmup again
         self.warned_foreign = False
         self.warned_yield = False
+        self.warned_abandoned = False
         self.lock = threading.Lock()
 
     def account(self, wall_ns: int) -> None:
@@ -106,7 +117,7 @@ class Target:
 class Window:
     """One recording window of one target: its profiler and the steps it recorded."""
 
-    __slots__ = ("cpu_peaks", "devices", "dropped", "prof", "started", "steps", "target", "walls")
+    __slots__ = ("cpu_peaks", "devices", "dropped", "others", "prof", "started", "steps", "target", "walls")
 
     def __init__(self, target: Target, prof: Any, cpu_peaks: CpuPeaks | None) -> None:
         self.target = target
@@ -115,6 +126,7 @@ class Window:
         self.devices: list[dict[str, Any]] = []  # the CUDA devices' properties (the roofline's peaks by name)
         self.started = False
         self.dropped = False  # given up before its end (a user's profiler started, an interrupted step)
+        self.others = 0  # calls of other targets turned away since this window's target last stepped
         self.steps: list[int] = []
         self.walls: list[int] = []
 
@@ -129,6 +141,8 @@ class Session:
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._live: Any = None  # the profiler autoprof prepared or started and has not stopped yet
+        self.skipped = 0  # closed windows skipped since the last one queued (the analysis was MAX_PENDING behind)
+        self.skipped_total = 0
         self._own = threading.local()  # .active: autoprof itself is starting its profiler on this thread
 
     # -- targets ---------------------------------------------------------------------------------
@@ -148,8 +162,15 @@ class Session:
         """Open a window for ``t`` (prepare the profiler), or find it open; None: deferred (another target's
         window, or a foreign profiler records)."""
         with self.lock:
-            if self.window is not None:
-                return self.window if self.window.target is target else None
+            held = self.window
+            if held is not None:
+                if held.target is target:
+                    held.others = 0
+                    return held
+                held.others += 1
+                if held.others < ABANDON_AFTER or held.target.current is not None:
+                    return None
+                self._abandon_stale(held)
             self._heal()
             if profiler_recording():
                 self._foreign(target)
@@ -256,10 +277,40 @@ class Session:
             prof=window.prof,
             events=events,
         )
-        if cfg.background:
+        if cfg.background and not in_pool_worker():
+            if self._queue.unfinished_tasks >= MAX_PENDING:
+                self._skip(target, index)
+                return
+            job.skipped_before, self.skipped = self.skipped, 0
             self._submit(lambda: _window.run(job))
         else:
             _window.run(job)
+
+    def behind(self, cfg: Config) -> bool:
+        """Whether the background analysis is ``MAX_PENDING`` windows behind: a window opened now would only be
+        skipped when it closes."""
+        return cfg.background and self._queue.unfinished_tasks >= MAX_PENDING and not in_pool_worker()
+
+    def skip_cycle(self, target: Target) -> None:
+        """Skip ``target``'s window of this cycle whole (the analysis is behind): no profiler starts for it; it is
+        counted as a skipped window."""
+        target.pos = target.schedule.next_cycle(target.pos)
+        self._skip(target, target.window)
+
+    def _skip(self, target: Target, index: int) -> None:
+        """The analysis is ``MAX_PENDING`` windows behind: this one is dropped unread, counted (the next window's
+        record says how many), and said once per process."""
+        self.skipped += 1
+        self.skipped_total += 1
+        if self.skipped_total == 1:
+            _emit.warning(
+                f"the background analysis is {MAX_PENDING} windows behind: autoprof skips the windows that close "
+                "meanwhile (counted in the next window record's windows_skipped) instead of queueing them without "
+                "limit; fewer windows (repeat, wait) or flush() keep up",
+                "analysis_behind",
+                target=target.name,
+                window=index,
+            )
 
     def _stop(self, window: Window, target: Target, sections: list[str]) -> bool:
         """Name the sections seen in ``w``'s trace and stop its profiler; False (reported) if it would not stop."""
@@ -343,6 +394,23 @@ class Session:
                 window=target.window,
             )
 
+    def _abandon_stale(self, window: Window) -> None:
+        """Give up the window of a target that stopped being called (see ``ABANDON_AFTER``): torn down, its
+        target starts its cycle again from the warmup if it is called again; said once per target."""
+        holder = window.target
+        self._discard(window)
+        holder.pos = holder.schedule.warmup_start(holder.pos)
+        if not holder.warned_abandoned:
+            holder.warned_abandoned = True
+            _emit.warning(
+                f"{holder.name} stopped being called before its window ended: autoprof gave that window up after "
+                f"{ABANDON_AFTER} calls of other targets, so that they can be profiled; {holder.name} records its "
+                "cycle again from the warmup if it is called again",
+                "abandoned_window",
+                target=holder.name,
+                window=holder.window,
+            )
+
     def _abandon(self, target: Target) -> None:
         window = self.window
         if window is not None:
@@ -387,13 +455,27 @@ class Session:
             return True
 
     def shutdown(self) -> None:
-        """At exit: stop a window still recording (no profiler left running) and drain the worker."""
-        with self.lock:
-            window = self.window
-            if window is not None:
-                self._discard(window)
-            self._heal()
-        self.flush(timeout=30.0)
+        """At exit: stop a window still recording (no profiler left running) and drain the worker. A Ctrl-C
+        meanwhile ends the drain quietly, with one record saying how many windows were left unwritten (no
+        "Exception ignored in atexit callback" traceback)."""
+        try:
+            with self.lock:
+                window = self.window
+                if window is not None:
+                    self._discard(window)
+                self._heal()
+            self.flush(timeout=30.0)
+        except KeyboardInterrupt:
+            left = self._queue.unfinished_tasks
+            try:
+                _emit.warning(
+                    f"interrupted while autoprof wrote its last windows at exit: {left} window(s) left unwritten",
+                    "interrupted_at_exit",
+                    target=None,
+                    window=None,
+                )
+            except BaseException:
+                pass
 
 
 def _stop_quietly(prof: Any) -> None:
@@ -458,6 +540,26 @@ def _torch_warnings() -> Iterator[None]:
         _emit.warning(f"torch warned while autoprof drove its profiler: {text}", "torch_warning", target=None, window=None)
 
 
+_POOL_WORKER: bool | None = None
+
+
+def in_pool_worker() -> bool:
+    """Whether this process is a ``multiprocessing.Pool`` worker. Such a pool terminates its workers when its
+    ``with`` block ends (SIGTERM: no ``atexit``), so a window left queued for the background analysis would be
+    lost without a word: in a pool worker a window is analysed and written on the calling thread when it closes,
+    before the task returns (its ``stall_ms`` includes the analysis)."""
+    global _POOL_WORKER
+    if _POOL_WORKER is None:
+        import sys
+
+        mp = sys.modules.get("multiprocessing")
+        try:
+            _POOL_WORKER = mp is not None and "PoolWorker" in mp.current_process().name
+        except Exception:
+            _POOL_WORKER = False
+    return _POOL_WORKER
+
+
 _DEVICES: list[dict[str, Any]] | None = None
 
 
@@ -520,5 +622,25 @@ def _guard_foreign_profilers(session: Session) -> None:
         setattr(mod, attr, guard)
 
 
+def _after_fork_in_child() -> None:
+    """A forked child starts with autoprof's state as it is, not as the parent's: no window (the parent's
+    profiler is not the child's), no queue of the parent's windows (their analysis thread did not come along),
+    fresh locks (a lock held by another of the parent's threads at the fork would never be released). The
+    child's own targets start their schedules over."""
+    session = SESSION
+    session.lock = threading.RLock()
+    session.window = None
+    session._live = None
+    session._queue = queue.Queue()
+    session._worker = None
+    session.skipped = session.skipped_total = 0
+    for target in session.targets.values():
+        target.lock = threading.Lock()
+        target.owner = None
+        target.current = None
+
+
 SESSION = Session()
 atexit.register(SESSION.shutdown)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

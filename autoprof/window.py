@@ -44,6 +44,7 @@ class ClosedWindow:
     sections: list[str]  # section names seen while profilers recorded
     prof: Any = field(repr=False)  # the stopped torch.profiler.profile (for the kept trace file)
     events: Any = field(repr=False)  # kineto's raw events
+    skipped_before: int = 0  # windows skipped since the previous one was queued (the analysis was behind)
 
     def metadata(self) -> dict[str, Any]:
         """The trace metadata of a live window: what an offline analysis reads from a kept trace's file."""
@@ -136,6 +137,7 @@ def _window_fields(job: ClosedWindow, analysis: _Analysis, path: str | None, ove
         "profiled_step_extra_ms": job.profiled_extra_ms(),
         "stall_ms": round(job.stall_ns / 1e6, 3),
         "stall_stop_ms": round(job.stop_ns / 1e6, 3),
+        "windows_skipped": job.skipped_before,
         **engine.window_summary(trace, analysis.findings, job.steps),
         "calls_total": job.calls,
         "first_call_ms": round(job.first_call_ns / 1e6, 4) if job.first_call_ns is not None else None,

@@ -69,3 +69,38 @@ def test_configures_typed_options_name_every_config_field_and_nothing_else() -> 
     import dataclasses
 
     assert set(config.Options.__annotations__) == {f.name for f in dataclasses.fields(config.Config)}
+
+
+@pytest.mark.parametrize(
+    "name,raw,key",
+    [
+        ("AUTOPROF_RANKS", "99999999999", "ranks"),  # was accepted, then every configure() raised about ranks
+        ("AUTOPROF_RANKS", "0,-1", "ranks"),
+        ("AUTOPROF_ACTIVE", "0", "active"),
+        ("AUTOPROF_NOISE_FLOOR", "nan", "noise_floor"),
+        ("AUTOPROF_CROSS_RANK_TIMEOUT", "1e400", "cross_rank_timeout_s"),
+        ("AUTOPROF_WAIT", "1" * 5000, "wait"),
+    ],
+)
+def test_a_bad_environment_value_never_reaches_the_config(name: str, raw: str, key: str) -> None:
+    config._warned.discard(name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cfg = from_env({name: raw})
+    assert getattr(cfg, key) == getattr(config.Config(), key)  # the default
+    assert len(caught) == 1 and name in str(caught[0].message) and "rejected" in str(caught[0].message)
+    assert caught[0].filename == __file__  # at the caller's line, not autoprof's
+    cfg.replace(wait=2)  # and every later change still validates
+
+
+def test_environment_and_configure_share_one_validator_per_field() -> None:
+    assert set(config.CHECKS) == {f.name for f in __import__("dataclasses").fields(config.Config)}
+    assert {key for key, _ in config.ENV.values()} <= set(config.CHECKS)
+    with pytest.raises(ConfigError, match="ranks must be"):
+        autoprof.configure(ranks=[99999999999])
+    with pytest.raises(ConfigError, match="sink must be a non-empty path"):
+        autoprof.configure(sink=" ")
+
+
+def test_a_blank_log_path_is_no_file() -> None:
+    assert from_env({"AUTOPROF_LOG": " "}).sink is None  # not a file named " "

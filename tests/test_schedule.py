@@ -78,3 +78,9 @@ def test_of_reads_every_schedule_key_and_nothing_else() -> None:
     assert s == Schedule(0, 2, 1, 1, 0) and s.cycle == 4
     with pytest.raises(KeyError):
         Schedule.of({"wait": 1})
+
+
+def test_next_cycle_is_where_the_cycle_after_a_position_starts() -> None:
+    s = Schedule(skip_first=2, wait=1, warmup=1, active=3, repeat=0)  # cycles of 5 from position 2
+    assert [s.next_cycle(p) for p in (0, 1, 2, 3, 6, 7, 12)] == [2, 2, 7, 7, 7, 12, 17]
+    assert s.place(s.next_cycle(3)).phase == Phase.WAIT and s.warmup_start(s.next_cycle(3)) == 8
