@@ -1,10 +1,10 @@
 """autoprof: find out why a PyTorch program is slow.
 
 ``import autoprof`` is enough: the module itself is callable, so ``@autoprof`` and ``@autoprof(...)``
-work on it directly, next to ``autoprof.section``, ``autoprof.configure`` and ``autoprof.analyze``.
+work on it directly, next to ``autoprof.section``, ``autoprof.configure``, ``autoprof.analyze`` and ``autoprof.diff``.
 
 The live side (``autoprof``, ``section``, ``flush``) imports torch on first use; the offline side
-(``analyze``, the ``autoprof analyze`` command) never does.
+(``analyze``, ``diff``, the ``autoprof analyze`` and ``autoprof diff`` commands) never does.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from autoprof.config import Config, ConfigError, configure
-from autoprof.engine import analyze
+from autoprof.engine import analyze, diff
 from autoprof.findings import Finding
 from autoprof.trace.chrome import TraceError
 
@@ -32,6 +32,7 @@ __all__ = [
     "analyze",
     "autoprof",
     "configure",
+    "diff",
     "flush",
     "section",
 ]

@@ -1,7 +1,9 @@
-"""``autoprof analyze PATH...``: the live path's verdicts from saved chrome traces.
+"""``autoprof analyze PATH...``: the live path's verdicts from saved chrome traces; ``autoprof diff BASE NEW``:
+what changed between two runs.
 
-Exit status: 0 analysed (no finding at or above ``--fail-on``); 1 a finding at or above ``--fail-on``;
-2 bad input (any file that cannot be read; the good ones are still analysed) or bad usage.
+Exit status: 0 analysed (no finding at or above ``--fail-on``); 1 a finding at or above ``--fail-on`` (diff: a
+regression past ``--fail-on-regression`` or a new finding at ``--fail-on-new``); 2 bad input (analyze: any file
+that cannot be read, the good ones are still analysed; diff: one line, nothing compared) or bad usage.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from autoprof import __version__
-from autoprof.emit import ERROR_EVENT, WINDOW_EVENT, build_record, finding_record
-from autoprof.engine import FileResult, cross_rank, iter_files
+from autoprof.compare import Diff
+from autoprof.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record
+from autoprof.engine import FileResult, cross_rank, diff, iter_files
 from autoprof.findings import SEVERITIES, severity_rank
+from autoprof.trace.chrome import TraceError
 
 _COLORS = {"info": "\033[36m", "warning": "\033[33m", "critical": "\033[31m", "error": "\033[31m"}
 _RESET = "\033[0m"
@@ -131,6 +135,71 @@ def _workers(text: str) -> int:
     return count
 
 
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a percentage (a number, 0 or more), got {text!r}")
+    return value
+
+
+def _diff(args: argparse.Namespace) -> int:
+    out, err = sys.stdout, sys.stderr
+    try:
+        diffs = diff(args.base, args.new, top=args.top, workers=args.workers)
+    except TraceError as e:
+        err.write(f"autoprof: {e}\n")
+        return 2
+    if not diffs:
+        err.write(f"autoprof: {args.base} and {args.new} share no rank or file name to compare\n")
+        return 2
+    if args.json:
+        for d in diffs:
+            rec = build_record(DIFF_EVENT, "info", target=d.new_path, window=None, source=d.new_path, **d.to_json())
+            out.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
+    else:
+        for d in diffs:
+            _diff_table(d, out)
+    out.flush()
+    regressed = args.fail_on_regression is not None and any((d.step_change_pct or 0) > args.fail_on_regression for d in diffs)
+    appeared = args.fail_on_new is not None and any(d.new_findings(args.fail_on_new) for d in diffs)
+    return 1 if regressed or appeared else 0
+
+
+def _diff_table(d: Diff, out: IO[str]) -> None:
+    out.write(f"{d.base_path} → {d.new_path}  (rank {d.rank})\n")
+    b, n = d.base_steps, d.new_steps
+    if b and n:
+        out.write(
+            f"  step time: {b.median_ms:.3f} ms [{b.min_ms:.3f}–{b.max_ms:.3f}] → {n.median_ms:.3f} ms "
+            f"[{n.min_ms:.3f}–{n.max_ms:.3f}] ({d.step_change_pct:+.1f}%)\n"
+        )
+    if d.devices:
+        out.write(
+            f"  device: {', '.join(d.devices[0]) or 'none'} → {', '.join(d.devices[1]) or 'none'} (the likely cause of what follows)\n"
+        )
+    if d.gemm_kernels:
+        out.write(f"  GEMM kernels: {', '.join(d.gemm_kernels[0])} → {', '.join(d.gemm_kernels[1])}\n")
+    for c in d.verdicts:
+        if c.kind == "moved" and c.base and c.new:
+            out.write(f"  {c.rule}: {c.base.verdict} → {c.new.verdict}: {c.new.message}\n")
+        elif c.new:
+            out.write(f"  + {c.rule} ({c.new.verdict}): {c.new.message}\n")
+        elif c.base:
+            out.write(f"  - {c.rule} ({c.base.verdict}): {c.base.message}\n")
+    for title, changes in (("ops", d.ops), ("kernels", d.kernels)):
+        if changes:
+            out.write(f"  {title} (largest changes in time first):\n")
+        for change in changes:
+            sides = " → ".join(f"{t.calls} calls {t.ns / 1e6:.3f} ms" if t else "-" for t in (change.base, change.new))
+            out.write(f"    {change.kind:<11} {' '.join(part for part in change.key if part)}  {sides}\n")
+    if d.unchanged:
+        out.write("  no change\n")
+    out.write("\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autoprof", description="Find out why a PyTorch program is slow.")
     parser.add_argument("--version", action="version", version=f"autoprof {__version__}")
@@ -147,11 +216,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="helper processes that parse a large file's events (default: the CPUs, at most 4; 0: none)",
     )
+    diff_cmd = sub.add_parser("diff", help="what changed between two runs (trace files, per-rank directories, or kept trace_dirs)")
+    diff_cmd.add_argument("base", metavar="BASE")
+    diff_cmd.add_argument("new", metavar="NEW")
+    diff_cmd.add_argument("--json", action="store_true", help="print one autoprof.diff record per rank, one per line")
+    diff_cmd.add_argument(
+        "--fail-on-regression",
+        type=_percent,
+        default=None,
+        metavar="PCT",
+        help="exit 1 when the median step time got worse by more than PCT percent",
+    )
+    diff_cmd.add_argument(
+        "--fail-on-new", choices=SEVERITIES, default=None, help="exit 1 when a finding at or above this severity appeared"
+    )
+    diff_cmd.add_argument("--top", type=_workers, default=10, metavar="N", help="ops and kernels listed per kind of change (default 10)")
+    diff_cmd.add_argument("--workers", type=_workers, default=None, metavar="N", help="helper processes for large files (as analyze)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    if args.command != "analyze":
+    if args.command not in ("analyze", "diff"):
         parser.print_usage(sys.stderr)
         return 2
     # A short-lived process that builds millions of small objects and no reference cycles: the cyclic
@@ -159,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        return _analyze(args)
+        return _analyze(args) if args.command == "analyze" else _diff(args)
     except KeyboardInterrupt:
         sys.stderr.write("autoprof: interrupted\n")
         return 130

@@ -25,6 +25,7 @@ from autoprof.findings import SCHEMA_VERSION, Finding, record_level
 
 #: The record events autoprof writes (``event`` field); the schema lists them too.
 WINDOW_EVENT = "autoprof.window"
+DIFF_EVENT = "autoprof.diff"
 FINDING_EVENT = "autoprof.finding"
 WARNING_EVENT = "autoprof.warning"
 ERROR_EVENT = "autoprof.error"

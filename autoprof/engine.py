@@ -8,15 +8,17 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from autoprof.compare import Diff, OpTime, Profile, compare
 from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
 from autoprof.rules import ranks, run_rules
-from autoprof.rules._common import device_step_ns
+from autoprof.rules._common import device_step_ns, shape_of, view
+from autoprof.rules.occupancy import short_kernel_name
 from autoprof.rules.sections import section_times
 from autoprof.rules.sync import profiler_flush_ns
 from autoprof.trace import chrome, live
 from autoprof.trace.chrome import TraceError
-from autoprof.trace.model import CPU_OP_CODE, Trace, gc_paused
+from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace, gc_paused
 
 
 def analyze_trace(
@@ -56,6 +58,81 @@ def window_summary(trace: Trace, findings: Sequence[Finding], numbers: Sequence[
         if regime is not None
         else None,
     }
+
+
+def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
+    """A trace's reading for a comparison (:mod:`autoprof.compare`): step times, each op's calls and self time
+    by (name, input shapes), each kernel's calls and device time under its launching op, the devices, the
+    findings. One pass over the window's events."""
+    win = view(trace)
+    shapes: dict[int, str] = {}
+
+    def shapes_text(i: int) -> str:
+        text = shapes.get(i)
+        if text is None:
+            dims, _ = shape_of(trace, i)
+            text = shapes[i] = str(dims) if dims else ""
+        return text
+
+    ops: dict[tuple[str, str], list[int]] = {}
+    for i in range(trace.n_host):
+        if trace.h_cat[i] == CPU_OP_CODE and win.host_in[i]:
+            entry = ops.setdefault((trace.host_name(i), shapes_text(i)), [0, 0])
+            entry[0] += 1
+            entry[1] += trace.h_self[i]
+    kernels: dict[tuple[str, str, str], list[int]] = {}
+    parent = trace.h_parent
+    for d, (h, c, inside) in enumerate(zip(trace.d_launch_host, trace.d_cat, win.device_in)):
+        if c != KERNEL_CODE or not inside:
+            continue
+        op = h
+        while op >= 0 and trace.h_cat[op] != CPU_OP_CODE:
+            op = parent[op]
+        key = (trace.host_name(op), shapes_text(op)) if op >= 0 else ("", "")
+        entry = kernels.setdefault((*key, short_kernel_name(trace.device_name(d))), [0, 0])
+        entry[0] += 1
+        entry[1] += trace.d_dur[d]
+    devices = sorted({str(p.get("name")) for p in trace.device_properties if p.get("name")}) if trace.n_device else []
+    return Profile(
+        path,
+        trace.rank,
+        [s.dur_ns for s in trace.steps],
+        {k: OpTime(c, t) for k, (c, t) in ops.items()},
+        {k: OpTime(c, t) for k, (c, t) in kernels.items()},
+        devices,
+        list(findings),
+    )
+
+
+def profiles(paths: Sequence[str | os.PathLike[str]], config: Config | None = None, workers: int | None = None) -> list[Profile]:
+    """The :class:`Profile` of each trace file under ``paths`` (raises :class:`TraceError` on a bad input)."""
+    if config is None:
+        config = SWITCH.config
+    out: list[Profile] = []
+    for path in paths:
+        for f in chrome.iter_trace_inputs(path):
+            if isinstance(f, TraceError):
+                raise f
+            trace = chrome.load(f, workers=workers)
+            findings, _ = analyze_trace(trace, config)
+            out.append(profile_of(trace, findings, str(f)))
+    if not out:
+        raise TraceError(", ".join(map(str, paths)), "no trace files found")
+    return out
+
+
+def diff(
+    base: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    new: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    config: Config | None = None,
+    top: int = 10,
+    workers: int | None = None,
+) -> list[Diff]:
+    """Compare two runs (each a trace file, a directory of per-rank traces, or a kept ``trace_dir``): one
+    :class:`autoprof.compare.Diff` per rank, read by the same engine as ``analyze``. Raises
+    :class:`autoprof.TraceError` on a bad input."""
+    sides = [[p] if isinstance(p, (str, os.PathLike)) else list(p) for p in (base, new)]
+    return compare(profiles(sides[0], config, workers), profiles(sides[1], config, workers), top)
 
 
 def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:

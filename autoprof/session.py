@@ -72,6 +72,7 @@ class Target:
         "owner",
         "pos",
         "recent_ns",
+        "reference",
         "rewind",
         "schedule",
         "warned_abandoned",
@@ -90,6 +91,7 @@ class Target:
         self.window = 0  # index of the next window
         self.first_call_ns: int | None = None
         self.recent_ns: list[int] = []
+        self.reference: list[Any] = []  # its first window's summary, filled by that window's analysis (drift)
         self.current: Any = None  # the owner's step in progress (instrument._Step), None between steps
         self.rewind = False  # this cycle's window was dropped: its next step starts the cycle's warmup again
         self.warned_foreign = False
@@ -273,6 +275,7 @@ class Session:
             stop_ns=stopped - started,
             cpu_peaks=window.cpu_peaks,
             devices=window.devices,
+            reference=target.reference,
             sections=sections,
             prof=window.prof,
             events=events,
@@ -366,6 +369,7 @@ class Session:
         with self.lock:
             window = self.window
             if window is None:
+                self._heal()  # a profiler of autoprof's that no window holds (an interrupt inside its open)
                 return
             self._discard(window)
             target = window.target

@@ -9,6 +9,7 @@ raises an Exception.
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,8 @@ from autoprof._pace import PACER
 from autoprof.calibrate import CpuPeaks
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules import ranks
+from autoprof.rules import drift, ranks
+from autoprof.rules._common import step_times_ns
 from autoprof.rules.sections import section_times
 from autoprof.trace.model import Trace, gc_paused
 
@@ -45,6 +47,7 @@ class ClosedWindow:
     prof: Any = field(repr=False)  # the stopped torch.profiler.profile (for the kept trace file)
     events: Any = field(repr=False)  # kineto's raw events
     skipped_before: int = 0  # windows skipped since the previous one was queued (the analysis was behind)
+    reference: list[Any] = field(default_factory=list)  # the target's first window's summary (drift), shared
 
     def metadata(self) -> dict[str, Any]:
         """The trace metadata of a live window: what an offline analysis reads from a kept trace's file."""
@@ -74,7 +77,7 @@ def run(job: ClosedWindow) -> None:
         analysis = _analyse(job, rank, world)
         overhead = time.perf_counter_ns() - started + job.stall_ns
         _emit.emit(_emit.WINDOW_EVENT, "info", **ctx, source="live", **_window_fields(job, analysis, path, overhead))
-        for finding in analysis.findings:
+        for finding in analysis.findings + _drift(job, analysis):
             _emit.finding(finding, **ctx, source="live")
         for name, err in analysis.failures:
             _emit.error(f"rule {name} failed: {err}", "rule", err, **ctx)
@@ -119,6 +122,19 @@ def _analyse(job: ClosedWindow, rank: int, world: int) -> _Analysis:
         job.events = None  # free the raw events before the rules run
         findings, failures = engine.analyze_trace(trace, job.config, tick)
     return _Analysis(trace, findings, failures, time.thread_time_ns() - cpu0)
+
+
+def _drift(job: ClosedWindow, analysis: _Analysis) -> list[Finding]:
+    """The ``window_drift`` finding of a target's later window against its first (none for the first)."""
+    times = step_times_ns(analysis.trace) or job.walls
+    if not times:
+        return []
+    regime = next((f.verdict for f in analysis.findings if f.rule == "bound_regime"), None)
+    now = drift.WindowSummary(job.window, statistics.median(times) / 1e6, regime)
+    if not job.reference:  # the target's first window: the reference later ones are compared with
+        job.reference.append(now)
+        return []
+    return drift.check(job.reference[0], now)
 
 
 def _window_fields(job: ClosedWindow, analysis: _Analysis, path: str | None, overhead_ns: int) -> dict[str, Any]:

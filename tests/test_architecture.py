@@ -30,8 +30,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "trace.chrome": {"trace._pool", "trace.batches", "trace.events", "trace.inputs", "trace.jsonstream", "trace.model"},
     "trace.live": {"trace.model"},
     "rules.": {"config", "findings", "trace.model", "rules."},
-    "engine": {"config", "findings", "rules.", "trace.chrome", "trace.live", "trace.model"},
-    "cli": {"autoprof", "emit", "engine", "findings"},
+    "compare": {"findings"},
+    "engine": {"compare", "config", "findings", "rules.", "trace.chrome", "trace.live", "trace.model"},
+    "cli": {"autoprof", "compare", "emit", "engine", "findings", "trace.chrome"},
     "exchange": {"config", "emit", "rules.ranks", "torch"},
     "window": {
         "_files",
@@ -42,6 +43,8 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine",
         "exchange",
         "findings",
+        "rules._common",
+        "rules.drift",
         "rules.ranks",
         "rules.sections",
         "trace.model",
@@ -108,7 +111,7 @@ def test_each_room_imports_only_what_it_may() -> None:
 
 
 def test_the_offline_side_and_the_rules_never_import_torch() -> None:
-    for module in ("trace.", "rules.", "engine", "cli", "config", "findings", "emit", "schedule"):
+    for module in ("trace.", "rules.", "compare", "engine", "cli", "config", "findings", "emit", "schedule"):
         assert "torch" not in MAY_IMPORT[module]
 
 

@@ -441,6 +441,9 @@ def test_kernel_names_shortened_and_heavy_kernels_recognised() -> None:
     )
     assert short_kernel_name(GEMM) == "cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4"
     assert short_kernel_name("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
+    # the H200's fp32 GEMM (torch 2.11): a cutlass::Kernel2 template
+    h200 = "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(cutlass_80_simt_sgemm_256x128_8x4_nn_align1::Params)"
+    assert short_kernel_name(h200) == "cutlass_80_simt_sgemm_256x128_8x4_nn_align1"
     assert short_kernel_name("<>") == "<>"[:60]
     assert is_heavy("ampere_sgemm_128x64_tn") and is_heavy("cudnn::winograd") and not is_heavy("elementwise_kernel")
 

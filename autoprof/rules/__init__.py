@@ -7,7 +7,7 @@ from typing import Any
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules import bmm, cold, comm, compile, fusion, gaps, occupancy, ranks, regime, roofline, sync, variance
+from autoprof.rules import bmm, cold, comm, compile, drift, fusion, gaps, occupancy, ranks, regime, roofline, sync, variance
 from autoprof.trace.model import Trace
 
 Rule = Callable[[Trace, Any], list[Finding]]
@@ -32,7 +32,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
 #: constants). The JSON Schema of the records lists the same (a test keeps the two equal).
 VOCABULARY: dict[str, tuple[str, ...]] = {
     rule: verdicts
-    for module in (regime, roofline, fusion, compile, cold, sync, occupancy, gaps, comm, variance, bmm, ranks)
+    for module in (regime, roofline, fusion, compile, cold, sync, occupancy, gaps, comm, variance, bmm, ranks, drift)
     for rule, verdicts in module.VERDICTS.items()
 }
 

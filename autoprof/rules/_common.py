@@ -263,7 +263,7 @@ def shape_of(trace: Trace, i: int) -> tuple[list[Any], list[Any]]:
     shapes = trace.shapes.get(i)
     if not shapes:
         return [], []
-    dims, types = shapes
+    dims, types = shapes[0], shapes[1]  # (attention ops carry a third element: whether causal)
     return (dims if isinstance(dims, list) else []), (types if isinstance(types, list) else [])
 
 

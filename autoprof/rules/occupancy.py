@@ -3,6 +3,7 @@ CUTLASS) query occupancy before heavyweight GEMM/conv kernels; elementwise launc
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from autoprof.config import Config
@@ -37,11 +38,14 @@ _HEAVY = (
 )
 
 
+_CUTLASS = re.compile(r"(?:void )?cutlass::Kernel[0-9]*<")
+
+
 def short_kernel_name(name: str) -> str:
     """A readable kernel name: no return type, template arguments or parameter list."""
-    if name.startswith("cutlass::Kernel<") or name.startswith("void cutlass::Kernel<"):
-        inner = name.split("cutlass::Kernel<", 1)[1]
-        return inner.split(">", 1)[0].split("(", 1)[0]
+    match = _CUTLASS.match(name)
+    if match:  # cutlass::Kernel<...> and cutlass::Kernel2<...>: the kernel is the template argument
+        return name[match.end() :].split(">", 1)[0].split("(", 1)[0]
     depth = 0
     out: list[str] = []  # characters at template depth 0, up to the parameter list
     for ch in name:

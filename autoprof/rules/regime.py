@@ -44,6 +44,7 @@ from autoprof.rules._common import (
     has_ancestor,
     merge,
     op_self_ns,
+    percent,
     share,
     subtract,
     total,
@@ -212,21 +213,21 @@ def _device_judge(window: int, busy: int, active: int, blocked: int, inp: int, b
     """The device reading's verdict and message: input first, then a busy device (``DEVICE_BOUND``, named by the
     roofline next), host work above device work, blocking calls; else mixed."""
     if inp >= INPUT_SHARE_MIN * window:
-        return INPUT_BOUND, f"input-bound: data loading takes {share(inp, window):.0%} of the window"
+        return INPUT_BOUND, f"input-bound: data loading takes {percent(inp, window)} of the window"
     if busy >= DEVICE_SATURATED * window or (busy >= DEVICE_BUSY_COMPUTE * window and busy >= active):
-        return DEVICE_BOUND, f"the device is busy {share(busy, window):.0%} of the window, the host {share(active, window):.0%}"
+        return DEVICE_BOUND, f"the device is busy {percent(busy, window)} of the window, the host {percent(active, window)}"
     if active > busy:
         return OVERHEAD_BOUND, (
-            f"overhead-bound: the host works {share(active, window):.0%} of the window preparing and "
-            f"launching work, the device is busy only {share(busy, window):.0%}"
+            f"overhead-bound: the host works {percent(active, window)} of the window preparing and "
+            f"launching work, the device is busy only {percent(busy, window)}"
         )
     if blocked >= SYNC_SHARE_MIN * window:
         top = max(by_call.items(), key=lambda item: item[1])[0] if by_call else "synchronizing calls"
         return SYNC_BOUND, (
-            f"sync-bound: the host waits {share(blocked, window):.0%} of the window in synchronizing calls "
-            f"(most in {top}) while the device is busy only {share(busy, window):.0%}"
+            f"sync-bound: the host waits {percent(blocked, window)} of the window in synchronizing calls "
+            f"(most in {top}) while the device is busy only {percent(busy, window)}"
         )
-    return MIXED, f"mixed: device busy {share(busy, window):.0%}, host active {share(active, window):.0%}"
+    return MIXED, f"mixed: device busy {percent(busy, window)}, host active {percent(active, window)}"
 
 
 def work_verdict(compute_ns: float, memory_ns: float, uncosted_ns: float) -> tuple[str, str]:
@@ -246,7 +247,7 @@ def work_verdict(compute_ns: float, memory_ns: float, uncosted_ns: float) -> tup
 def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], busy: int, window: int) -> tuple[str, str, str]:
     """A device-bound window: named by where the device's time goes by the roofline (:func:`work_verdict`)."""
     roof = roofline.analyse(trace, config)
-    head = f"the device is busy {share(busy, window):.0%} of the window"
+    head = f"the device is busy {percent(busy, window)} of the window"
     if roof is None or roof.total_ns <= 0:
         evidence.update(roofline_bound="unknown", roofline_shares=None)
         return (
@@ -269,8 +270,8 @@ def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], 
         unknown_work_share=share(uncosted * busy / roof.total_ns, window),
     )
     split = (
-        f"{shares['compute']:.0%} of its time in FLOP-bound kernels, {shares['memory']:.0%} bandwidth-bound, "
-        f"{shares['uncosted']:.0%} not costed"
+        f"{percent(compute, roof.total_ns)} of its time in FLOP-bound kernels, {percent(memory, roof.total_ns)} "
+        f"bandwidth-bound, {percent(uncosted, roof.total_ns)} not costed"
     )
     if verdict == COMPUTE_BOUND:
         return verdict, f"compute-bound: {head}; FLOP-bound by the roofline ({split})", _ADVICE[COMPUTE_BOUND]
@@ -525,8 +526,8 @@ def _cpu_message(verdict: str, reading: HostReading, bound: str | None = None) -
     if verdict == MIXED and bound is not None:  # op work leads, no bound within it does
         work = reading.work_ns
         split = (
-            f"{share(reading.compute_ns, work):.0%} FLOP-bound, {share(reading.memory_ns, work):.0%} bandwidth-bound, "
-            f"{share(reading.unknown_ns, work):.0%} in ops the roofline cannot cost"
+            f"{percent(reading.compute_ns, work)} FLOP-bound, {percent(reading.memory_ns, work)} bandwidth-bound, "
+            f"{percent(reading.unknown_ns, work)} in ops the roofline cannot cost"
         )
         what = "mostly in ops the roofline cannot cost" if bound == "uncosted" else "with no bound leading"
         return f"mixed (CPU): op work takes {sh['work']:.0%} of the step, {what} ({split})"

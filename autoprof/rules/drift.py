@@ -1,0 +1,63 @@
+"""Drift between live windows of one target: after its first window, each later one is compared with it (long
+trainings whose data, shapes or allocator state drift, with ``repeat`` > 1 or ``repeat=0``). A comparison of two
+windows' summaries, like :mod:`autoprof.rules.ranks` across ranks; not a rule over one trace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoprof.findings import Finding
+from autoprof.rules._common import duration
+
+RULE = "window_drift"
+DRIFTED = "drifted"
+VERDICTS = {RULE: (DRIFTED,)}
+#: The median step time moved by at least this share of the first window's, and by at least ``MIN_DRIFT_MS``:
+#: less is what a loaded machine jitters by from one window to the next.
+DRIFT_MARGIN = 0.20
+MIN_DRIFT_MS = 1.0
+
+
+@dataclass(frozen=True)
+class WindowSummary:
+    """What a window says for the comparison: its index, median step time (ms, the longer of the host's span and
+    the device's time for each step) and its regime verdict."""
+
+    window: int
+    step_ms: float
+    verdict: str | None
+
+
+def check(first: WindowSummary, now: WindowSummary) -> list[Finding]:
+    moved = now.step_ms - first.step_ms
+    slower = abs(moved) >= max(DRIFT_MARGIN * first.step_ms, MIN_DRIFT_MS)
+    regime = first.verdict is not None and now.verdict is not None and first.verdict != now.verdict
+    if not slower and not regime:
+        return []
+    parts = []
+    if slower:
+        parts.append(
+            f"the median step {'slowed' if moved > 0 else 'sped up'} from {duration(first.step_ms * 1e6)} to "
+            f"{duration(now.step_ms * 1e6)} ({moved / first.step_ms:+.0%})"
+        )
+    if regime:
+        parts.append(f"the regime moved from {first.verdict} to {now.verdict}")
+    return [
+        Finding(
+            RULE,
+            DRIFTED,
+            "warning" if slower and moved > 0 else "info",
+            f"window {now.window} drifted from window {first.window}: " + "; ".join(parts),
+            "Something changed during the run: data (sequence lengths, batch shapes), recompilations, allocator "
+            "fragmentation, thermal throttling; compare the two windows' findings, or their kept traces with "
+            "`autoprof diff`.",
+            {
+                "first_window": first.window,
+                "first_step_ms": round(first.step_ms, 4),
+                "step_ms": round(now.step_ms, 4),
+                "change_ratio": round(moved / first.step_ms, 4) if first.step_ms else None,
+                "first_verdict": first.verdict,
+                "verdict": now.verdict,
+            },
+        )
+    ]
