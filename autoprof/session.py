@@ -356,9 +356,9 @@ class Session:
         stop it, or tear it down."""
         live = self._live
         if live is not None and (self.window is None or self.window.prof is not live):
-            self._live = None
             with self._owning():
                 _stop_quietly(live)
+            self._live = None  # only once torn down: an interrupt inside leaves it for the next heal
 
     def before_foreign_start(self) -> None:
         """Called when any profiler starts (see :func:`_guard_foreign_profilers`). If it is not autoprof's own
