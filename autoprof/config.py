@@ -208,7 +208,7 @@ CHECKS: dict[str, Any] = {
 _warned: set[str] = set()
 
 
-def _user_stacklevel() -> int:
+def user_stacklevel() -> int:
     """The ``stacklevel`` that points a warning at the first frame outside autoprof and the import machinery:
     the user's ``import autoprof`` or ``configure()``, not autoprof's own line."""
     package = os.path.dirname(os.path.abspath(__file__))
@@ -226,7 +226,7 @@ def _user_stacklevel() -> int:
 def _warn_once(name: str, message: str) -> None:
     if name not in _warned:
         _warned.add(name)
-        warnings.warn(f"autoprof: {message}", RuntimeWarning, stacklevel=_user_stacklevel())
+        warnings.warn(f"autoprof: {message}", RuntimeWarning, stacklevel=user_stacklevel())
 
 
 def parse_bool(name: str, raw: str | None, default: bool) -> bool:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import os
-import sys
 import threading
 import time
 import types
@@ -23,7 +21,7 @@ import torch.autograd.profiler as _ap
 import wrapt
 
 from autoprof import emit as _emit
-from autoprof.config import SCHEDULE_KEYS, SWITCH, ConfigError, check_schedule_value
+from autoprof.config import SCHEDULE_KEYS, SWITCH, ConfigError, check_schedule_value, user_stacklevel
 from autoprof.schedule import Phase, Place, Schedule
 from autoprof.session import SECTIONS_SEEN, SESSION, Target, Window
 
@@ -453,18 +451,9 @@ def _old_torch(obj: Any) -> bool:
             f"autoprof needs torch >= {floor} to profile (this is torch {torch.__version__}): {_qualname(obj)} and every "
             "other decorated callable run unprofiled; `autoprof analyze` on saved traces still works",
             UserWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
     return True
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` that points a warning at the first frame outside autoprof (the user's decoration)."""
-    package = os.path.dirname(os.path.abspath(__file__))
-    frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
-        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
-    return level
 
 
 def instrument(obj: Any, name: str | None, schedule: dict[str, int]) -> Any:

@@ -631,6 +631,8 @@ def _after_fork_in_child() -> None:
     profiler is not the child's), no queue of the parent's windows (their analysis thread did not come along),
     fresh locks (a lock held by another of the parent's threads at the fork would never be released). The
     child's own targets start their schedules over."""
+    global _POOL_WORKER
+    _POOL_WORKER = None  # a fork-context pool worker: asked again in the child
     session = SESSION
     session.lock = threading.RLock()
     session.window = None
