@@ -184,3 +184,13 @@ def test_a_saturated_device_is_the_bottleneck_however_busy_the_host() -> None:
     f = _busy_and_host(950, 970)
     assert f.verdict == "compute-bound" and f.evidence["device_busy_share"] >= regime.DEVICE_SATURATED
     assert _busy_and_host(700, 500).verdict == "compute-bound"  # busier than the host, above 60%
+
+
+def test_a_device_busy_only_in_copies_is_said_so() -> None:
+    s = Synth(gpu="NVIDIA H200")
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000).op("aten::copy_", base + 5, 10, [[1024], [1024], []], ["float", "float", ""])
+        s.launch("Memcpy HtoD (Pageable -> Device)", base + 6, base + 20, 950, cat="gpu_memcpy", call="cudaMemcpyAsync")
+    f = s.findings()["bound_regime"]
+    assert f.verdict == "mixed" and "copies and memsets" in f.message and "pinned" in f.advice

@@ -248,13 +248,21 @@ def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], 
     """A device-bound window: named by where the device's time goes by the roofline (:func:`work_verdict`)."""
     roof = roofline.analyse(trace, config)
     head = f"the device is busy {percent(busy, window)} of the window"
-    if roof is None or roof.total_ns <= 0:
+    if roof is None:
         evidence.update(roofline_bound="unknown", roofline_shares=None)
         return (
             MIXED,
             f"mixed: device-bound ({head}), but its work cannot be costed (no peak known for this device)",
             "The device is the bottleneck: see the kernels that take its time; name the device's peaks with "
             "autoprof.configure(peaks=...) to have them costed.",
+        )
+    if roof.total_ns <= 0:  # busy, but in copies and memsets: no kernel to cost
+        evidence.update(roofline_bound="unknown", roofline_shares=None)
+        return (
+            MIXED,
+            f"mixed: device-bound ({head}) in copies and memsets, not kernels: data transfers are the limit",
+            "Move less data between host and device: keep tensors on the device, copy from pinned memory with "
+            "non_blocking=True, overlap copies with compute.",
         )
     compute, memory, uncosted = roof.compute_ns, roof.memory_ns, roof.unknown_ns
     verdict, bound = work_verdict(compute, memory, uncosted)
