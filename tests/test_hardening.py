@@ -198,6 +198,8 @@ DRAIN = textwrap.dedent(
 
     for _ in range(3):
         step(torch.ones(2))
+    import atexit
+    atexit.register(lambda: print("draining", flush=True))  # runs just before autoprof's drain (handlers are LIFO)
     print("exiting", flush=True)
     """
 )
@@ -206,12 +208,15 @@ DRAIN = textwrap.dedent(
 def test_ctrl_c_during_the_exit_drain_ends_it_quietly_with_one_line(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", DRAIN], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
     assert proc.stdout is not None and proc.stdout.readline().strip() == "exiting"
-    time.sleep(1.0)  # in the atexit drain now
+    assert proc.stdout.readline().strip() == "draining"  # the exit handlers run: autoprof's drain is next
+    time.sleep(0.5)  # inside the drain (its window's analysis takes 20 s)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert "Exception ignored" not in err and "Traceback" not in err, err
     records = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
-    (said,) = [r for r in records if r.get("reason") == "interrupted_at_exit"]
+    said = [r for r in records if r.get("reason") == "interrupted_at_exit"]
+    assert len(said) == 1, err
+    (said,) = said
     assert "1 window(s) left unwritten" in said["message"]
 
 
