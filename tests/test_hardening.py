@@ -186,8 +186,12 @@ def test_the_cli_streams_each_file_as_it_is_analysed(tmp_path: Path) -> None:
 
 DRAIN = textwrap.dedent(
     """
-    import sys, time, torch, autoprof
+    import signal, sys, time, torch, autoprof
     from autoprof import window
+
+    # Ctrl-C as in a terminal, whatever this test runs under (a non-interactive CI shell may start it with SIGINT
+    # ignored, and Python then keeps it ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     real = window.run
     window.run = lambda job: (time.sleep(20), real(job))  # the exit drain will take long
