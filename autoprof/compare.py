@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoprof.findings import Finding, severity_rank
+from autoprof.trace.model import MATMUL_OPS
 
 #: Change kinds of an op or kernel.
 ADDED, REMOVED, SLOWER, FASTER, MORE_CALLS, FEWER_CALLS = "added", "removed", "slower", "faster", "more calls", "fewer calls"
 #: An op's time changed when it moved by this share of its base time and by this much of the base step.
 TIME_CHANGE = 0.10
 STEP_SHARE = 0.005
-GEMM_OP_NAMES = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul", "aten::linear"})
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ def _verdicts(base: list[Finding], new: list[Finding]) -> list[VerdictChange]:
 
 def _gemm_kernels(base: Profile, new: Profile) -> tuple[list[str], list[str]] | None:
     def gemms(p: Profile) -> list[str]:
-        return sorted({kernel for op, _, kernel in p.kernels if op in GEMM_OP_NAMES})
+        return sorted({kernel for op, _, kernel in p.kernels if op in MATMUL_OPS})
 
     b, n = gemms(base), gemms(new)
     return (b, n) if b != n and b and n else None

@@ -30,7 +30,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "trace.chrome": {"trace._pool", "trace.batches", "trace.events", "trace.inputs", "trace.jsonstream", "trace.model"},
     "trace.live": {"trace.model"},
     "rules.": {"config", "findings", "trace.model", "rules."},
-    "compare": {"findings"},
+    "compare": {"findings", "trace.model"},
     "engine": {"compare", "config", "findings", "rules.", "trace.chrome", "trace.live", "trace.model"},
     "cli": {"autoprof", "compare", "emit", "engine", "findings", "trace.chrome"},
     "exchange": {"config", "emit", "rules.ranks", "torch"},
