@@ -129,8 +129,9 @@ def diff(
     workers: int | None = None,
 ) -> list[Diff]:
     """Compare two runs (each a trace file, a directory of per-rank traces, or a kept ``trace_dir``): one
-    :class:`autoprof.compare.Diff` per rank, read by the same engine as ``analyze``. Raises
-    :class:`autoprof.TraceError` on a bad input."""
+    :class:`autoprof.compare.Diff` per pair of files (one each; else per rank; else per file name, see
+    :func:`autoprof.compare.compare`), read by the same engine as ``analyze``. The per-rank comparison
+    (stragglers) is not part of a side's verdicts. Raises :class:`autoprof.TraceError` on a bad input."""
     sides = [[p] if isinstance(p, (str, os.PathLike)) else list(p) for p in (base, new)]
     return compare(profiles(sides[0], config, workers), profiles(sides[1], config, workers), top)
 
