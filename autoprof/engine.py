@@ -109,13 +109,11 @@ def profiles(paths: Sequence[str | os.PathLike[str]], config: Config | None = No
     if config is None:
         config = SWITCH.config
     out: list[Profile] = []
-    for path in paths:
-        for f in chrome.iter_trace_inputs(path):
-            if isinstance(f, TraceError):
-                raise f
-            trace = chrome.load(f, workers=workers)
-            findings, _ = analyze_trace(trace, config)
-            out.append(profile_of(trace, findings, str(f)))
+    for name, trace in _loaded(paths, workers):
+        if isinstance(trace, TraceError):
+            raise trace
+        findings, _ = analyze_trace(trace, config)
+        out.append(profile_of(trace, findings, name))
     if not out:
         raise TraceError(", ".join(map(str, paths)), "no trace files found")
     return out
@@ -192,33 +190,47 @@ def iter_files(
     :func:`cross_rank`'s, once all a job's ranks are in)."""
     if config is None:
         config = SWITCH.config  # e.g. peaks set with autoprof.configure(peaks=...)
+    for name, trace in _loaded(paths, workers, progress):
+        if isinstance(trace, TraceError):
+            yield FileResult(trace.path, error=str(trace), exc=trace)
+            continue
+        findings, failures = analyze_trace(trace, config)
+        yield FileResult(
+            name,
+            trace.rank,
+            trace.world_size,
+            findings,
+            None,
+            None,
+            failures,
+            trace.n_events,
+            [s.number for s in trace.steps],
+            [s.dur_ns for s in trace.steps],
+            top_ops(trace, config.top_ops if config is not None else Config().top_ops),
+            section_times(trace),
+            window_summary(trace, findings),
+        )
+
+
+def _loaded(
+    paths: Sequence[str | os.PathLike[str]],
+    workers: int | None,
+    progress: Callable[[str], AbstractContextManager[Any]] | None = None,
+) -> Iterator[tuple[str, Trace | TraceError]]:
+    """Each trace file under ``paths``, in input order: its name and its loaded trace, or the error that stopped
+    it (the one loop ``analyze`` and ``diff`` read files through)."""
     for path in paths:
         for f in chrome.iter_trace_inputs(path):
             if isinstance(f, TraceError):
-                yield FileResult(f.path, error=str(f), exc=f)
+                yield f.path, f
                 continue
             try:
                 with progress(str(f)) if progress else nullcontext():
                     trace = chrome.load(f, workers=workers)
             except TraceError as e:
-                yield FileResult(str(f), error=str(e), exc=e)
+                yield str(f), e
                 continue
-            findings, failures = analyze_trace(trace, config)
-            yield FileResult(
-                str(f),
-                trace.rank,
-                trace.world_size,
-                findings,
-                None,
-                None,
-                failures,
-                trace.n_events,
-                [s.number for s in trace.steps],
-                [s.dur_ns for s in trace.steps],
-                top_ops(trace, config.top_ops if config is not None else Config().top_ops),
-                section_times(trace),
-                window_summary(trace, findings),
-            )
+            yield str(f), trace
 
 
 def cross_rank(results: list[FileResult]) -> None:
