@@ -85,7 +85,7 @@ class _Step:
         self.last = False
         self.recording = False
         self.window: Window | None = None
-        self.step = target.calls
+        self.step = target.calls if target.label is None else target.label
         stale, target.current = target.current, self
         if stale is not None:  # a step whose end an interrupt skipped (it landed as a function was entered)
             stale.finish(-1)  # exit its annotations, drop its window, rewind its cycle
@@ -374,6 +374,109 @@ def _make_async(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 _tls.d = 0
 
     return wrapper
+
+
+_IDLE = -1  # a driven step on the idle path: only the depth to reset at its end
+
+
+class Steps:
+    """The steps of a loop that autoprof does not call (a trainer's): :meth:`begin` before each step and :meth:`end`
+    after it drive the schedule of the target ``name`` exactly as calls of an ``@autoprof`` function do; between
+    them, :meth:`enter` and :meth:`leave` annotate sections (recorded only while a window records), and
+    ``@autoprof`` calls are annotations, not steps of their own. The trainer integrations are built on it.
+
+    Schedule options as ``@autoprof``'s (a bad one raises :class:`ConfigError` here, once); ``framework`` is
+    written into the target's window and finding records. Every call is on the training thread; none raises an
+    Exception (a failure is one error record, then the target is given up and only the idle path runs).
+    """
+
+    __slots__ = ("_calls", "_ins", "_mode", "_sections", "_t0", "framework")
+
+    def __init__(self, name: str, *, framework: str | None = None, **schedule: int) -> None:
+        _name, options = _validate({"name": name, **schedule})
+        self._ins = _Instrument(name, options)
+        self.framework = framework
+        self._mode: int | None = None  # None: no step in progress
+        self._calls: list[Any] = []
+        self._t0 = -1
+        self._sections: list[tuple[str, Any]] = []  # (name, its record_function or None), innermost last
+
+    @property
+    def name(self) -> str:
+        return self._ins.name
+
+    @property
+    def in_step(self) -> bool:
+        """Whether a step has begun and not ended."""
+        return self._mode is not None
+
+    def begin(self, step: int | None = None) -> None:
+        """Begin a step; ``step`` is the trainer's own number for it (its records' ``steps``), else the count of
+        steps so far. A step still open (its end was missed: the loop raised) is ended first."""
+        if self._mode is not None:
+            self.end()
+        if not SWITCH.enabled or _is_compiling() or not TORCH_SUPPORTED or getattr(_tls, "d", 0):
+            return  # off, or inside another target's step (an ``@autoprof`` loop around the trainer): not a step
+        ins = self._ins
+        target = ins.target
+        if target is not None and target.done and not _ap._is_profiler_enabled:
+            _tls.d = 1
+            self._mode = _IDLE
+            return
+        mode = PLAIN
+        try:
+            target = ins.target or ins.get_target()
+            target.framework = self.framework
+            target.label = step
+            mode = ins.begin(self._calls)
+        except Exception as e:
+            _internal_error("step start", ins.name, e)
+        finally:
+            if target is not None:
+                target.label = None
+            self._mode = mode
+            self._t0 = _now()
+
+    def end(self) -> None:
+        """End the step in progress (nothing when none is): close its open sections, count it, and close the window
+        whose last step it was."""
+        mode = self._mode
+        if mode is None:
+            return
+        self._mode = None
+        calls, self._calls = self._calls, []
+        try:
+            self.leave(None)
+            if mode != _IDLE:
+                self._ins.end(Mode(mode), calls, self._t0)
+        finally:
+            _tls.d = 0
+
+    def enter(self, name: str) -> None:
+        """Enter the section ``name`` (annotated while a window records)."""
+        annotation = None
+        if _ap._is_profiler_enabled and SWITCH.enabled and not _is_compiling():
+            try:
+                SECTIONS_SEEN.add(name)
+                annotation = _record_function(name)
+                annotation.__enter__()  # type: ignore[no-untyped-call]
+            except Exception as e:
+                _internal_error("section enter", name, e)
+                annotation = None
+        self._sections.append((name, annotation))
+
+    def leave(self, name: str | None) -> None:
+        """Leave the innermost open section ``name`` and any entered inside it and left open; ``None``: every
+        open section. A name that is not open changes nothing."""
+        stack = self._sections
+        if name is not None and not any(entry[0] == name for entry in stack):
+            return
+        while stack:
+            entry, annotation = stack.pop()
+            if annotation is not None:
+                _close_rf(annotation)
+            if entry == name:
+                return
 
 
 class _ModuleProxy(wrapt.FunctionWrapper):  # type: ignore[type-arg]

@@ -67,6 +67,8 @@ class Target:
         "current",
         "done",
         "first_call_ns",
+        "framework",
+        "label",
         "lock",
         "name",
         "owner",
@@ -90,6 +92,8 @@ class Target:
         self.owner: int | None = None
         self.window = 0  # index of the next window
         self.first_call_ns: int | None = None
+        self.framework: str | None = None  # the trainer integration that drives it (its records say so)
+        self.label: int | None = None  # the number the driving trainer gives the step being entered (else calls)
         self.recent_ns: list[int] = []
         self.reference: list[Any] = []  # its first window's summary, filled by that window's analysis (drift)
         self.current: Any = None  # the owner's step in progress (instrument._Step), None between steps
@@ -265,6 +269,7 @@ class Session:
         job = _window.ClosedWindow(
             target=target.name,
             window=index,
+            framework=target.framework,
             config=cfg,
             steps=window.steps,
             walls=window.walls,

@@ -33,6 +33,7 @@ class ClosedWindow:
 
     target: str
     window: int  # the target's window index
+    framework: str | None  # the trainer integration that drives the target, if any
     config: Config
     steps: list[int]  # step numbers recorded
     walls: list[int]  # their wall times (ns)
@@ -70,7 +71,9 @@ def run(job: ClosedWindow) -> None:
     """Analyse a closed window and write its records. An interrupt (a Ctrl-C while it runs on the calling
     thread) is reported, then goes on."""
     started = time.perf_counter_ns()
-    ctx = {"target": job.target, "window": job.window}
+    ctx: dict[str, Any] = {"target": job.target, "window": job.window}
+    if job.framework is not None:
+        ctx["framework"] = job.framework
     try:
         rank, _local, world = _emit.dist_info()
         path = _keep_trace(job, rank)

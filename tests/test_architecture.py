@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "autoprof"
-THIRD_PARTY = ("torch", "structlog", "wrapt", "orjson")
+THIRD_PARTY = ("torch", "structlog", "wrapt", "orjson", "lightning", "pytorch_lightning", "transformers")
 
 # Room -> the autoprof modules (and third-party packages) it may import. A room is a module, or a package
 # ending in "." (every module in it). The most specific room applies.
@@ -52,6 +52,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "session": {"_pace", "calibrate", "config", "emit", "engine", "schedule", "window", "torch"},
     "instrument": {"config", "emit", "schedule", "session", "torch", "wrapt"},
     "__main__": {"cli"},
+    "integrations": {"config"},
+    "integrations.lightning": {"emit", "instrument", "integrations", "lightning", "pytorch_lightning"},
+    "integrations.transformers": {"emit", "instrument", "integrations", "transformers"},
     "autoprof": {"config", "engine", "findings", "instrument", "session", "trace.chrome"},
 }
 

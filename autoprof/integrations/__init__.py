@@ -1,0 +1,50 @@
+"""Trainer integrations: autoprof inside loops the user does not write.
+
+- :mod:`autoprof.integrations.lightning`: ``AutoprofProfiler`` (``Trainer(profiler=...)``) and ``AutoprofCallback``
+  (``Trainer(callbacks=[...])``) for Lightning (``lightning`` or ``pytorch_lightning``);
+- :mod:`autoprof.integrations.transformers`: ``AutoprofCallback`` for the Hugging Face ``Trainer``.
+
+Each is an optional extra (``pip install 'autoprof[lightning]'``, ``'autoprof[transformers]'``); importing one
+without its package raises one ``ImportError`` line that names the extra. Nothing else in autoprof imports them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoprof.config import SCHEDULE_KEYS, ConfigError, check_schedule_value, configure
+
+#: The keyword arguments every integration takes besides the schedule's: :func:`autoprof.configure`'s.
+CONFIG_KEYS = (
+    "enabled",
+    "sink",
+    "logger",
+    "trace_dir",
+    "record_shapes",
+    "background",
+    "top_ops",
+    "ranks",
+    "cross_rank_timeout_s",
+    "peaks",
+    "noise_floor",
+)
+
+
+def missing(package: str, extra: str) -> ImportError:
+    """The one-line error of an integration imported without its package."""
+    return ImportError(f"this autoprof integration needs {package}, which is not installed: pip install 'autoprof[{extra}]'")
+
+
+def split_options(options: dict[str, Any]) -> dict[str, int]:
+    """Apply an integration's process-wide options (``trace_dir``, ``sink``, ``ranks``... as
+    :func:`autoprof.configure`) and return its schedule options (``wait``, ``warmup``...). One-line
+    :class:`ConfigError` on an unknown option; nothing changes then."""
+    unknown = sorted(set(options) - set(SCHEDULE_KEYS) - set(CONFIG_KEYS))
+    if unknown:
+        valid = ", ".join(SCHEDULE_KEYS + CONFIG_KEYS)
+        raise ConfigError(f"unknown autoprof option(s): {', '.join(unknown)} (valid: {valid})")
+    settings = {k: v for k, v in options.items() if k in CONFIG_KEYS}
+    schedule = {k: check_schedule_value(k, v) for k, v in options.items() if k in SCHEDULE_KEYS}
+    if settings:
+        configure(**settings)
+    return schedule

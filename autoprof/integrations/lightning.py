@@ -1,0 +1,244 @@
+"""Lightning: ``Trainer(profiler=AutoprofProfiler())``, or ``Trainer(callbacks=[AutoprofCallback()])`` next to another
+profiler. Works with ``lightning`` and with ``pytorch_lightning`` (Lightning calls its profiler and callbacks by
+method name, so either package's trainer takes these classes).
+
+Each stage's batches are the steps of their own target, ``<LightningModule class>.training_step`` (and
+``.validation_step``, ``.test_step``, ``.predict_step``), scheduled as ``@autoprof`` targets are. A training step
+is one optimizer step: from fetching its first micro-batch to the end of the batch in which the optimizer stepped
+(``accumulate_grad_batches`` micro-batches), numbered by ``trainer.global_step``. With the profiler, every
+Lightning action inside a step (``[Strategy]...training_step``, ``...backward``, ``[LightningModule]...optimizer_step``,
+the data fetch, callbacks' hooks) is a section, named as Lightning names it; with the callback, the step's phases
+between the hooks Lightning calls back (``training_step``, ``zero_grad``, ``backward``, ``after_backward``,
+``optimizer_step``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoprof import emit as _emit
+from autoprof.integrations import missing, split_options
+
+try:
+    import lightning.pytorch as _pl
+except ImportError:
+    try:
+        import pytorch_lightning as _pl  # type: ignore[no-redef]
+    except ImportError:
+        raise missing("Lightning (lightning or pytorch_lightning)", "lightning") from None
+
+from autoprof.instrument import Steps
+
+FRAMEWORK = "lightning"
+STAGES = ("train", "validation", "test", "predict")
+_STEP_HOOK = {"train": "training_step", "validation": "validation_step", "test": "test_step", "predict": "predict_step"}
+# The action that fetches a stage's next batch (Lightning >= 2.0): a step begins there, so that waiting for data
+# counts in it.
+_FETCH = {"train_dataloader_next": "train", "val_next": "validation", "test_next": "test", "predict_next": "predict"}
+
+
+def _failed(where: str, e: BaseException) -> None:
+    _emit.error(f"lightning integration, {where}: {e}", "internal", e, target=None, window=None)
+
+
+class _Stages:
+    """The targets of one trainer's stages, and the step in progress (at most one: stages do not overlap)."""
+
+    def __init__(self, schedule: dict[str, int]) -> None:
+        self.schedule = schedule
+        self.targets: dict[str, Steps] = {}
+        self.current: Steps | None = None
+        self.stage: str | None = None
+        self.batches = 0  # micro-batches of the training step in progress
+        self.stepped = False  # the optimizer stepped in the training step in progress
+
+    def begin(self, stage: str, module: Any, trainer: Any) -> None:
+        if self.current is not None:
+            self.end()
+        steps = self.targets.get(stage)
+        if steps is None:
+            cls = module.__class__.__name__ if module is not None else "LightningModule"  # (a weak proxy forwards __class__)
+            steps = self.targets[stage] = Steps(f"{cls}.{_STEP_HOOK[stage]}", framework=FRAMEWORK, **self.schedule)
+        self.current, self.stage = steps, stage
+        self.batches, self.stepped = 0, False
+        number = getattr(trainer, "global_step", None) if stage == "train" else None
+        steps.begin(number if isinstance(number, int) and number >= 0 else None)
+
+    def end(self) -> None:
+        steps, self.current, self.stage = self.current, None, None
+        if steps is not None:
+            steps.end()
+
+    def batch_done(self, trainer: Any) -> None:
+        """A batch of the stage in progress ended: the end of its step, unless a training step still
+        accumulates gradients (no optimizer step yet, fewer micro-batches than ``accumulate_grad_batches``)."""
+        if self.stage == "train" and not self.stepped:
+            accumulate = getattr(trainer, "accumulate_grad_batches", 1)
+            if isinstance(accumulate, int) and self.batches < accumulate:
+                return
+        self.end()
+
+
+def _trainer_of(module: Any) -> Any:
+    try:
+        return module.trainer if module is not None else None
+    except Exception:  # a module not attached to a trainer raises
+        return None
+
+
+class AutoprofProfiler(_pl.profilers.Profiler):
+    """A Lightning profiler (``Trainer(profiler=AutoprofProfiler(...))``) whose findings are autoprof's records.
+
+    Options: ``@autoprof``'s schedule (``wait``, ``warmup``, ``active``, ``repeat``, ``skip_first``) for every stage's
+    target, and :func:`autoprof.configure`'s (``trace_dir``, ``sink``, ``ranks``...), applied process-wide.
+    ``summary()`` says where the records went; the records themselves are written as windows close.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        schedule = split_options(options)
+        super().__init__()
+        self._stages = _Stages(schedule)
+        self._lightning_module: Any = None  # set by the trainer (a weak proxy of the LightningModule)
+
+    # -- Lightning's Profiler interface (profile(), setup() are the base class's) -------------------
+    def teardown(self, stage: str | None) -> None:
+        try:
+            self._stages.end()
+        except Exception as e:
+            _failed("teardown", e)
+        super().teardown(stage)
+
+    def describe(self) -> None:
+        """Nothing to print: the records were written as the windows closed."""
+
+    def summary(self) -> str:
+        return "autoprof: the findings are the autoprof.window and autoprof.finding records (see autoprof.configure's sink)"
+
+    def start(self, action_name: str) -> None:
+        try:
+            self._start(action_name)
+        except Exception as e:
+            _failed(f"start {action_name}", e)
+
+    def stop(self, action_name: str) -> None:
+        try:
+            self._stop(action_name)
+        except Exception as e:
+            _failed(f"stop {action_name}", e)
+
+    # -- the mapping -------------------------------------------------------------------------------
+    def _start(self, action: str) -> None:
+        stages = self._stages
+        kind = action.rsplit(".", 1)[-1] if action.startswith("[") else action
+        stage = _FETCH.get(kind)
+        if stage is None and stages.current is None and action.startswith("[Strategy]"):
+            stage = next((s for s, hook in _STEP_HOOK.items() if hook == kind), None)  # a loop without a profiled fetch
+        if stage is not None and not (stage == "train" and stages.stage == "train"):
+            module = self._lightning_module
+            stages.begin(stage, module, _trainer_of(module))
+        current = stages.current
+        if current is None:
+            return
+        if kind == "optimizer_step" and action.startswith("[LightningModule]"):
+            stages.stepped = True
+        if kind == _STEP_HOOK.get(stages.stage or "") and action.startswith("[Strategy]"):
+            stages.batches += 1
+        current.enter(action)
+
+    def _stop(self, action: str) -> None:
+        stages = self._stages
+        current = stages.current
+        if current is None:
+            return
+        current.leave(action)
+        stage = stages.stage
+        if action.startswith("[LightningModule]") and action.endswith(f".on_{stage}_batch_end"):
+            stages.batch_done(_trainer_of(self._lightning_module))
+        elif action == "run_training_epoch":  # the epoch's last step, still accumulating (a partial accumulation)
+            stages.end()
+
+
+class AutoprofCallback(_pl.Callback):
+    """A Lightning callback (``Trainer(callbacks=[AutoprofCallback(...)])``) for users who keep another profiler:
+    the same targets and steps as :class:`AutoprofProfiler`, with the step's phases between Lightning's callback
+    hooks as sections. Options as :class:`AutoprofProfiler`'s."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__()
+        self._stages = _Stages(split_options(options))
+
+    def _phase(self, name: str) -> None:
+        current = self._stages.current
+        if current is not None:
+            current.leave(None)
+            current.enter(name)
+
+    def _guarded(self, where: str, fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as e:
+            _failed(where, e)
+
+    def _batch_start(self, stage: str, trainer: Any, pl_module: Any) -> None:
+        stages = self._stages
+        if not (stage == "train" and stages.stage == "train"):
+            stages.begin(stage, pl_module, trainer)
+        stages.batches += 1
+        self._phase(_STEP_HOOK[stage])
+
+    def _batch_end(self, trainer: Any) -> None:
+        stages = self._stages
+        if stages.current is not None:
+            stages.current.leave(None)
+            stages.batch_done(trainer)
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self._guarded("on_train_batch_start", self._batch_start, "train", trainer, pl_module)
+
+    def on_before_zero_grad(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        self._guarded("on_before_zero_grad", self._phase, "zero_grad")
+
+    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
+        self._guarded("on_before_backward", self._phase, "backward")
+
+    def on_after_backward(self, trainer: Any, pl_module: Any) -> None:
+        self._guarded("on_after_backward", self._phase, "after_backward")
+
+    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        def step() -> None:
+            self._stages.stepped = True
+            self._phase("optimizer_step")
+
+        self._guarded("on_before_optimizer_step", step)
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self._guarded("on_train_batch_end", self._batch_end, trainer)
+
+    def on_validation_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._guarded("on_validation_batch_start", self._batch_start, "validation", trainer, pl_module)
+
+    def on_validation_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        self._guarded("on_validation_batch_end", self._batch_end, trainer)
+
+    def on_test_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._guarded("on_test_batch_start", self._batch_start, "test", trainer, pl_module)
+
+    def on_test_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._guarded("on_test_batch_end", self._batch_end, trainer)
+
+    def on_predict_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._guarded("on_predict_batch_start", self._batch_start, "predict", trainer, pl_module)
+
+    def on_predict_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._guarded("on_predict_batch_end", self._batch_end, trainer)
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self._guarded("on_train_epoch_end", self._stages.end)
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        self._guarded("teardown", self._stages.end)
+
+
+__all__ = ["AutoprofCallback", "AutoprofProfiler"]

@@ -1,0 +1,86 @@
+"""Hugging Face ``Trainer``: ``Trainer(..., callbacks=[AutoprofCallback()])``.
+
+Each optimizer step of training is a step of the target ``<model class>.training_step``, from ``on_step_begin``
+(before its first micro-batch's forward) to ``on_step_end`` (after the optimizer, the scheduler and
+``zero_grad``): with ``gradient_accumulation_steps=N`` one step covers N micro-batches. It is numbered by
+``state.global_step``. Its sections are the phases the Trainer calls back between: ``forward_backward`` (the
+micro-batches' forward and backward, and gradient clipping), ``optimizer_step`` (between ``on_pre_optimizer_step``
+and ``on_optimizer_step``) and ``after_optimizer_step`` (the scheduler, ``zero_grad``). The Trainer fetches a step's
+micro-batches before ``on_step_begin``: waiting for data falls between steps, not in them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoprof import emit as _emit
+from autoprof.integrations import missing, split_options
+
+try:
+    from transformers import TrainerCallback as _TrainerCallback
+except ImportError:
+    raise missing("transformers", "transformers") from None
+
+from autoprof.instrument import Steps
+
+FRAMEWORK = "transformers"
+
+
+def _model_name(model: Any) -> str:
+    inner = getattr(model, "module", model)  # DistributedDataParallel and friends hold the model as .module
+    inner = getattr(inner, "_orig_mod", inner)  # a torch.compile'd model
+    return type(inner).__name__ if inner is not None else "Trainer"
+
+
+class AutoprofCallback(_TrainerCallback):
+    """A ``TrainerCallback`` that profiles the Trainer's steps with autoprof's schedule.
+
+    Options: ``@autoprof``'s schedule (``wait``, ``warmup``, ``active``, ``repeat``, ``skip_first``) and
+    :func:`autoprof.configure`'s (``trace_dir``, ``sink``, ``ranks``...), applied process-wide.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self._schedule = split_options(options)
+        self._steps: Steps | None = None
+
+    def _guarded(self, where: str, fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as e:
+            _emit.error(f"transformers integration, {where}: {e}", "internal", e, target=None, window=None)
+
+    def _phase(self, name: str) -> None:
+        steps = self._steps
+        if steps is not None and steps.in_step:
+            steps.leave(None)
+            steps.enter(name)
+
+    def _begin(self, state: Any, model: Any) -> None:
+        steps = self._steps
+        if steps is None:
+            steps = self._steps = Steps(f"{_model_name(model)}.training_step", framework=FRAMEWORK, **self._schedule)
+        number = getattr(state, "global_step", None)
+        steps.begin(number if isinstance(number, int) and number >= 0 else None)
+        self._phase("forward_backward")
+
+    def _end(self) -> None:
+        if self._steps is not None:
+            self._steps.end()
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._guarded("on_step_begin", self._begin, state, kwargs.get("model"))
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._guarded("on_pre_optimizer_step", self._phase, "optimizer_step")
+
+    def on_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._guarded("on_optimizer_step", self._phase, "after_optimizer_step")
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._guarded("on_step_end", self._end)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._guarded("on_train_end", self._end)
+
+
+__all__ = ["AutoprofCallback"]
