@@ -17,7 +17,7 @@ from conftest import REPO, Records, validate_record
 
 import autoprof
 from autoprof.config import ConfigError
-from autoprof.instrument import Steps
+from autoprof.instrument import Steps, torch_release
 
 # -- Steps: a loop autoprof does not call ----------------------------------------------------------------
 
@@ -206,6 +206,11 @@ def test_hf_trainer_callback_counts_optimizer_steps_under_gradient_accumulation(
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    (torch_release(torch.__version__) or (99, 0)) < (2, 5),
+    reason="torch 2.4's dynamo cannot compile transformers' GPT-2 masks (fails the same without autoprof: "
+    "'more than one element of the written-to tensor refers to a single memory location')",
+)
 def test_hf_trainer_callback_under_torch_compile(tmp_path: Path) -> None:
     recs = _run_example(tmp_path, "hf_trainer.py", "--compile")
     (window,) = _windows(recs, "GPT2LMHeadModel.training_step")
