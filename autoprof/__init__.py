@@ -1,7 +1,8 @@
 """autoprof: find out why a PyTorch program is slow.
 
 ``import autoprof`` is enough: the module itself is callable, so ``@autoprof`` and ``@autoprof(...)``
-work on it directly, next to ``autoprof.section``, ``autoprof.configure``, ``autoprof.analyze`` and ``autoprof.diff``.
+work on it directly, next to ``autoprof.section``, ``autoprof.configure``, ``autoprof.analyze``, ``autoprof.diff``
+and ``autoprof.report``.
 
 The live side (``autoprof``, ``section``, ``flush``) imports torch on first use; the offline side
 (``analyze``, ``diff``, the ``autoprof analyze`` and ``autoprof diff`` commands) never does.
@@ -9,8 +10,10 @@ The live side (``autoprof``, ``section``, ``flush``) imports torch on first use;
 
 from __future__ import annotations
 
+import os
 import sys
 import types
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from autoprof.config import Config, ConfigError, configure
@@ -34,6 +37,7 @@ __all__ = [
     "configure",
     "diff",
     "flush",
+    "report",
     "section",
 ]
 
@@ -45,6 +49,22 @@ def flush(timeout: float | None = None) -> bool:
     from autoprof.session import SESSION
 
     return SESSION.flush(timeout)
+
+
+def report(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], config: Config | None = None
+) -> str:
+    """Write one self-contained HTML page (``out``) about saved chrome traces (files, per-rank directories, a
+    ``trace_dir``): the verdicts, a roofline chart per device, where each step's time goes, the device's activity
+    per step, per-rank bars, the top ops and kernels. Returns ``out``. Needs ``pip install 'autoprof[report]'``
+    (plotly; an ``ImportError`` of one line says so). Raises :class:`TraceError` when no input can be read; the
+    page lists the inputs that could not be read, next to the others."""
+    from autoprof import htmlreport
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    htmlreport.write(paths, out, config)
+    return os.fspath(out)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,9 +1,10 @@
 """``autoprof analyze PATH...``: the live path's verdicts from saved chrome traces; ``autoprof diff BASE NEW``:
-what changed between two runs.
+what changed between two runs; ``autoprof report PATH... -o FILE``: the same verdicts on one HTML page.
 
 Exit status: 0 analysed (no finding at or above ``--fail-on``); 1 a finding at or above ``--fail-on`` (diff: a
 regression past ``--fail-on-regression`` or a new finding at ``--fail-on-new``); 2 bad input (analyze: any file
-that cannot be read, the good ones are still analysed; diff: one line, nothing compared) or bad usage.
+that cannot be read, the good ones are still analysed; diff: one line, nothing compared; report: as analyze, and
+no page at all when no input can be read or plotly is missing) or bad usage.
 """
 
 from __future__ import annotations
@@ -232,11 +233,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     diff_cmd.add_argument("--top", type=_workers, default=10, metavar="N", help="ops and kernels listed per kind of change (default 10)")
     diff_cmd.add_argument("--workers", type=_workers, default=None, metavar="N", help="helper processes for large files (as analyze)")
+    report_cmd = sub.add_parser("report", help="one self-contained HTML page about saved traces (needs autoprof[report])")
+    report_cmd.add_argument("paths", nargs="+", metavar="PATH")
+    report_cmd.add_argument("-o", "--output", default="autoprof-report.html", metavar="FILE", help="the page to write")
+    report_cmd.add_argument("--workers", type=_workers, default=None, metavar="N", help="helper processes for large files (as analyze)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    if args.command not in ("analyze", "diff"):
+    if args.command not in ("analyze", "diff", "report"):
         parser.print_usage(sys.stderr)
         return 2
     # A short-lived process that builds millions of small objects and no reference cycles: the cyclic
@@ -244,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        return _analyze(args) if args.command == "analyze" else _diff(args)
+        return {"analyze": _analyze, "diff": _diff, "report": _report}[args.command](args)
     except KeyboardInterrupt:
         sys.stderr.write("autoprof: interrupted\n")
         return 130
@@ -300,6 +305,23 @@ def _analyze(args: argparse.Namespace) -> int:
     if args.fail_on and worst >= severity_rank(args.fail_on):
         return 1
     return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    """The page, with every readable input; each unreadable one is a line on stderr (exit 2, as analyze)."""
+    from autoprof import htmlreport
+
+    err = sys.stderr
+    try:
+        reps = htmlreport.write(args.paths, args.output, workers=args.workers)
+    except (TraceError, ImportError, OSError) as e:
+        err.write(f"autoprof: {e}\n")
+        return 2
+    bad = [r for r in reps if r.error is not None]
+    for r in bad:
+        err.write(f"autoprof: {r.error}\n")
+    err.write(f"autoprof: wrote {args.output} ({len(reps) - len(bad)} trace(s))\n")
+    return 2 if bad else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

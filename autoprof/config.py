@@ -65,6 +65,9 @@ class Config:
     #: Findings about a share of the window (communication, unfused adds, a final sync, batched matmuls) below
     #: this share are not emitted: a finding about nothing is noise in a log pipeline.
     noise_floor: float = 0.01
+    #: At the end of the run, write an HTML report of the traces kept in ``trace_dir`` next to them
+    #: (``autoprof-report.rank<R>.html``; needs ``autoprof[report]``).
+    report: bool = False
 
     def replace(self, **changes: Any) -> Config:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
@@ -193,6 +196,7 @@ CHECKS: dict[str, Any] = {
     "enabled": _check_bool("enabled"),
     "record_shapes": _check_bool("record_shapes"),
     "background": _check_bool("background"),
+    "report": _check_bool("report"),
     **{key: _check_schedule(key) for key in SCHEDULE_KEYS},
     "sink": _check_path("sink"),
     "trace_dir": _check_path("trace_dir"),
@@ -259,7 +263,7 @@ ENV: dict[str, tuple[str, Any]] = {
     "AUTOPROF_NOISE_FLOOR": ("noise_floor", float),
     **{f"AUTOPROF_{key.upper()}": (key, int) for key in SCHEDULE_KEYS},
 }
-_BOOL_ENV = {"AUTOPROF_RECORD_SHAPES": "record_shapes", "AUTOPROF_BACKGROUND": "background"}
+_BOOL_ENV = {"AUTOPROF_RECORD_SHAPES": "record_shapes", "AUTOPROF_BACKGROUND": "background", "AUTOPROF_REPORT": "report"}
 
 
 def from_env(env: dict[str, str] | os._Environ[str] | None = None) -> Config:
@@ -322,13 +326,14 @@ class Options(TypedDict, total=False):
     cross_rank_timeout_s: float
     peaks: dict[str, float] | None
     noise_floor: float
+    report: bool
 
 
 def configure(**options: Unpack[Options]) -> Config:
     """Change process-wide settings; returns the new :class:`Config`.
 
     Options (:class:`Options`): ``enabled``, ``sink`` (path), ``logger``, ``trace_dir``, ``record_shapes``,
-    ``background``, ``top_ops``, ``ranks``, ``cross_rank_timeout_s``, ``peaks``, ``noise_floor`` and the schedule
+    ``background``, ``top_ops``, ``ranks``, ``cross_rank_timeout_s``, ``peaks``, ``noise_floor``, ``report`` and the schedule
     defaults ``skip_first``, ``wait``, ``warmup``, ``active``, ``repeat``.
     Raises :class:`ConfigError` (a ``ValueError``) with one line on a bad option; nothing changes then.
     """

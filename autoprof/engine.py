@@ -109,7 +109,7 @@ def profiles(paths: Sequence[str | os.PathLike[str]], config: Config | None = No
     if config is None:
         config = SWITCH.config
     out: list[Profile] = []
-    for name, trace in _loaded(paths, workers):
+    for name, trace in loaded(paths, workers):
         if isinstance(trace, TraceError):
             raise trace
         findings, _ = analyze_trace(trace, config)
@@ -190,7 +190,7 @@ def iter_files(
     :func:`cross_rank`'s, once all a job's ranks are in)."""
     if config is None:
         config = SWITCH.config  # e.g. peaks set with autoprof.configure(peaks=...)
-    for name, trace in _loaded(paths, workers, progress):
+    for name, trace in loaded(paths, workers, progress):
         if isinstance(trace, TraceError):
             yield FileResult(trace.path, error=str(trace), exc=trace)
             continue
@@ -212,7 +212,7 @@ def iter_files(
         )
 
 
-def _loaded(
+def loaded(
     paths: Sequence[str | os.PathLike[str]],
     workers: int | None,
     progress: Callable[[str], AbstractContextManager[Any]] | None = None,

@@ -474,6 +474,7 @@ class Session:
                     self._discard(window)
                 self._heal()
             self.flush(timeout=30.0)
+            write_report()
         except KeyboardInterrupt:
             left = self._queue.unfinished_tasks
             try:
@@ -485,6 +486,24 @@ class Session:
                 )
             except BaseException:
                 pass
+
+
+def write_report() -> str | None:
+    """With ``configure(report=True)`` and a ``trace_dir``: the HTML report of the traces this process kept, next to
+    them (``autoprof-report.rank<R>.html``); its path, or None. A failure (no plotly, a full disk) is one record."""
+    cfg = SWITCH.config
+    kept = [p for p in _window.KEPT if os.path.exists(p)]
+    if not (cfg.report and cfg.trace_dir and kept):
+        return None
+    out = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{_emit.dist_info()[0]}.html")
+    try:
+        from autoprof import htmlreport
+
+        htmlreport.write(kept, out, cfg)
+    except Exception as e:
+        _emit.error(f"could not write the report {out}: {e}", "report", e, target=None, window=None)
+        return None
+    return out
 
 
 def _stop_quietly(prof: Any) -> None:

@@ -164,6 +164,10 @@ def _window_fields(job: ClosedWindow, analysis: _Analysis, path: str | None, ove
     }
 
 
+#: The trace files this process kept (in ``trace_dir``), in the order written: the end-of-run report reads them.
+KEPT: list[str] = []
+
+
 def _keep_trace(job: ClosedWindow, rank: int) -> str | None:
     """Write the window's chrome trace into ``trace_dir`` (when set); its path, or None."""
     folder = job.config.trace_dir
@@ -171,7 +175,9 @@ def _keep_trace(job: ClosedWindow, rank: int) -> str | None:
         return None
     try:
         name = f"{safe_name(job.target)}.window{job.window}.rank{rank}.pt.trace.json.gz"
-        return keep_gzipped(os.fspath(folder), name, job.prof.export_chrome_trace)
+        path = keep_gzipped(os.fspath(folder), name, job.prof.export_chrome_trace)
+        KEPT.append(path)
+        return path
     except Exception as e:
         _emit.error(f"could not keep the trace in {folder}: {e}", "trace_dir", e, target=job.target, window=job.window)
         return None

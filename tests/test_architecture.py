@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "autoprof"
-THIRD_PARTY = ("torch", "structlog", "wrapt", "orjson", "lightning", "pytorch_lightning", "transformers")
+THIRD_PARTY = ("torch", "structlog", "wrapt", "orjson", "lightning", "pytorch_lightning", "transformers", "plotly")
 
 # Room -> the autoprof modules (and third-party packages) it may import. A room is a module, or a package
 # ending in "." (every module in it). The most specific room applies.
@@ -32,7 +32,19 @@ MAY_IMPORT: dict[str, set[str]] = {
     "rules.": {"config", "findings", "trace.model", "rules."},
     "compare": {"findings", "trace.model"},
     "engine": {"compare", "config", "findings", "rules.", "trace.chrome", "trace.live", "trace.model"},
-    "cli": {"autoprof", "compare", "emit", "engine", "findings", "trace.chrome"},
+    "cli": {"autoprof", "compare", "emit", "engine", "findings", "htmlreport", "trace.chrome"},
+    "htmlreport": {
+        "config",
+        "engine",
+        "findings",
+        "rules.ranks",
+        "rules.regime",
+        "rules.roofline",
+        "rules._common",
+        "trace.chrome",
+        "trace.model",
+        "plotly",
+    },
     "exchange": {"config", "emit", "rules.ranks", "torch"},
     "window": {
         "_files",
@@ -49,13 +61,13 @@ MAY_IMPORT: dict[str, set[str]] = {
         "rules.sections",
         "trace.model",
     },
-    "session": {"_pace", "calibrate", "config", "emit", "engine", "schedule", "window", "torch"},
+    "session": {"_pace", "calibrate", "config", "emit", "engine", "htmlreport", "schedule", "window", "torch"},
     "instrument": {"config", "emit", "schedule", "session", "torch", "wrapt"},
     "__main__": {"cli"},
     "integrations": {"config"},
     "integrations.lightning": {"emit", "instrument", "integrations", "lightning", "pytorch_lightning"},
     "integrations.transformers": {"emit", "instrument", "integrations", "transformers"},
-    "autoprof": {"config", "engine", "findings", "instrument", "session", "trace.chrome"},
+    "autoprof": {"config", "engine", "findings", "htmlreport", "instrument", "session", "trace.chrome"},
 }
 
 
@@ -114,7 +126,7 @@ def test_each_room_imports_only_what_it_may() -> None:
 
 
 def test_the_offline_side_and_the_rules_never_import_torch() -> None:
-    for module in ("trace.", "rules.", "compare", "engine", "cli", "config", "findings", "emit", "schedule"):
+    for module in ("trace.", "rules.", "compare", "engine", "cli", "config", "findings", "emit", "schedule", "htmlreport"):
         assert "torch" not in MAY_IMPORT[module]
 
 

@@ -27,6 +27,7 @@ CONFIG_KEYS = (
     "cross_rank_timeout_s",
     "peaks",
     "noise_floor",
+    "report",
 )
 
 

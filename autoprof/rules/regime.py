@@ -162,6 +162,14 @@ def _host_spans(trace: Trace, win: View) -> tuple[list[tuple[int, int]], list[tu
     return blocked, inp, merge(active)
 
 
+def wait_spans(trace: Trace) -> dict[str, list[tuple[int, int]]]:
+    """The window's merged spans of waiting as the regime reads them: ``input`` (data loading), ``sync`` (blocking
+    runtime calls), ``communication`` (collectives in flight while the steps' threads run no op of their own)."""
+    win = view(trace)
+    blocked, inp, _active = _host_spans(trace, win)
+    return {"input": inp, "sync": blocked, "communication": _collective_spans(trace, win)}
+
+
 def _busy_in_window(trace: Trace, win: View) -> int:
     """Device work of any step inside the window [start, end of the device work it launched]."""
     lo, hi = win.start_ns, win.start_ns + win.window_ns

@@ -87,6 +87,8 @@ class Roofline:
     #: Ops bandwidth-bound by their kind whose bytes the shapes do not give (optimizers' multi-tensor updates,
     #: tensor lists): name -> [calls, time]. Their time is in ``memory_ns``.
     by_kind: dict[str, list[int]] = field(default_factory=dict)
+    #: Per step index: [compute-bound ns, memory-bound ns] of its ops (the report's step breakdown).
+    by_step: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def by_kind_ns(self) -> int:
@@ -128,7 +130,7 @@ def _analyse(trace: Trace, config: Config | None) -> Roofline | None:
     if not roof_ids or total <= 0:
         return roof
     timed = _timed_on_device(trace, win, roof_ids) if on_device else _timed_on_host(trace, win, roof_ids)
-    for (nid, shapes_text, dtype), group in _grouped(trace, timed, roof.by_kind).items():
+    for (nid, shapes_text, dtype), group in _grouped(trace, timed, roof.by_kind, win.host_step, roof.by_step).items():
         _place(roof, trace.names[nid], shapes_text, dtype, group)
     roof.memory_ns += roof.by_kind_ns
     # Ops run concurrently on several streams can sum past the busy time: keep the split within it.
@@ -189,11 +191,16 @@ class _Group:
     calls: int
     time_ns: int
     work: tuple[float, float]
+    steps: dict[int, int] = field(default_factory=dict)  # step index -> time
 
 
-def _grouped(trace: Trace, timed: list[_Timed], by_kind: dict[str, list[int]]) -> dict[tuple[int, str, str], _Group]:
+def _grouped(
+    trace: Trace, timed: list[_Timed], by_kind: dict[str, list[int]], step_of: Any, by_step: dict[int, list[int]]
+) -> dict[tuple[int, str, str], _Group]:
     """Calls and time per (op name id, shapes, dtype): a window repeats the same few, each is costed once. Calls
-    that cannot be costed but are bandwidth-bound by their kind go to ``by_kind`` (name -> [calls, time])."""
+    that cannot be costed but are bandwidth-bound by their kind go to ``by_kind`` (name -> [calls, time]) and to
+    their step's memory-bound time in ``by_step``; a group keeps its time per step (``step_of``: host event ->
+    step index) for :func:`_place`."""
     cache = WorkCache()
     shapes_get = trace.shapes.get
     groups: dict[tuple[int, str, str], _Group] = {}
@@ -212,6 +219,7 @@ def _grouped(trace: Trace, timed: list[_Timed], by_kind: dict[str, list[int]]) -
                 entry = by_kind.setdefault(name, [0, 0])
                 entry[0] += 1
                 entry[1] += t
+                by_step.setdefault(step_of[i], [0, 0])[1] += t
             continue
         dtype = dtype or "fp32"
         if dtype == "fp32" and tf32:
@@ -219,10 +227,11 @@ def _grouped(trace: Trace, timed: list[_Timed], by_kind: dict[str, list[int]]) -
         key = (nid, shapes_text, dtype)
         group = groups.get(key)
         if group is None:
-            groups[key] = _Group(1, t, work)
-        else:
-            group.calls += 1
-            group.time_ns += t
+            group = groups[key] = _Group(0, 0, work)
+        group.calls += 1
+        group.time_ns += t
+        k = step_of[i]
+        group.steps[k] = group.steps.get(k, 0) + t
     return groups
 
 
@@ -248,6 +257,9 @@ def _place(roof: Roofline, name: str, shapes_text: str, dtype: str, group: _Grou
         roof.compute_ns += group.time_ns
     else:
         roof.memory_ns += group.time_ns
+    column = 0 if bound == "compute" else 1
+    for k, t in group.steps.items():
+        roof.by_step.setdefault(k, [0, 0])[column] += t
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:

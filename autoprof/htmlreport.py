@@ -1,0 +1,563 @@
+"""``autoprof report`` and ``autoprof.report``: one self-contained HTML page per run, from the same engine and findings as ``analyze``.
+
+Two halves. :func:`file_report` reads one analysed trace into a :class:`FileReport`: plain numbers and strings
+(picklable, small whatever the trace's size): the findings, the roofline's ops and roofs, each step's time by
+where it went, the device's busy spans per step with the largest gaps labelled, the top ops and kernels.
+:func:`render` draws those with plotly (the optional extra ``autoprof[report]``) into one HTML file with
+plotly.js embedded: no CDN, no request, it opens from disk in any browser.
+"""
+
+from __future__ import annotations
+
+import bisect
+import html
+import os
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoprof import engine
+from autoprof.config import SWITCH, Config
+from autoprof.findings import Finding
+from autoprof.rules import ranks, regime, roofline
+from autoprof.rules._common import merge, total, view
+from autoprof.trace.chrome import TraceError
+from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, KERNEL_CODE, Trace
+
+#: What a report keeps per trace, whatever its size (the page stays small: plotly.js is most of it).
+MAX_OPS = 200  # roofline points
+MAX_ROWS = 50  # rows of the ops and kernels tables
+MAX_STEPS = 64  # steps in the breakdown and the activity strip
+MAX_SPANS = 300  # busy spans per step in the activity strip (closer ones are joined)
+GAPS_LABELLED = 3  # per step
+SEVERITY_ORDER = ("critical", "error", "warning", "info")
+#: Where a step's time goes, in the stack's order (bottom first).
+PARTS = ("input", "sync", "communication", "compute-bound ops", "memory-bound ops", "other op work", "host overhead")
+
+
+@dataclass
+class FileReport:
+    """What the page shows of one trace file (or why it shows nothing)."""
+
+    path: str
+    rank: int = 0
+    world_size: int = 1
+    error: str | None = None  # one line naming the file
+    problem: str | None = None  # the error, without the file's name
+    device: str | None = None  # the device (or CPU) the roofline's peak is for
+    on_device: bool = False
+    findings: list[dict[str, Any]] = field(default_factory=list)  # Finding.to_record()s
+    roofline: dict[str, Any] | None = None  # peak (flops per dtype, bytes/s) and ops
+    roofline_missing: str | None = None
+    steps: list[dict[str, Any]] = field(default_factory=list)  # number, wall_ms, parts_ms
+    strip: list[dict[str, Any]] = field(default_factory=list)  # number, busy [[start, end] ms], gaps
+    top_ops: list[dict[str, Any]] = field(default_factory=list)
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+    step_ns: list[int] = field(default_factory=list)  # for the per-rank bars
+
+
+def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None = None) -> FileReport:
+    """One analysed trace, read for the page."""
+    rep = FileReport(trace.source or "", trace.rank, trace.world_size)
+    rep.findings = [f.to_record() for f in findings]
+    win = view(trace)
+    rep.on_device = bool(win.device_busy)
+    rep.step_ns = [s.dur_ns for s in trace.steps]
+    roof = roofline.analyse(trace, config)
+    if roof is None:
+        rep.roofline_missing = "no roofline: no peak is known for this trace's device (autoprof.configure(peaks=...) gives one)"
+    else:
+        rep.device = roof.peak.name
+        ops = sorted(roof.ops.values(), key=lambda s: -s.time_ns)[:MAX_OPS]
+        rep.roofline = {
+            "peak": roof.peak.name,
+            "flops": dict(roof.peak.flops),
+            "bytes_per_s": roof.peak.bytes_per_s,
+            "ops": [_point(s.record(roof.peak, roof.peak.flops_for(s.dtype) or 0.0)) for s in ops],
+        }
+        if not ops:
+            rep.roofline_missing = "no roofline points: no op in this trace has shapes the cost models read"
+    rep.steps = _breakdown(trace, roof)
+    rep.strip = _strip(trace) if rep.on_device else []
+    rep.top_ops = engine.top_ops(trace, MAX_ROWS)
+    rep.kernels = _kernels(trace)
+    return rep
+
+
+_POINT_KEYS = (
+    "name",
+    "input_shapes",
+    "dtype",
+    "calls_count",
+    "time_us",
+    "intensity_flops_per_byte",
+    "achieved_flops_per_s",
+    "roofline_fraction_ratio",
+    "bound",
+)
+
+
+def _point(record: dict[str, Any]) -> dict[str, Any]:
+    """What the chart shows of an op's roofline record (not its advice, the same for every op of a bound)."""
+    return {k: record[k] for k in _POINT_KEYS}
+
+
+def _breakdown(trace: Trace, roof: roofline.Roofline | None) -> list[dict[str, Any]]:
+    """Each step's wall time split as the regime reads a window: waiting (input, sync, communication, each counted
+    once in that order), the ops' own time by their roofline bound, other op work, and the host's overhead (the
+    rest). On a device the op parts are device time, which can run past the host's step (the device runs behind)."""
+    if not trace.steps:
+        return []
+    win = view(trace)
+    waits = regime.wait_spans(trace)
+    own: dict[int, int] = {}
+    if win.device_busy:  # the device's work per step
+        for k, d, c in zip(win.device_step, trace.d_dur, trace.d_cat):
+            if k >= 0 and c in DEVICE_WORK_CODES:
+                own[k] = own.get(k, 0) + d
+    else:  # the host ops' self time per step
+        for k, c, t in zip(win.host_step, trace.h_cat, trace.h_self):
+            if k >= 0 and c == CPU_OP_CODE:
+                own[k] = own.get(k, 0) + t
+    rows = []
+    for k, step in enumerate(trace.steps[:MAX_STEPS]):
+        lo, hi = step.start_ns, step.end_ns
+        parts: dict[str, float] = {}
+        counted: list[tuple[int, int]] = []
+        for name in ("input", "sync", "communication"):
+            spans = [(max(a, lo), min(b, hi)) for a, b in waits[name] if a < hi and b > lo]
+            grown = merge(counted + spans)
+            parts[name] = total(grown) - total(counted)  # only what the parts before have not counted
+            counted = grown
+        compute, memory = roof.by_step.get(k, [0, 0]) if roof is not None else [0, 0]
+        parts["compute-bound ops"] = compute
+        parts["memory-bound ops"] = memory
+        parts["other op work"] = max(own.get(k, 0) - compute - memory, 0)
+        used = sum(parts.values())
+        parts["host overhead"] = max(step.dur_ns - used, 0)
+        rows.append({"number": step.number, "wall_ms": step.dur_ns / 1e6, "parts_ms": {p: parts[p] / 1e6 for p in PARTS}})
+    return rows
+
+
+def _strip(trace: Trace) -> list[dict[str, Any]]:
+    """Per step: the device's busy spans (ms from the step's start) and its largest idle gaps, each labelled with
+    the outermost host op on the step's thread that ran through most of the gap."""
+    win = view(trace)
+    per_step: dict[int, list[tuple[int, int]]] = {}
+    for k, t, d, c in zip(win.device_step, trace.d_ts, trace.d_dur, trace.d_cat):
+        if k >= 0 and c in DEVICE_WORK_CODES:
+            per_step.setdefault(k, []).append((t, t + d))
+    rows = []
+    for k, step in enumerate(trace.steps[:MAX_STEPS]):
+        busy = merge(per_step.get(k, []))
+        if not busy:
+            continue
+        gaps = sorted(((b[0] - a[1], a[1], b[0]) for a, b in zip(busy, busy[1:])), reverse=True)[:GAPS_LABELLED]
+        while len(busy) > MAX_SPANS:  # join across the smallest gaps until the strip is small
+            smallest = min(range(len(busy) - 1), key=lambda j: busy[j + 1][0] - busy[j][1])
+            busy[smallest : smallest + 2] = [(busy[smallest][0], busy[smallest + 1][1])]
+        origin = step.start_ns
+        rows.append(
+            {
+                "number": step.number,
+                "busy": [[round((a - origin) / 1e6, 4), round((b - origin) / 1e6, 4)] for a, b in busy],
+                "gaps": [
+                    {"start_ms": (a - origin) / 1e6, "ms": g / 1e6, "host": _host_at(trace, step.tid, a, b)} for g, a, b in gaps if g > 0
+                ],
+            }
+        )
+    return rows
+
+
+def _host_at(trace: Trace, tid: int, a: int, b: int) -> str:
+    """What the host did during the gap [a, b]: the outermost op on thread ``tid`` that covers most of it (``no op
+    on the host`` when none: Python code, or waiting outside any op)."""
+    lo, hi = bisect.bisect_left(trace.h_tid, tid), bisect.bisect_right(trace.h_tid, tid)
+    best, most = -1, 0
+    ts, dur, cat, parent = trace.h_ts, trace.h_dur, trace.h_cat, trace.h_parent
+    for i in range(lo, hi):
+        if cat[i] != CPU_OP_CODE or (parent[i] >= 0 and cat[parent[i]] == CPU_OP_CODE):
+            continue
+        overlap = min(ts[i] + dur[i], b) - max(ts[i], a)
+        if overlap > most:
+            best, most = i, overlap
+    return trace.names[trace.h_name[best]] if best >= 0 else "no op on the host"
+
+
+def _kernels(trace: Trace) -> list[dict[str, Any]]:
+    win = view(trace)
+    time: dict[int, int] = {}
+    calls: dict[int, int] = {}
+    for nid, c, d, inside in zip(trace.d_name, trace.d_cat, trace.d_dur, win.device_in):
+        if c == KERNEL_CODE and inside:
+            time[nid] = time.get(nid, 0) + d
+            calls[nid] = calls.get(nid, 0) + 1
+    top = sorted(time.items(), key=lambda item: -item[1])[:MAX_ROWS]
+    return [
+        {"name": trace.names[n], "time_us": round(t / 1e3, 3), "calls": calls[n], "mean_us": round(t / 1e3 / calls[n], 3)} for n, t in top
+    ]
+
+
+# -- the runs ------------------------------------------------------------------------------------------
+
+
+def reports(paths: Sequence[str | os.PathLike[str]], config: Config | None = None, workers: int | None = None) -> list[FileReport]:
+    """Every trace file under ``paths`` read for the page (a file that cannot be read: its one-line error), with
+    the cross-rank comparison of per-rank traces attached to the lowest rank, as ``analyze`` does."""
+    if config is None:
+        config = SWITCH.config
+    out: list[FileReport] = []
+    results: list[engine.FileResult] = []
+    for name, trace in engine.loaded(paths, workers):
+        if isinstance(trace, TraceError):
+            out.append(FileReport(name, error=str(trace), problem=trace.problem))
+            results.append(engine.FileResult(name, error=str(trace)))
+            continue
+        findings, _failures = engine.analyze_trace(trace, config)
+        out.append(file_report(trace, findings, config))
+        results.append(engine.FileResult(name, trace.rank, trace.world_size, findings, step_ns=[s.dur_ns for s in trace.steps]))
+    engine.cross_rank(results)  # the lowest rank's findings gain the comparison; waiting ranks' are reworded
+    for rep, result in zip(out, results):
+        if result.error is None:
+            rep.findings = [f.to_record() for f in result.findings]
+    return out
+
+
+def write(
+    paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], config: Config | None = None, workers: int | None = None
+) -> list[FileReport]:
+    """Read ``paths`` and write the page to ``out``; returns what it shows. Raises :class:`TraceError` when no
+    input is a readable trace (the unreadable ones are listed on the page otherwise), ``ImportError`` (one line,
+    naming the extra) without plotly."""
+    _plotly()  # missing: say so before reading any trace
+    reps = reports(paths, config, workers)
+    if not reps:
+        raise TraceError(", ".join(map(str, paths)), "no trace files")
+    if all(r.error is not None for r in reps):
+        raise TraceError(reps[0].path, reps[0].problem or "cannot be read")
+    page = render(reps)
+    tmp = f"{os.fspath(out)}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(page)
+    os.replace(tmp, out)
+    return reps
+
+
+# -- the page ------------------------------------------------------------------------------------------
+
+
+def _plotly() -> Any:
+    try:
+        import plotly.graph_objects as go
+        import plotly.io as pio
+        import plotly.offline as po
+    except ImportError:
+        raise ImportError("autoprof report needs plotly, which is not installed: pip install 'autoprof[report]'") from None
+    return go, pio, po
+
+
+_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "svg"}}
+_COLORS = {
+    "input": "#8c564b",
+    "sync": "#d62728",
+    "communication": "#9467bd",
+    "compute-bound ops": "#1f77b4",
+    "memory-bound ops": "#ff7f0e",
+    "other op work": "#7f7f7f",
+    "host overhead": "#bcbd22",
+}
+
+
+def render(reps: Sequence[FileReport]) -> str:
+    """The whole page (a string of HTML)."""
+    go, pio, po = _plotly()
+    body: list[str] = [_summary(reps)]
+    rank_fig = _ranks_figure(go, reps)
+    if rank_fig is not None:
+        body.append("<h2>Ranks</h2>" + _fig(pio, rank_fig, "ranks"))
+    elif len(reps) > 1:
+        body.append('<p class="note">No per-rank chart: these files are not one job\'s per-rank traces.</p>')
+    for n, rep in enumerate(reps):
+        body.append(_file_section(go, pio, rep, n))
+    script = po.get_plotlyjs()
+    return _PAGE.format(title="autoprof report", plotlyjs=script, css=_CSS, body="\n".join(body), js=_SORT_JS)
+
+
+def _fig(pio: Any, fig: Any, div: str) -> str:
+    return str(pio.to_html(fig, include_plotlyjs=False, full_html=False, config=_CONFIG, div_id=div))
+
+
+def _esc(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _summary(reps: Sequence[FileReport]) -> str:
+    rows = []
+    for n, rep in enumerate(reps):
+        if rep.error is not None:
+            rows.append(f'<tr><td><a href="#file{n}">{_esc(rep.path)}</a></td><td colspan="3" class="error">{_esc(rep.error)}</td></tr>')
+            continue
+        reg = next((f for f in rep.findings if f["rule"] == "bound_regime"), None)
+        median = f"{statistics.median(rep.step_ns) / 1e6:.2f}" if rep.step_ns else "–"
+        counts = {s: sum(1 for f in rep.findings if f["severity"] == s) for s in SEVERITY_ORDER}
+        shown = ", ".join(f"{c} {s}" for s, c in counts.items() if c)
+        rows.append(
+            f'<tr><td><a href="#file{n}">{_esc(rep.path)}</a></td><td>{rep.rank}</td>'
+            f'<td class="verdict">{_esc(reg["verdict"]) if reg else "–"}</td><td>{median}</td><td>{_esc(shown)}</td></tr>'
+        )
+    return (
+        "<h1>autoprof report</h1><h2>Verdicts</h2>"
+        '<table class="summary"><thead><tr><th>trace</th><th>rank</th><th>regime</th><th>median step (ms)</th>'
+        "<th>findings</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
+    out = [f'<section id="file{n}"><h2>{_esc(rep.path)}</h2>']
+    if rep.error is not None:
+        out.append(f'<p class="error">{_esc(rep.error)}</p></section>')
+        return "".join(out)
+    out.append(_findings_html(rep))
+    out.append("<h3>Roofline</h3>")
+    if rep.roofline is not None and rep.roofline["ops"]:
+        out.append(_fig(pio, _roofline_figure(go, rep), f"roofline{n}"))
+    else:
+        out.append(f'<p class="note">{_esc(rep.roofline_missing)}</p>')
+    out.append("<h3>Where each step's time goes</h3>")
+    if rep.steps:
+        out.append(_fig(pio, _steps_figure(go, rep), f"steps{n}"))
+        if rep.on_device:
+            out.append('<p class="note">On a device the op parts are the device\'s time: a step can show more than its host wall time.</p>')
+    else:
+        out.append('<p class="note">No steps in this trace (no ProfilerStep#N spans): no per-step breakdown.</p>')
+    out.append("<h3>Device activity per step</h3>")
+    if rep.strip:
+        out.append(_fig(pio, _strip_figure(go, rep), f"strip{n}"))
+    else:
+        out.append('<p class="note">No device activity strip: this trace has no device work inside its steps (a CPU-only trace).</p>')
+    out.append("<h3>Top ops and kernels</h3>")
+    out.append(_table("ops", ["op", "self CPU (µs)", "calls"], [[o["name"], o["self_cpu_us"], o["calls"]] for o in rep.top_ops]))
+    if rep.kernels:
+        out.append(
+            _table(
+                "kernels",
+                ["kernel", "time (µs)", "calls", "mean (µs)"],
+                [[k["name"], k["time_us"], k["calls"], k["mean_us"]] for k in rep.kernels],
+            )
+        )
+    out.append("</section>")
+    return "".join(out)
+
+
+def _findings_html(rep: FileReport) -> str:
+    items = sorted(rep.findings, key=lambda f: (SEVERITY_ORDER.index(f["severity"]) if f["severity"] in SEVERITY_ORDER else 9, f["rule"]))
+    reg = next((f for f in items if f["rule"] == "bound_regime"), None)
+    out = []
+    if reg is not None:
+        evidence = {k: v for k, v in reg["evidence"].items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+        shown = ", ".join(f"{k} {v}" for k, v in list(evidence.items())[:8])
+        out.append(
+            f'<div class="regime"><div class="verdict big">{_esc(reg["verdict"])}</div><div>{_esc(reg["message"])}</div>'
+            f'<div class="advice">{_esc(reg["advice"])}</div><div class="evidence">{_esc(shown)}</div></div>'
+        )
+    rows = "".join(
+        f'<tr class="{_esc(f["severity"])}"><td>{_esc(f["severity"])}</td><td>{_esc(f["rule"])}</td><td>{_esc(f["verdict"])}</td>'
+        f"<td>{_esc(f['message'])}</td><td>{_esc(f['advice'])}</td></tr>"
+        for f in items
+    )
+    out.append(
+        '<table class="findings"><thead><tr><th>severity</th><th>rule</th><th>verdict</th><th>what</th><th>advice</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
+    )
+    return "".join(out)
+
+
+def _table(kind: str, head: list[str], rows: list[list[Any]]) -> str:
+    th = "".join(f"<th>{_esc(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="sortable {kind}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _roofline_figure(go: Any, rep: FileReport) -> Any:
+    roof = rep.roofline
+    assert roof is not None
+    ops = roof["ops"]
+    fig = go.Figure()
+    xs = [o["intensity_flops_per_byte"] for o in ops if o["intensity_flops_per_byte"] > 0]
+    lo, hi = (min(xs) / 4, max(xs) * 4) if xs else (0.01, 1000.0)
+    bw = roof["bytes_per_s"]
+    dtypes = sorted({o["dtype"] for o in ops})
+    for dtype in dtypes:
+        pf = roof["flops"].get(dtype) or (roof["flops"].get("fp16") if dtype == "bf16" else None)
+        if not pf:
+            continue
+        ridge = pf / bw
+        grid = sorted({lo, hi, min(max(ridge, lo), hi)})
+        fig.add_trace(go.Scatter(x=grid, y=[min(pf, x * bw) for x in grid], mode="lines", name=f"roof {dtype}", line={"dash": "dot"}))
+    longest = max((o["time_us"] for o in ops), default=1.0) or 1.0
+    for bound, color in (("compute", "#1f77b4"), ("memory", "#ff7f0e")):
+        chosen = [o for o in ops if o["bound"] == bound and o["intensity_flops_per_byte"] > 0 and o["achieved_flops_per_s"] > 0]
+        if not chosen:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[o["intensity_flops_per_byte"] for o in chosen],
+                y=[o["achieved_flops_per_s"] for o in chosen],
+                mode="markers",
+                name=f"{bound}-bound ops",
+                marker={"size": [6 + 34 * (o["time_us"] / longest) ** 0.5 for o in chosen], "color": color, "opacity": 0.7},
+                text=[
+                    f"{o['name']} {o['input_shapes']} {o['dtype']}<br>{o['calls_count']} calls, {o['time_us']:.1f} µs"
+                    f"<br>{o['achieved_flops_per_s'] / 1e9:.2f} GFLOP/s at {o['intensity_flops_per_byte']:.2f} FLOP/B"
+                    + (f"<br>{o['roofline_fraction_ratio']:.0%} of its roofline" if o["roofline_fraction_ratio"] is not None else "")
+                    for o in chosen
+                ],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title=f"Roofline: {roof['peak']} (points sized by time)",
+        xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte)"},
+        yaxis={"type": "log", "title": "achieved FLOP/s"},
+        height=480,
+        margin={"t": 50, "l": 70, "r": 20, "b": 60},
+    )
+    return fig
+
+
+def _steps_figure(go: Any, rep: FileReport) -> Any:
+    numbers = [f"step {s['number']}" for s in rep.steps]
+    fig = go.Figure()
+    for part in PARTS:
+        values = [s["parts_ms"][part] for s in rep.steps]
+        if any(values):
+            fig.add_trace(
+                go.Bar(x=numbers, y=values, name=part, marker_color=_COLORS[part], hovertemplate="%{y:.3f} ms<extra>" + part + "</extra>")
+            )
+    fig.add_trace(
+        go.Scatter(
+            x=numbers,
+            y=[s["wall_ms"] for s in rep.steps],
+            mode="markers",
+            name="step wall time",
+            marker={"symbol": "line-ew-open", "size": 24},
+        )
+    )
+    fig.update_layout(barmode="stack", yaxis={"title": "ms"}, height=420, margin={"t": 30, "l": 60, "r": 20, "b": 40})
+    return fig
+
+
+def _strip_figure(go: Any, rep: FileReport) -> Any:
+    fig = go.Figure()
+    ys, bases, widths = [], [], []
+    for row in rep.strip:
+        for a, b in row["busy"]:
+            ys.append(f"step {row['number']}")
+            bases.append(a)
+            widths.append(max(b - a, 1e-6))
+    fig.add_trace(
+        go.Bar(
+            y=ys,
+            x=widths,
+            base=bases,
+            orientation="h",
+            name="device busy",
+            marker_color="#2ca02c",
+            hovertemplate="%{base:.3f} ms +%{x:.3f} ms<extra>busy</extra>",
+        )
+    )
+    gx, gy, gt = [], [], []
+    for row in rep.strip:
+        for gap in row["gaps"]:
+            gx.append(gap["start_ms"] + gap["ms"] / 2)
+            gy.append(f"step {row['number']}")
+            gt.append(f"idle {gap['ms']:.3f} ms; host: {gap['host']}")
+    if gx:
+        fig.add_trace(
+            go.Scatter(
+                x=gx,
+                y=gy,
+                mode="markers",
+                name="largest gaps",
+                marker={"symbol": "x", "color": "#d62728", "size": 9},
+                text=gt,
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        xaxis={"title": "ms from the step's start"},
+        yaxis={"autorange": "reversed"},
+        height=max(200, 40 * len(rep.strip) + 100),
+        margin={"t": 30, "l": 80, "r": 20, "b": 40},
+        barmode="overlay",
+    )
+    return fig
+
+
+def _ranks_figure(go: Any, reps: Sequence[FileReport]) -> Any:
+    good = [r for r in reps if r.error is None and r.step_ns]
+    by_rank = {r.rank: r for r in good}
+    if len(by_rank) < 2 or len(by_rank) != len(good):
+        return None
+    summaries = {}
+    for rank, rep in sorted(by_rank.items()):
+        regime_finding = next((Finding(**_finding_args(f)) for f in rep.findings if f["rule"] == "bound_regime"), None)
+        comm = next((Finding(**_finding_args(f)) for f in rep.findings if f["rule"] == ranks.RULE_COMM_SOURCE), None)
+        summary = ranks.summary_of(rank, rep.step_ns, regime_finding, comm)
+        if summary is not None:
+            summaries[rank] = summary
+    stragglers: set[int] = set()
+    for rep in good:
+        for f in rep.findings:
+            if f["rule"] == "straggler_ranks":
+                stragglers.update(f["evidence"].get("straggler_ranks", []))
+    labels = [f"rank {r}" + (" (straggler)" if r in stragglers else "") for r in summaries]
+    colors = ["#d62728" if r in stragglers else "#1f77b4" for r in summaries]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=labels, y=[s.step_ms for s in summaries.values()], name="median step (ms)", marker_color=colors))
+    waits = [s.wait_ms for s in summaries.values()]
+    if any(w is not None for w in waits):
+        fig.add_trace(go.Bar(x=labels, y=[w or 0 for w in waits], name="collective wait per step (ms)", marker_color="#9467bd"))
+    fig.update_layout(barmode="group", yaxis={"title": "ms"}, height=380, margin={"t": 30, "l": 60, "r": 20, "b": 40})
+    return fig
+
+
+def _finding_args(rec: dict[str, Any]) -> dict[str, Any]:
+    return {k: rec[k] for k in ("rule", "verdict", "severity", "message", "advice", "evidence") if k in rec}
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
+h1{margin-top:0}section{border-top:2px solid #ddd;margin-top:32px;padding-top:8px}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f4f4f4}table.sortable th{cursor:pointer}table.sortable th:after{content:" \\2195";color:#aaa}
+.regime{border-left:6px solid #1f77b4;padding:8px 12px;background:#f7fafd;margin:8px 0}
+.verdict{font-weight:600}.big{font-size:20px}.advice{color:#2a6f2a;margin-top:4px}.evidence{color:#666;font-size:12px;margin-top:4px}
+tr.critical td:first-child,tr.error td:first-child{color:#b00;font-weight:600}tr.warning td:first-child{color:#b60}
+.note{color:#666;font-style:italic}.error{color:#b00}
+"""
+
+_SORT_JS = """
+document.querySelectorAll('table.sortable th').forEach(function(th){th.addEventListener('click',function(){
+ var table=th.closest('table'),body=table.tBodies[0],col=Array.prototype.indexOf.call(th.parentNode.children,th);
+ var asc=th.dataset.order!=='asc';th.dataset.order=asc?'asc':'desc';
+ var rows=Array.prototype.slice.call(body.rows);
+ rows.sort(function(a,b){var x=a.cells[col].textContent,y=b.cells[col].textContent,nx=parseFloat(x),ny=parseFloat(y);
+  var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);return asc?c:-c;});
+ rows.forEach(function(r){body.appendChild(r);});});});
+"""
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<meta name="generator" content="autoprof">
+<style>{css}</style>
+<script>{plotlyjs}</script>
+</head><body>
+{body}
+<script>{js}</script>
+</body></html>
+"""
+
+__all__ = ["FileReport", "file_report", "render", "reports", "write"]

@@ -1,0 +1,287 @@
+"""``autoprof report`` (issue 25): what the page shows of a trace (synthetic traces, exact figures), then real pages
+for shared traces and a live window, opened in a real headless browser (Debian's chromium)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+from conftest import REPO, shared_trace
+from synth import Synth
+
+import autoprof
+from autoprof import htmlreport
+from autoprof.trace import chrome
+
+# -- what the page shows: synthetic traces ----------------------------------------------------------------
+
+
+def _cpu_steps() -> Synth:
+    """Two CPU steps of 10 ms: 3 ms waiting for data, 1 ms in a 512² matmul, the rest the host's."""
+    s = Synth(gpu=None)
+    for k in range(2):
+        t0 = k * 10_000
+        s.step(k, t0, 10_000)
+        s.x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 100, 3_000)
+        s.op("aten::mm", t0 + 4_000, 1_000, dims=[[512, 512], [512, 512]], types=["float", "float"])
+    s.meta.update(autoprof_cpu_peak_flops=1e11, autoprof_cpu_peak_bytes_per_s=2e10)
+    return s
+
+
+def test_a_cpu_steps_time_split_by_where_it_went() -> None:
+    trace = _cpu_steps().trace()
+    findings, _ = autoprof.engine.analyze_trace(trace, None)
+    rep = htmlreport.file_report(trace, findings)
+    assert [s["number"] for s in rep.steps] == [0, 1]
+    parts = rep.steps[0]["parts_ms"]
+    assert parts["input"] == pytest.approx(3.0)
+    assert parts["sync"] == 0 and parts["communication"] == 0
+    on_ops = parts["compute-bound ops"] + parts["memory-bound ops"] + parts["other op work"]
+    assert on_ops == pytest.approx(1.0)
+    assert parts["host overhead"] == pytest.approx(6.0)  # the rest of the 10 ms step
+    assert sum(parts.values()) == pytest.approx(rep.steps[0]["wall_ms"])
+    assert rep.strip == [] and not rep.on_device  # no device: no activity strip
+    assert rep.top_ops[0]["name"] == "aten::mm"
+
+
+def test_a_device_strip_labels_its_largest_gap_with_what_the_host_did() -> None:
+    s = Synth()
+    s.step(0, 0, 1_000)
+    s.op("aten::mm", 10, 50, dims=[[1024, 1024], [1024, 1024]], types=["float", "float"])
+    s.launch("sm80_gemm", 20, 100, 200)
+    s.op("aten::nonzero", 400, 300)  # the host is busy here while the device idles
+    s.launch("elementwise_kernel", 700, 800, 50)
+    trace = s.trace()
+    findings, _ = autoprof.engine.analyze_trace(trace, None)
+    rep = htmlreport.file_report(trace, findings)
+    assert rep.on_device and rep.device == "A100 80GB SXM"
+    (row,) = rep.strip
+    assert row["busy"] == [[0.1, 0.3], [0.8, 0.85]]
+    (gap,) = row["gaps"]
+    assert gap["ms"] == pytest.approx(0.5) and gap["host"] == "aten::nonzero"
+    assert rep.kernels[0]["name"] == "sm80_gemm" and rep.kernels[0]["calls"] == 1
+    point = next(p for p in rep.roofline["ops"] if p["name"] == "aten::mm")  # type: ignore[index]
+    assert point["bound"] == "compute" and point["intensity_flops_per_byte"] > 100
+
+
+def _rank_file(tmp: Path, rank: int, wait_us: float) -> Path:
+    """A CPU rank's trace: 3 steps of 20 ms whose step thread waits ``wait_us`` in a gloo all-reduce."""
+    s = Synth(gpu=None)
+    for k in range(3):
+        t0 = k * 20_000
+        s.step(k, t0, 20_000)
+        s.op("aten::mm", t0 + 100, 19_000 - wait_us, dims=[[64, 64], [64, 64]], types=["float", "float"])
+        s.x("user_annotation", "gloo:all_reduce", t0 + 19_200 - wait_us, wait_us + 500, tid=9)
+    doc = {"traceEvents": s.events, "distributedInfo": {"rank": rank, "world_size": 2, "backend": "gloo"}}
+    path = tmp / f"rank{rank}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_ranks_get_bars_with_the_straggler_marked(tmp_path: Path) -> None:
+    _rank_file(tmp_path, 0, 8_000)  # waits for rank 1
+    _rank_file(tmp_path, 1, 200)  # the straggler: it waits least
+    reps = htmlreport.reports([tmp_path])
+    stragglers = [f for r in reps for f in r.findings if f["rule"] == "straggler_ranks"]
+    assert stragglers and stragglers[0]["evidence"]["straggler_ranks"] == [1]
+    go, _pio, _po = htmlreport._plotly()
+    fig = htmlreport._ranks_figure(go, reps)
+    assert fig is not None
+    bars = fig.data[0]
+    assert list(bars.x) == ["rank 0", "rank 1 (straggler)"]
+    assert bars.marker.color[1] != bars.marker.color[0]
+    waits = fig.data[1]
+    assert waits.y[0] > waits.y[1]
+
+
+def test_a_report_without_ranks_or_device_says_why_those_charts_are_missing(tmp_path: Path) -> None:
+    trace_file = tmp_path / "cpu.json"
+    trace_file.write_text(json.dumps({"traceEvents": _cpu_steps().events, **_cpu_steps().meta}))
+    out = tmp_path / "r.html"
+    autoprof.report(trace_file, out)
+    page = out.read_text()
+    assert "No device activity strip" in page
+    assert "No per-rank chart" not in page  # one file: nothing to compare, nothing to say
+    assert 'id="roofline0"' in page and 'id="steps0"' in page
+
+
+# -- the command -------------------------------------------------------------------------------------------
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
+    e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "autoprof", *args], capture_output=True, text=True, env={**e, **(env or {})}, timeout=300)
+
+
+def test_bad_input_is_one_line_and_exit_2_and_the_good_files_are_still_on_the_page(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"traceEvents": _cpu_steps().events}))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    out = cli("report", str(good), str(bad), "-o", str(tmp_path / "r.html"))
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert any(line.startswith(f"autoprof: {bad}:") for line in lines) and "Traceback" not in out.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert str(good) in page and str(bad) in page  # the unreadable one listed, with its error
+    nothing = cli("report", str(bad), "-o", str(tmp_path / "none.html"))
+    assert nothing.returncode == 2 and len(nothing.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "none.html").exists()
+
+
+def test_without_plotly_the_command_names_the_extra(tmp_path: Path) -> None:
+    code = "import sys; sys.modules['plotly'] = None; from autoprof.cli import main; raise SystemExit(main(sys.argv[1:]))"
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"traceEvents": _cpu_steps().events}))
+    e = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
+    e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, "-c", code, "report", str(good)], capture_output=True, text=True, env=e, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "autoprof: autoprof report needs plotly, which is not installed: pip install 'autoprof[report]'"
+
+
+# -- real pages in a real browser ----------------------------------------------------------------------------
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    assert found, "these tests open the page in a headless chromium: apt-get install chromium (.ci/run does)"
+    return found
+
+
+def _browse(page: Path, tmp: Path) -> tuple[str, list[str], Path]:
+    """Open ``page`` with the network cut off: the DOM after its scripts ran, the console's messages, a screenshot.
+    Asserts that the page asked for nothing off this machine (chromium's net log: requests made for a file://
+    page; the browser's own background requests are made for no page)."""
+    shot = tmp / "shot.png"
+    netlog = tmp / "net.json"
+    common = [
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--host-resolver-rules=MAP * ~NOTFOUND",  # any request off this machine fails
+        "--virtual-time-budget=10000",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--window-size=1400,2400",
+    ]
+    dom = subprocess.run([*common, f"--log-net-log={netlog}", "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=180)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    events = json.loads(netlog.read_text())["events"]
+    asked = {
+        e["params"]["url"]
+        for e in events
+        if isinstance(e.get("params"), dict) and "url" in e["params"] and "site=file://" in str(e["params"].get("site_for_cookies", ""))
+    }
+    assert not {url for url in asked if not url.startswith("file:")}, asked
+    logged = subprocess.run(
+        [*common, "--enable-logging=stderr", "--v=0", f"--screenshot={shot}", page.as_uri()], capture_output=True, text=True, timeout=180
+    )
+    assert logged.returncode == 0, logged.stderr[-2000:]
+    console = [line for line in logged.stderr.splitlines() if ":CONSOLE" in line]
+    return dom.stdout, console, shot
+
+
+def _png_colors(path: Path) -> int:
+    """How many distinct byte values the screenshot's pixels hold (a blank page: one or two)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        if kind == b"IDAT":
+            idat += data[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+    return len(set(zlib.decompress(idat)))
+
+
+def _no_external_reference(page: str) -> None:
+    """No URL off this machine in the page's own markup, styles and scripts. The embedded plotly.js library (the
+    first script) carries URL strings of its own (map tile attributions, its logo's link) for charts and options
+    this page does not use; that nothing is requested is what the browser run with the network cut off shows."""
+    library = re.search(r"<script>.*?</script>", page, flags=re.S)
+    assert library is not None and "plotly.js" in library.group(0)[:2000]
+    own = page[: library.start()] + page[library.end() :]
+    assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", own, flags=re.I), re.findall(r"https?://[^\s\"']+", own)[:5]
+    assert "@import" not in own
+
+
+def test_the_browser_check_sees_a_page_that_asks_the_network(tmp_path: Path) -> None:
+    page = tmp_path / "asks.html"
+    page.write_text('<html><body><img src="https://example.com/x.png"><p>hello</p></body></html>')
+    with pytest.raises(AssertionError, match="example.com"):
+        _browse(page, tmp_path)
+
+
+@pytest.mark.slow
+def test_pages_of_shared_gpu_traces_load_offline_in_a_browser_with_their_charts(tmp_path: Path) -> None:
+    files = [shared_trace("h200/gpt2_train.chrome.json.gz"), shared_trace("h200/loader_slow.chrome.json.gz")]
+    out = tmp_path / "gpu.html"
+    assert cli("report", *map(str, files), "-o", str(out)).returncode == 0
+    page = out.read_text()
+    _no_external_reference(page)
+    dom, console, shot = _browse(out, tmp_path)
+    assert console == [], console
+    for chart in ("roofline0", "steps0", "strip0", "roofline1", "steps1", "strip1"):
+        # plotly drew it: the div holds its SVG, with marks in it
+        div = dom[dom.index(f'id="{chart}"') :]
+        div = div[: div.find('id="', 10)] if 'id="' in div[10:] else div
+        assert 'class="main-svg"' in div, chart
+    assert dom.count('class="point"') > 50  # roofline points and bars
+    assert "overhead-bound" in dom and "input-bound" in dom  # the verdicts first
+    assert _png_colors(shot) > 20
+
+
+@pytest.mark.slow
+def test_a_one_million_event_trace_makes_a_page_under_5_mb(tmp_path: Path) -> None:
+    big = shared_trace("hta/a100_rank3_of8_train.json.gz")
+    out = tmp_path / "big.html"
+    assert cli("report", str(big), "-o", str(out)).returncode == 0
+    size = out.stat().st_size
+    assert size < 5_000_000, size
+
+
+@pytest.mark.slow
+def test_a_live_window_report_next_to_the_kept_traces(tmp_path: Path) -> None:
+    """configure(trace_dir=..., report=True): the page is written at the end of the run, next to the traces."""
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import torch, autoprof\n"
+        f"autoprof.configure(trace_dir={str(tmp_path / 'traces')!r}, report=True, sink={str(tmp_path / 'r.jsonl')!r})\n"
+        "@autoprof(skip_first=1, wait=0, warmup=1, active=3, repeat=1)\n"
+        "def step(x):\n"
+        "    with autoprof.section('matmul'):\n"
+        "        y = x @ x\n"
+        "    return torch.relu(y).sum()\n"
+        "x = torch.randn(256, 256)\n"
+        "for _ in range(6):\n"
+        "    step(x)\n"
+    )
+    e = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
+    e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=e, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    page = tmp_path / "traces" / "autoprof-report.rank0.html"
+    assert page.exists(), sorted(p.name for p in (tmp_path / "traces").iterdir())
+    records = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert not [r for r in records if r["event"] == "autoprof.error"]
+    dom, console, shot = _browse(page, tmp_path)
+    assert console == [], console
+    assert 'id="roofline0"' in dom and dom.count('class="main-svg"') >= 2
+    assert "No device activity strip" in dom  # a CPU window
+    assert _png_colors(shot) > 20
+    kept = next((tmp_path / "traces").glob("*.pt.trace.json.gz"))
+    with gzip.open(kept, "rt") as f:
+        assert chrome.from_document(json.load(f)).steps  # the page was made from these
