@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from autoprof import __version__
@@ -97,7 +97,14 @@ def _records(result: FileResult) -> list[dict[str, Any]]:
     )
     findings = [finding_record(finding, **ctx, trace_rank=result.rank) for finding in result.findings]
     errors = [
-        build_record(ERROR_EVENT, "error", **ctx, message=f"rule {name} failed: {error}", reason="rule", error_type=type(error).__name__)
+        build_record(
+            ERROR_EVENT,
+            "error",
+            **ctx,
+            message=f"rule {name} failed: {error}",
+            reason="rule",
+            error_type=getattr(error, "type_name", type(error).__name__),
+        )
         for name, error in result.failures
     ]
     return [window, *findings, *errors]
@@ -134,6 +141,26 @@ def _workers(text: str) -> int:
     if count < 0:
         raise argparse.ArgumentTypeError(f"expected a number of processes (0 or more), got {text!r}")
     return count
+
+
+def _jobs(text: str) -> int:
+    n = _workers(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {text!r}")
+    return n
+
+
+def _dask_executor(address: str) -> tuple[Any, Any]:
+    """A Dask client of the scheduler at ``address`` and its executor; one-line errors (ImportError, OSError)."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ImportError("--scheduler needs Dask distributed, which is not installed: pip install 'autoprof[dask]'") from None
+    try:
+        client = Client(address, timeout=30)  # type: ignore[no-untyped-call]
+    except Exception as e:
+        raise OSError(f"cannot reach the Dask scheduler at {address}: {type(e).__name__}: {e}") from None
+    return client, client.get_executor()  # type: ignore[no-untyped-call]
 
 
 def _percent(text: str) -> float:
@@ -215,7 +242,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=_workers,
         default=None,
         metavar="N",
-        help="helper processes that parse a large file's events (default: the CPUs, at most 4; 0: none)",
+        help="helper processes that parse a large file's events (default: the CPUs, at most 4, shared with --jobs; 0: none)",
+    )
+    analyze_cmd.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=None,
+        metavar="N",
+        help="files analysed in parallel, each in a fresh process (default: the usable CPUs; 1: one after another)",
+    )
+    analyze_cmd.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="analyse the files on a Dask cluster (tcp://HOST:8786); its workers read the files (needs autoprof[dask])",
     )
     diff_cmd = sub.add_parser("diff", help="what changed between two runs (trace files, per-rank directories, or kept trace_dirs)")
     diff_cmd.add_argument("base", metavar="BASE")
@@ -273,7 +313,6 @@ def _analyze(args: argparse.Namespace) -> int:
     distributed job (world size > 1) wait for the cross-rank comparison, which needs all of its ranks."""
     out, err = sys.stdout, sys.stderr
     color = args.color == "always" or (args.color == "auto" and out.isatty())
-    bad = 0
     worst = -1  # the highest severity seen
     held: list[FileResult] = []
 
@@ -289,14 +328,18 @@ def _analyze(args: argparse.Namespace) -> int:
             _table(results, out, color)
         out.flush()
 
-    for result in iter_files(args.paths, progress=lambda label: _Progress(label, err), workers=args.workers):
-        if result.error:
-            bad += 1
-            err.write(f"autoprof: {result.error}\n")
-        elif result.world_size > 1:
-            held.append(result)
-        else:
-            show([result])
+    client = executor = None
+    if args.scheduler:
+        try:
+            client, executor = _dask_executor(args.scheduler)
+        except (ImportError, OSError) as e:
+            err.write(f"autoprof: {e}\n")
+            return 2
+    try:
+        bad = _stream(args, show, held, executor)
+    finally:
+        if client is not None:
+            client.close()
     if held:
         cross_rank(held)
         show(held)
@@ -305,6 +348,23 @@ def _analyze(args: argparse.Namespace) -> int:
     if args.fail_on and worst >= severity_rank(args.fail_on):
         return 1
     return 0
+
+
+def _stream(args: argparse.Namespace, show: Callable[[list[FileResult]], None], held: list[FileResult], executor: Any) -> int:
+    """Each file's output as it comes, in input order; the files of a distributed job held for the comparison.
+    Returns the count of bad inputs."""
+    err = sys.stderr
+    bad = 0
+    progress = (lambda label: _Progress(label, err)) if executor is None else None
+    for result in iter_files(args.paths, progress=progress, workers=args.workers, jobs=args.jobs, executor=executor):
+        if result.error:
+            bad += 1
+            err.write(f"autoprof: {result.error}\n")
+        elif result.world_size > 1:
+            held.append(result)
+        else:
+            show([result])
+    return bad
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from autoprof import _fleet
 from autoprof.compare import Diff, OpTime, Profile, compare
 from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
@@ -16,7 +18,7 @@ from autoprof.rules._common import device_step_ns, shape_of, view
 from autoprof.rules.occupancy import short_kernel_name
 from autoprof.rules.sections import section_times
 from autoprof.rules.sync import profiler_flush_ns
-from autoprof.trace import chrome, live
+from autoprof.trace import chrome, live, remote
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace, gc_paused
 
@@ -166,16 +168,30 @@ class FileResult:
     summary: dict[str, Any] = field(default_factory=dict)  # window_summary(): device step times, flush, regime
 
 
+class RuleFailureError(Exception):
+    """A rule's exception as a file's result carries it (across processes too): its type's name and message."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RuleFailureError, (self.type_name, str(self)))
+
+
 def analyze_files(
     paths: Sequence[str | os.PathLike[str]],
     config: Config | None = None,
     progress: Callable[[str], AbstractContextManager[Any]] | None = None,
     workers: int | None = None,
+    jobs: int | None = None,
+    executor: Executor | None = None,
 ) -> list[FileResult]:
-    """Analyse trace files or directories of them. Bad inputs become results with ``error`` set; the good
-    ones are still analysed. ``progress(label)`` wraps each file's load (the CLI shows a note on a terminal).
-    ``workers``: helper processes for large files (see :func:`autoprof.trace.chrome.load`; 0 = none)."""
-    results = list(iter_files(paths, config, progress, workers))
+    """Analyse trace files or directories of them (paths or fsspec URLs). Bad inputs become results with ``error``
+    set; the good ones are still analysed. ``progress(label)`` wraps each file's load when files are read one
+    after another (the CLI shows a note on a terminal). ``workers``: helper processes for one large file (see
+    :func:`autoprof.trace.chrome.load`; 0 = none); ``jobs``, ``executor``: files in parallel (:func:`iter_files`)."""
+    results = list(iter_files(paths, config, progress, workers, jobs, executor))
     cross_rank(results)
     return results
 
@@ -185,31 +201,125 @@ def iter_files(
     config: Config | None = None,
     progress: Callable[[str], AbstractContextManager[Any]] | None = None,
     workers: int | None = None,
+    jobs: int | None = None,
+    executor: Executor | None = None,
 ) -> Iterator[FileResult]:
-    """Each file's result as soon as it is analysed, in input order (the cross-rank comparison is
-    :func:`cross_rank`'s, once all a job's ranks are in)."""
+    """Each file's result, in input order (the cross-rank comparison is :func:`cross_rank`'s, once all a job's ranks
+    are in).
+
+    Files in parallel: ``executor`` (any ``concurrent.futures.Executor``: a Dask ``client.get_executor()``, ...)
+    runs :func:`analyze_one` per file, the worker reading the file itself (this process only lists the inputs);
+    else ``jobs`` fresh local processes (default: the usable CPUs; 1 or a single file: one after another, here).
+    The two levels share the CPUs: files first (they parallelise perfectly, a file's helpers only its parse), then
+    what is left: each file's ``workers`` default to 0 unless every job has two CPUs or more."""
     if config is None:
         config = SWITCH.config  # e.g. peaks set with autoprof.configure(peaks=...)
-    for name, trace in loaded(paths, workers, progress):
-        if isinstance(trace, TraceError):
-            yield FileResult(trace.path, error=str(trace), exc=trace)
-            continue
-        findings, failures = analyze_trace(trace, config)
-        yield FileResult(
-            name,
-            trace.rank,
-            trace.world_size,
-            findings,
-            None,
-            None,
-            failures,
-            trace.n_events,
-            [s.number for s in trace.steps],
-            [s.dur_ns for s in trace.steps],
-            top_ops(trace, config.top_ops if config is not None else Config().top_ops),
-            section_times(trace),
-            window_summary(trace, findings),
-        )
+    inputs = [f for path in paths for f in _inputs(path)]
+    good = [f for f in inputs if not isinstance(f, TraceError)]
+    n = jobs if jobs is not None else _fleet.usable_cpus()
+    # memory:// files live in this process only: another process would find none
+    here_only = any(isinstance(f, str) and f.startswith("memory://") for f in good)
+    if executor is None and (n <= 1 or len(good) <= 1 or here_only):
+        for f in inputs:
+            if isinstance(f, TraceError):
+                yield FileResult(f.path, error=str(f), exc=f)
+                continue
+            with progress(str(f)) if progress else nullcontext():
+                result = analyze_one(str(f), config, workers)
+            yield result
+        return
+    yield from _in_parallel(inputs, good, config, workers, n, executor)
+
+
+def _in_parallel(
+    inputs: list[str | os.PathLike[str] | TraceError],
+    good: Sequence[str | os.PathLike[str] | TraceError],
+    config: Config,
+    workers: int | None,
+    jobs: int,
+    executor: Executor | None,
+) -> Iterator[FileResult]:
+    """:func:`iter_files` with files analysed by ``executor`` (or a local :class:`~autoprof._fleet.FilePool`)."""
+    portable = config.replace(logger=None)  # a host logger stays here: records are written by this process
+    if workers is None:
+        per_job = _fleet.usable_cpus() // max(jobs, 1)
+        workers = 0 if executor is not None or per_job < 2 else min(per_job, 4)
+    pool = executor if executor is not None else _fleet.FilePool(min(jobs, len(good)))
+    done = False
+    try:
+        futures = [pool.submit(analyze_one, str(f), portable, workers) for f in good]
+        pending = iter(futures)
+        for f in inputs:
+            if isinstance(f, TraceError):
+                yield FileResult(f.path, error=str(f), exc=f)
+                continue
+            future = next(pending)
+            try:
+                result = future.result()
+            except Exception as e:  # the worker died, or the engine could not run the task: this file only
+                problem = (
+                    f"could not be analysed: {e}"
+                    if isinstance(e, _fleet.WorkerDiedError)
+                    else f"could not be analysed: {type(e).__name__}: {e}"
+                )
+                err = TraceError(str(f), problem)
+                result = FileResult(str(f), error=str(err), exc=err)
+            yield result
+        done = True
+    finally:
+        if executor is None:
+            assert isinstance(pool, _fleet.FilePool)
+            if done:
+                pool.shutdown(wait=True)
+            else:  # the consumer stopped early (an interrupt, a closed pipe): stop the workers now
+                pool.terminate()
+
+
+def analyze_one(path: str, config: Config, workers: int | None = None) -> FileResult:
+    """One trace file (a path or an fsspec URL), loaded and analysed: the task a worker runs for a file (it reads
+    the file itself; the result is small and picklable whatever the trace's size)."""
+    try:
+        trace = _load(path, workers)
+    except TraceError as e:
+        return FileResult(e.path, error=str(e), exc=e)
+    findings, failures = analyze_trace(trace, config)
+    return FileResult(
+        path,
+        trace.rank,
+        trace.world_size,
+        findings,
+        None,
+        None,
+        [(name, e if isinstance(e, RuleFailureError) else RuleFailureError(type(e).__name__, str(e))) for name, e in failures],
+        trace.n_events,
+        [s.number for s in trace.steps],
+        [s.dur_ns for s in trace.steps],
+        top_ops(trace, config.top_ops if config is not None else Config().top_ops),
+        section_times(trace),
+        window_summary(trace, findings),
+    )
+
+
+def _inputs(path: str | os.PathLike[str]) -> Iterator[str | os.PathLike[str] | TraceError]:
+    """The trace files a path or URL names (or the errors that stopped parts of it), in order."""
+    if remote.is_url(path):
+        yield from remote.iter_url_inputs(str(path))
+    else:
+        yield from chrome.iter_trace_inputs(remote.local_path(path))
+
+
+def _load(f: str | os.PathLike[str], workers: int | None) -> Trace:
+    """One trace file; a URL's through a private local copy (its errors and its ``source`` name the URL)."""
+    if not remote.is_url(f):
+        return chrome.load(f, workers=workers)
+    url = str(f)
+    with remote.fetched(url) as local:
+        try:
+            trace = chrome.load(local, workers=workers)
+        except TraceError as e:
+            raise TraceError(url, e.problem) from None
+    trace.source = url
+    return trace
 
 
 def loaded(
@@ -217,16 +327,16 @@ def loaded(
     workers: int | None,
     progress: Callable[[str], AbstractContextManager[Any]] | None = None,
 ) -> Iterator[tuple[str, Trace | TraceError]]:
-    """Each trace file under ``paths``, in input order: its name and its loaded trace, or the error that stopped
-    it (the one loop ``analyze`` and ``diff`` read files through)."""
+    """Each trace file under ``paths`` (paths or URLs), in input order: its name and its loaded trace, or the error
+    that stopped it (the loop ``diff`` and ``report`` read files through)."""
     for path in paths:
-        for f in chrome.iter_trace_inputs(path):
+        for f in _inputs(path):
             if isinstance(f, TraceError):
                 yield f.path, f
                 continue
             try:
                 with progress(str(f)) if progress else nullcontext():
-                    trace = chrome.load(f, workers=workers)
+                    trace = _load(f, workers)
             except TraceError as e:
                 yield str(f), e
                 continue
@@ -237,7 +347,7 @@ def cross_rank(results: list[FileResult]) -> None:
     """Per-rank traces of one job: the straggler and regime comparison, attached to the lowest rank's result
     (as the lowest profiled rank emits it live)."""
     good = [result for result in results if result.error is None and result.step_ns]
-    by_rank = {result.rank: result for result in good}
+    by_rank = {result.rank: result for result in sorted(good, key=lambda r: r.rank)}  # rank order, whatever came first
     if len(by_rank) < 2 or len(by_rank) != len(good):
         return  # not one job's per-rank traces (several files of one rank, or no steps)
     summaries = []
@@ -259,18 +369,26 @@ def cross_rank(results: list[FileResult]) -> None:
 
 
 def analyze(
-    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], config: Config | None = None, workers: int | None = None
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    config: Config | None = None,
+    workers: int | None = None,
+    jobs: int | None = None,
+    executor: Executor | None = None,
 ) -> list[Finding]:
-    """Findings of saved chrome traces (a file, several files, or a directory of per-rank traces).
+    """Findings of saved chrome traces (a file, several files, or a directory of per-rank traces; paths or fsspec
+    URLs such as ``s3://bucket/run/``).
 
     Raises :class:`autoprof.TraceError` (a ``ValueError`` whose message names the file) when an input cannot
     be read; :func:`analyze_files` keeps the good files' findings when some are bad. ``workers``: helper
-    processes that parse a large file's events (default: the usable CPUs, at most 4; 0 = none).
+    processes that parse a large file's events (default: the usable CPUs, at most 4; 0 = none). ``jobs``: files
+    analysed in parallel in fresh local processes (default: the usable CPUs); ``executor``: any
+    ``concurrent.futures.Executor`` instead (``client.get_executor()`` of a Dask cluster), whose workers read the
+    files themselves.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[Finding] = []
-    for result in analyze_files(paths, config, workers=workers):
+    for result in analyze_files(paths, config, workers=workers, jobs=jobs, executor=executor):
         if result.exc is not None:
             raise result.exc
         out.extend(result.findings)

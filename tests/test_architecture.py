@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "autoprof"
-THIRD_PARTY = ("torch", "structlog", "wrapt", "orjson", "lightning", "pytorch_lightning", "transformers", "plotly")
+THIRD_PARTY = ("torch", "structlog", "wrapt", "orjson", "lightning", "pytorch_lightning", "transformers", "plotly", "fsspec", "distributed")
 
 # Room -> the autoprof modules (and third-party packages) it may import. A room is a module, or a package
 # ending in "." (every module in it). The most specific room applies.
@@ -29,10 +29,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "trace.batches": {"trace._pool", "trace.events", "trace.jsonstream"},
     "trace.chrome": {"trace._pool", "trace.batches", "trace.events", "trace.inputs", "trace.jsonstream", "trace.model"},
     "trace.live": {"trace.model"},
+    "trace.remote": {"trace.inputs", "fsspec"},
     "rules.": {"config", "findings", "trace.model", "rules."},
     "compare": {"findings", "trace.model"},
-    "engine": {"compare", "config", "findings", "rules.", "trace.chrome", "trace.live", "trace.model"},
-    "cli": {"autoprof", "compare", "emit", "engine", "findings", "htmlreport", "trace.chrome"},
+    "_fleet": set(),
+    "engine": {"_fleet", "compare", "config", "findings", "rules.", "trace.chrome", "trace.live", "trace.model", "trace.remote"},
+    "cli": {"autoprof", "compare", "emit", "engine", "findings", "htmlreport", "trace.chrome", "distributed"},
     "htmlreport": {
         "config",
         "engine",

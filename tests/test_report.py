@@ -221,7 +221,7 @@ def _no_external_reference(page: str) -> None:
 def test_the_browser_check_sees_a_page_that_asks_the_network(tmp_path: Path) -> None:
     page = tmp_path / "asks.html"
     page.write_text('<html><body><img src="https://example.com/x.png"><p>hello</p></body></html>')
-    with pytest.raises(AssertionError, match="example.com"):
+    with pytest.raises(AssertionError, match=r"example\.com"):
         _browse(page, tmp_path)
 
 

@@ -21,6 +21,9 @@ class TraceError(ValueError):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def __reduce__(self) -> tuple[object, ...]:  # pickles whole (a file's result crosses processes)
+        return (type(self), (self.path, self.problem))
+
 
 def _os_problem(e: OSError) -> str:
     return f"cannot read: {e.strerror or type(e).__name__}"

@@ -1,0 +1,210 @@
+"""``FilePool``: a ``concurrent.futures.Executor`` of fresh interpreters, one file's analysis per task.
+
+Why not ``ProcessPoolExecutor``: multiprocessing's children re-import the caller's ``__main__`` (a user script
+without an ``if __name__ == "__main__"`` guard would run again in every child), and one child that dies (the
+kernel's OOM killer) breaks the whole pool, failing every file still in it. Here each worker is
+``sys.executable -c`` importing only autoprof, talking over two pipes (pickled ``(fn, args)`` in, ``(ok, value)``
+out); a worker that dies fails only the task it held (``WorkerDiedError``) and is replaced for the next one.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
+from pathlib import Path
+from typing import Any
+
+#: What a worker runs: ``python -c SERVE_CODE <package parent> <fd in> <fd out>``.
+SERVE_CODE = "import sys; sys.path.insert(0, sys.argv[1]); from autoprof._fleet import serve; serve(sys.argv[2:])"
+
+
+class WorkerDiedError(RuntimeError):
+    """The process running a task exited before it answered (killed, out of memory, a crash)."""
+
+
+def usable_cpus() -> int:
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # pragma: no cover - macOS
+        return os.cpu_count() or 1
+
+
+def serve(argv: Sequence[str]) -> None:
+    """A worker's loop: run each pickled ``(fn, args)`` and answer ``(True, value)`` or ``(False, exception)``
+    until the input pipe closes."""
+    import gc
+
+    gc.disable()  # many short-lived containers, no cycles: reference counting frees everything
+    with os.fdopen(int(argv[0]), "rb") as fin, os.fdopen(int(argv[1]), "wb") as fout:
+        while True:
+            try:
+                fn, args = pickle.load(fin)
+            except EOFError:
+                return
+            try:
+                answer: tuple[bool, Any] = (True, fn(*args))
+            except Exception as e:
+                answer = (False, e)
+            try:
+                data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as e:  # an answer that does not pickle: say so rather than die
+                data = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")), protocol=pickle.HIGHEST_PROTOCOL)
+            fout.write(data)
+            fout.flush()
+
+
+class _Worker:
+    """One interpreter and the pipes to it."""
+
+    def __init__(self) -> None:
+        r_in, w_in = os.pipe()
+        r_out, w_out = os.pipe()
+        parent = str(Path(__file__).resolve().parents[1])
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", SERVE_CODE, parent, str(r_in), str(w_out)],
+                pass_fds=(r_in, w_out),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=None,  # a worker's own complaints reach the user's terminal
+                close_fds=True,
+            )
+        except BaseException:
+            os.close(w_in)
+            os.close(r_out)
+            raise
+        finally:
+            os.close(r_in)
+            os.close(w_out)
+        self.to_child = os.fdopen(w_in, "wb")
+        self.from_child = os.fdopen(r_out, "rb")
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
+        pickle.dump((fn, args), self.to_child, protocol=pickle.HIGHEST_PROTOCOL)
+        self.to_child.flush()
+        ok, value = pickle.load(self.from_child)
+        return bool(ok), value
+
+    def close(self) -> None:
+        for f in (self.to_child, self.from_child):
+            try:
+                f.close()
+            except Exception:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class FilePool(Executor):
+    """``n`` fresh interpreters; tasks run in submission order as workers free up. ``fn`` must be importable by
+    name (a module-level function), its arguments and result picklable."""
+
+    def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ValueError(f"a pool needs at least one worker, not {n}")
+        self._tasks: queue.Queue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = queue.Queue()
+        self._threads = [threading.Thread(target=self._run, name=f"autoprof-fleet-{k}", daemon=True) for k in range(n)]
+        self._closed = False
+        self._live: set[_Worker] = set()
+        self._lock = threading.Lock()
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if kwargs:
+            raise TypeError("FilePool tasks take positional arguments only")
+        if self._closed:
+            raise RuntimeError("cannot submit to a FilePool after shutdown")
+        future: Future[Any] = Future()
+        self._tasks.put((future, fn, args))
+        return future
+
+    def _run(self) -> None:
+        worker: _Worker | None = None
+        try:
+            while True:
+                task = self._tasks.get()
+                if task is None:
+                    return
+                future, fn, args = task
+                if not future.set_running_or_notify_cancel():
+                    continue
+                try:
+                    if worker is None:
+                        worker = _Worker()
+                        with self._lock:
+                            if self._closed and self._terminated:
+                                raise WorkerDiedError("the pool was stopped")
+                            self._live.add(worker)
+                    ok, value = worker.call(fn, args)
+                except (EOFError, OSError, pickle.UnpicklingError) as e:
+                    code = worker.proc.poll() if worker is not None else None
+                    if worker is not None:
+                        worker.close()
+                        code = worker.proc.returncode
+                        with self._lock:
+                            self._live.discard(worker)
+                    worker = None  # the next task gets a fresh one
+                    future.set_exception(WorkerDiedError(_death(code, e)))
+                    continue
+                except BaseException as e:
+                    future.set_exception(e)
+                    continue
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+        finally:
+            if worker is not None:
+                worker.close()
+                with self._lock:
+                    self._live.discard(worker)
+
+    _terminated = False
+
+    def terminate(self) -> None:
+        """Stop now: cancel what has not started and kill the workers (their tasks fail with ``WorkerDiedError``)."""
+        with self._lock:
+            self._terminated = True
+            live = list(self._live)
+        self.shutdown(wait=False, cancel_futures=True)
+        for worker in live:
+            try:
+                worker.proc.kill()
+            except OSError:
+                pass
+        for t in self._threads:
+            t.join(timeout=10)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._closed = True
+        if cancel_futures:
+            while True:
+                try:
+                    task = self._tasks.get_nowait()
+                except queue.Empty:
+                    break
+                if task is not None:
+                    task[0].cancel()
+        for _ in self._threads:
+            self._tasks.put(None)
+        if wait:
+            for t in self._threads:
+                t.join()
+
+
+def _death(code: int | None, e: BaseException) -> str:
+    if code is not None and code < 0:
+        return f"the process analysing it was killed by signal {-code} (out of memory?)"
+    if code is not None:
+        return f"the process analysing it exited with code {code}"
+    return f"the process analysing it stopped answering ({type(e).__name__})"
