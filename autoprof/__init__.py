@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from autoprof.config import Config, ConfigError, configure
 from autoprof.engine import analyze, diff
-from autoprof.findings import Finding
+from autoprof.findings import Finding, rule
 from autoprof.trace.chrome import TraceError
 
 if TYPE_CHECKING:
@@ -38,12 +38,13 @@ __all__ = [
     "diff",
     "flush",
     "report",
+    "rule",
     "section",
 ]
 
 
 def flush(timeout: float | None = None) -> bool:
-    """Wait until every closed window has been analysed and its records written. True when done."""
+    """Wait until every closed window has been analyzed and its records written. True when done."""
     if "autoprof.session" not in sys.modules:
         return True
     from autoprof.session import SESSION

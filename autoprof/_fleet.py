@@ -204,7 +204,7 @@ class FilePool(Executor):
 
 def _death(code: int | None, e: BaseException) -> str:
     if code is not None and code < 0:
-        return f"the process analysing it was killed by signal {-code} (out of memory?)"
+        return f"the process analyzing it was killed by signal {-code} (out of memory?)"
     if code is not None:
-        return f"the process analysing it exited with code {code}"
-    return f"the process analysing it stopped answering ({type(e).__name__})"
+        return f"the process analyzing it exited with code {code}"
+    return f"the process analyzing it stopped answering ({type(e).__name__})"

@@ -1,9 +1,9 @@
 """``autoprof analyze PATH...``: the live path's verdicts from saved chrome traces; ``autoprof diff BASE NEW``:
 what changed between two runs; ``autoprof report PATH... -o FILE``: the same verdicts on one HTML page.
 
-Exit status: 0 analysed (no finding at or above ``--fail-on``); 1 a finding at or above ``--fail-on`` (diff: a
+Exit status: 0 analyzed (no finding at or above ``--fail-on``); 1 a finding at or above ``--fail-on`` (diff: a
 regression past ``--fail-on-regression`` or a new finding at ``--fail-on-new``); 2 bad input (analyze: any file
-that cannot be read, the good ones are still analysed; diff: one line, nothing compared; report: as analyze, and
+that cannot be read, the good ones are still analyzed; diff: one line, nothing compared; report: as analyze, and
 no page at all when no input can be read or plotly is missing) or bad usage.
 """
 
@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from autoprof import __version__
 from autoprof.compare import Diff
+from autoprof.config import SWITCH, Config, ConfigError
 from autoprof.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record
 from autoprof.engine import FileResult, cross_rank, diff, iter_files
 from autoprof.findings import SEVERITIES, severity_rank
@@ -143,6 +144,29 @@ def _workers(text: str) -> int:
     return count
 
 
+def _user_rules(specs: Sequence[str]) -> Config:
+    """The configuration with the rules ``--rules MODULE:ATTR`` names (a rule, or a list of rules), imported from the
+    current directory or the path; raises ``ValueError`` with one line."""
+    import importlib
+
+    found: list[Any] = []
+    for spec in specs:
+        module_name, sep, attr = spec.partition(":")
+        if not sep or not module_name or not attr:
+            raise ValueError(f"--rules {spec}: expected MODULE:ATTR (myrules:RULES)")
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            obj = getattr(importlib.import_module(module_name), attr)
+        except Exception as e:
+            raise ValueError(f"--rules {spec}: {type(e).__name__}: {e}") from None
+        found.extend(obj if isinstance(obj, (list, tuple)) else [obj])
+    try:
+        return SWITCH.config.replace(rules=(*SWITCH.config.rules, *found))
+    except ConfigError as e:
+        raise ValueError(f"--rules: {e}") from None
+
+
 def _jobs(text: str) -> int:
     n = _workers(text)
     if n < 1:
@@ -232,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autoprof", description="Find out why a PyTorch program is slow.")
     parser.add_argument("--version", action="version", version=f"autoprof {__version__}")
     sub = parser.add_subparsers(dest="command")
-    analyze_cmd = sub.add_parser("analyze", help="analyse saved torch.profiler chrome traces (.json, .json.gz, or a directory)")
+    analyze_cmd = sub.add_parser("analyze", help="analyze saved torch.profiler chrome traces (.json, .json.gz, or a directory)")
     analyze_cmd.add_argument("paths", nargs="+", metavar="PATH")
     analyze_cmd.add_argument("--json", action="store_true", help="print JSON records, one per line (the live path's records)")
     analyze_cmd.add_argument("--fail-on", choices=SEVERITIES, default=None, help="exit 1 when a finding at or above this severity exists")
@@ -245,17 +269,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="helper processes that parse a large file's events (default: the CPUs, at most 4, shared with --jobs; 0: none)",
     )
     analyze_cmd.add_argument(
+        "--rules",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="also run your own rules: a rule or a list of rules declared with autoprof.rule (repeatable)",
+    )
+    analyze_cmd.add_argument(
         "--jobs",
         type=_jobs,
         default=None,
         metavar="N",
-        help="files analysed in parallel, each in a fresh process (default: the usable CPUs; 1: one after another)",
+        help="files analyzed in parallel, each in a fresh process (default: the usable CPUs; 1: one after another)",
     )
     analyze_cmd.add_argument(
         "--scheduler",
         default=None,
         metavar="ADDRESS",
-        help="analyse the files on a Dask cluster (tcp://HOST:8786); its workers read the files (needs autoprof[dask])",
+        help="analyze the files on a Dask cluster (tcp://HOST:8786); its workers read the files (needs autoprof[dask])",
     )
     diff_cmd = sub.add_parser("diff", help="what changed between two runs (trace files, per-rank directories, or kept trace_dirs)")
     diff_cmd.add_argument("base", metavar="BASE")
@@ -277,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report_cmd.add_argument("paths", nargs="+", metavar="PATH")
     report_cmd.add_argument("-o", "--output", default="autoprof-report.html", metavar="FILE", help="the page to write")
     report_cmd.add_argument("--workers", type=_workers, default=None, metavar="N", help="helper processes for large files (as analyze)")
+    report_cmd.add_argument("--rules", action="append", default=[], metavar="MODULE:ATTR", help="also run your own rules (as analyze)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
@@ -309,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    """Each file's output as soon as it is analysed (thousands of files print as they go); the traces of a
+    """Each file's output as soon as it is analyzed (thousands of files print as they go); the traces of a
     distributed job (world size > 1) wait for the cross-rank comparison, which needs all of its ranks."""
     out, err = sys.stdout, sys.stderr
     color = args.color == "always" or (args.color == "auto" and out.isatty())
@@ -328,6 +360,11 @@ def _analyze(args: argparse.Namespace) -> int:
             _table(results, out, color)
         out.flush()
 
+    try:
+        config = _user_rules(args.rules)
+    except ValueError as e:
+        err.write(f"autoprof: {e}\n")
+        return 2
     client = executor = None
     if args.scheduler:
         try:
@@ -336,7 +373,7 @@ def _analyze(args: argparse.Namespace) -> int:
             err.write(f"autoprof: {e}\n")
             return 2
     try:
-        bad = _stream(args, show, held, executor)
+        bad = _stream(args, show, held, executor, config)
     finally:
         if client is not None:
             client.close()
@@ -350,13 +387,15 @@ def _analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stream(args: argparse.Namespace, show: Callable[[list[FileResult]], None], held: list[FileResult], executor: Any) -> int:
+def _stream(
+    args: argparse.Namespace, show: Callable[[list[FileResult]], None], held: list[FileResult], executor: Any, config: Config
+) -> int:
     """Each file's output as it comes, in input order; the files of a distributed job held for the comparison.
     Returns the count of bad inputs."""
     err = sys.stderr
     bad = 0
     progress = (lambda label: _Progress(label, err)) if executor is None else None
-    for result in iter_files(args.paths, progress=progress, workers=args.workers, jobs=args.jobs, executor=executor):
+    for result in iter_files(args.paths, config, progress=progress, workers=args.workers, jobs=args.jobs, executor=executor):
         if result.error:
             bad += 1
             err.write(f"autoprof: {result.error}\n")
@@ -373,8 +412,8 @@ def _report(args: argparse.Namespace) -> int:
 
     err = sys.stderr
     try:
-        reps = htmlreport.write(args.paths, args.output, workers=args.workers)
-    except (TraceError, ImportError, OSError) as e:
+        reps = htmlreport.write(args.paths, args.output, _user_rules(args.rules), workers=args.workers)
+    except (TraceError, ImportError, OSError, ValueError) as e:
         err.write(f"autoprof: {e}\n")
         return 2
     bad = [r for r in reps if r.error is not None]

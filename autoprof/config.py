@@ -11,6 +11,7 @@ import math
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -53,7 +54,7 @@ class Config:
     warmup: int = DEFAULT_WARMUP
     active: int = DEFAULT_ACTIVE
     repeat: int = DEFAULT_REPEAT
-    #: Analyse windows on a background thread (the training thread only stops the profiler).
+    #: Analyze windows on a background thread (the training thread only stops the profiler).
     background: bool = True
     top_ops: int = 10
     #: Ranks that record windows (None: all). Other ranks pay only the idle cost.
@@ -68,6 +69,8 @@ class Config:
     #: At the end of the run, write an HTML report of the traces kept in ``trace_dir`` next to them
     #: (``autoprof-report.rank<R>.html``; needs ``autoprof[report]``).
     report: bool = False
+    #: A user's own rules (callables declared with ``autoprof.rule``), run after the built-in ones, live and offline.
+    rules: tuple[Any, ...] = ()
 
     def replace(self, **changes: Any) -> Config:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
@@ -190,6 +193,19 @@ def _check_top_ops(value: Any) -> None:
     _check_int("top_ops", value, 0, MAX_TOP_OPS)
 
 
+def _check_rules(value: Any) -> None:
+    if not isinstance(value, tuple):
+        raise ConfigError(f"rules must be a list of rules (callables declared with autoprof.rule), not {_show(value)}")
+    seen: set[str] = set()
+    for fn in value:
+        rule_id = getattr(fn, "rule_id", None)
+        if not callable(fn) or not isinstance(rule_id, str) or not isinstance(getattr(fn, "verdicts", None), tuple):
+            raise ConfigError(f"rules: {_show(fn)} is not a rule: declare it with @autoprof.rule(id, verdicts=...)")
+        if rule_id in seen:
+            raise ConfigError(f"rules: two rules have the id {rule_id!r}")
+        seen.add(rule_id)
+
+
 #: The one validator of each field, shared by :meth:`Config.validate` (``configure()``) and :func:`from_env`: a
 #: value either passes here wherever it comes from, or never reaches a config.
 CHECKS: dict[str, Any] = {
@@ -197,6 +213,7 @@ CHECKS: dict[str, Any] = {
     "record_shapes": _check_bool("record_shapes"),
     "background": _check_bool("background"),
     "report": _check_bool("report"),
+    "rules": _check_rules,
     **{key: _check_schedule(key) for key in SCHEDULE_KEYS},
     "sink": _check_path("sink"),
     "trace_dir": _check_path("trace_dir"),
@@ -327,13 +344,15 @@ class Options(TypedDict, total=False):
     peaks: dict[str, float] | None
     noise_floor: float
     report: bool
+    rules: Sequence[Any]
 
 
 def configure(**options: Unpack[Options]) -> Config:
     """Change process-wide settings; returns the new :class:`Config`.
 
     Options (:class:`Options`): ``enabled``, ``sink`` (path), ``logger``, ``trace_dir``, ``record_shapes``,
-    ``background``, ``top_ops``, ``ranks``, ``cross_rank_timeout_s``, ``peaks``, ``noise_floor``, ``report`` and the schedule
+    ``background``, ``top_ops``, ``ranks``, ``cross_rank_timeout_s``, ``peaks``, ``noise_floor``, ``report``, ``rules``
+    (a user's own rules, declared with ``autoprof.rule``) and the schedule
     defaults ``skip_first``, ``wait``, ``warmup``, ``active``, ``repeat``.
     Raises :class:`ConfigError` (a ``ValueError``) with one line on a bad option; nothing changes then.
     """
@@ -343,6 +362,8 @@ def configure(**options: Unpack[Options]) -> Config:
             values[key] = str(values[key])
     if isinstance(values.get("ranks"), (list, set, frozenset)):
         values["ranks"] = tuple(sorted(values["ranks"]))
+    if isinstance(values.get("rules"), list):
+        values["rules"] = tuple(values["rules"])
     cfg = SWITCH.config.replace(**values)
     SWITCH.set(cfg)  # the records follow: emit reads the current sink and logger at each record
     return cfg

@@ -9,15 +9,14 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoprof import _fleet
+from autoprof import _fleet, ranks
 from autoprof.compare import Diff, OpTime, Profile, compare
 from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
-from autoprof.rules import ranks, run_rules
-from autoprof.rules._common import device_step_ns, shape_of, view
-from autoprof.rules.occupancy import short_kernel_name
-from autoprof.rules.sections import section_times
+from autoprof.rules import regime, run_rules
+from autoprof.rules._common import device_step_ns, shape_of, short_kernel_name, view
 from autoprof.rules.sync import profiler_flush_ns
+from autoprof.sections import section_times
 from autoprof.trace import chrome, live, remote
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace, gc_paused
@@ -48,16 +47,16 @@ def window_summary(trace: Trace, findings: Sequence[Finding], numbers: Sequence[
         wanted = [s.number for s in trace.steps] if numbers is None else numbers
         device_ms = [round(span / 1e6, 4) if (span := by_number.get(n)) is not None else None for n in wanted]
     flush = profiler_flush_ns(trace)
-    regime = next((f for f in findings if f.rule == "bound_regime"), None)
+    verdict = next((f for f in findings if f.rule == regime.RULE), None)
     return {
         "step_device_ms": device_ms,
         "profiler_flush_ms": round(flush / 1e6, 4) if flush else None,
         "regime": {
-            "verdict": regime.verdict,
-            "reading": regime.evidence.get("reading", "cpu"),
-            "roofline_shares": regime.evidence.get("roofline_shares"),
+            "verdict": verdict.verdict,
+            "reading": verdict.evidence.get("reading", "cpu"),
+            "roofline_shares": verdict.evidence.get("roofline_shares"),
         }
-        if regime is not None
+        if verdict is not None
         else None,
     }
 
@@ -187,8 +186,8 @@ def analyze_files(
     jobs: int | None = None,
     executor: Executor | None = None,
 ) -> list[FileResult]:
-    """Analyse trace files or directories of them (paths or fsspec URLs). Bad inputs become results with ``error``
-    set; the good ones are still analysed. ``progress(label)`` wraps each file's load when files are read one
+    """Analyze trace files or directories of them (paths or fsspec URLs). Bad inputs become results with ``error``
+    set; the good ones are still analyzed. ``progress(label)`` wraps each file's load when files are read one
     after another (the CLI shows a note on a terminal). ``workers``: helper processes for one large file (see
     :func:`autoprof.trace.chrome.load`; 0 = none); ``jobs``, ``executor``: files in parallel (:func:`iter_files`)."""
     results = list(iter_files(paths, config, progress, workers, jobs, executor))
@@ -239,7 +238,7 @@ def _in_parallel(
     jobs: int,
     executor: Executor | None,
 ) -> Iterator[FileResult]:
-    """:func:`iter_files` with files analysed by ``executor`` (or a local :class:`~autoprof._fleet.FilePool`)."""
+    """:func:`iter_files` with files analyzed by ``executor`` (or a local :class:`~autoprof._fleet.FilePool`)."""
     portable = config.replace(logger=None)  # a host logger stays here: records are written by this process
     if workers is None:
         per_job = _fleet.usable_cpus() // max(jobs, 1)
@@ -258,9 +257,9 @@ def _in_parallel(
                 result = future.result()
             except Exception as e:  # the worker died, or the engine could not run the task: this file only
                 problem = (
-                    f"could not be analysed: {e}"
+                    f"could not be analyzed: {e}"
                     if isinstance(e, _fleet.WorkerDiedError)
-                    else f"could not be analysed: {type(e).__name__}: {e}"
+                    else f"could not be analyzed: {type(e).__name__}: {e}"
                 )
                 err = TraceError(str(f), problem)
                 result = FileResult(str(f), error=str(err), exc=err)
@@ -276,7 +275,7 @@ def _in_parallel(
 
 
 def analyze_one(path: str, config: Config, workers: int | None = None) -> FileResult:
-    """One trace file (a path or an fsspec URL), loaded and analysed: the task a worker runs for a file (it reads
+    """One trace file (a path or an fsspec URL), loaded and analyzed: the task a worker runs for a file (it reads
     the file itself; the result is small and picklable whatever the trace's size)."""
     try:
         trace = _load(path, workers)
@@ -381,7 +380,7 @@ def analyze(
     Raises :class:`autoprof.TraceError` (a ``ValueError`` whose message names the file) when an input cannot
     be read; :func:`analyze_files` keeps the good files' findings when some are bad. ``workers``: helper
     processes that parse a large file's events (default: the usable CPUs, at most 4; 0 = none). ``jobs``: files
-    analysed in parallel in fresh local processes (default: the usable CPUs); ``executor``: any
+    analyzed in parallel in fresh local processes (default: the usable CPUs); ``executor``: any
     ``concurrent.futures.Executor`` instead (``client.get_executor()`` of a Dask cluster), whose workers read the
     files themselves.
     """

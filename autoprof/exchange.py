@@ -1,5 +1,5 @@
 """The cross-rank exchange of a live run: each profiled rank's window summary goes through the default process
-group's key-value store to the lowest profiled rank, which compares them (:mod:`autoprof.rules.ranks`, the
+group's key-value store to the lowest profiled rank, which compares them (:mod:`autoprof.ranks`, the
 same comparison ``autoprof analyze`` makes of per-rank trace files) and writes the findings.
 
 Protocol: every profiled rank writes one small JSON summary (median step time, collective waits, regime)
@@ -18,8 +18,8 @@ from datetime import timedelta
 from typing import Any
 
 from autoprof import emit as _emit
+from autoprof import ranks
 from autoprof.config import Config
-from autoprof.rules import ranks
 
 KEY_PREFIX = "autoprof"
 

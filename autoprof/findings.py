@@ -7,10 +7,12 @@ the JSON Schema of every record autoprof writes ships in ``autoprof/schema/recor
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 SCHEMA_VERSION = 2
 
@@ -70,3 +72,31 @@ def record_schema() -> dict[str, Any]:
     text = resources.files("autoprof").joinpath("schema/records.schema.json").read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
+
+
+#: A user's rule id: dotted, so that it never collides with a built-in one (``myteam.custom_kernel_share``).
+USER_RULE_ID = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+")
+#: A verdict: kebab-case words (``compute-bound``).
+VERDICT = re.compile(r"[a-z]+(-[a-z]+)*")
+
+R = TypeVar("R", bound=Callable[..., Any])
+
+
+def rule(rule_id: str, verdicts: tuple[str, ...] | list[str]) -> Callable[[R], R]:
+    """Declare a callable ``(trace, config) -> list[Finding]`` as a rule of one's own: its id (dotted:
+    ``"myteam.custom_kernel_share"``) and every verdict its findings may give. Hand it to
+    ``autoprof.configure(rules=[...])`` (or ``autoprof analyze --rules module:attr``). Raises ``ValueError`` (one
+    line) on a bad id or verdict."""
+    if not isinstance(rule_id, str) or not USER_RULE_ID.fullmatch(rule_id):
+        raise ValueError(f"a rule id is dotted lowercase words (myteam.custom_kernel_share), not {rule_id!r}")
+    if isinstance(verdicts, str) or not verdicts or not all(isinstance(v, str) and VERDICT.fullmatch(v) for v in verdicts):
+        raise ValueError(f"a rule's verdicts are a non-empty sequence of kebab-case words (too-slow), not {verdicts!r}")
+
+    def declare(fn: R) -> R:
+        if not callable(fn):
+            raise ValueError(f"a rule is a callable (trace, config) -> list[Finding], not {type(fn).__name__}")
+        fn.rule_id = rule_id  # type: ignore[attr-defined]
+        fn.verdicts = tuple(verdicts)  # type: ignore[attr-defined]
+        return fn
+
+    return declare

@@ -1,6 +1,6 @@
 """``autoprof report`` and ``autoprof.report``: one self-contained HTML page per run, from the same engine and findings as ``analyze``.
 
-Two halves. :func:`file_report` reads one analysed trace into a :class:`FileReport`: plain numbers and strings
+Two halves. :func:`file_report` reads one analyzed trace into a :class:`FileReport`: plain numbers and strings
 (picklable, small whatever the trace's size): the findings, the roofline's ops and roofs, each step's time by
 where it went, the device's busy spans per step with the largest gaps labelled, the top ops and kernels.
 :func:`render` draws those with plotly (the optional extra ``autoprof[report]``) into one HTML file with
@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoprof import engine
+from autoprof import engine, ranks
 from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
-from autoprof.rules import ranks, regime, roofline
+from autoprof.rules import regime, roofline
 from autoprof.rules._common import merge, total, view
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, KERNEL_CODE, Trace
@@ -58,13 +58,13 @@ class FileReport:
 
 
 def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None = None) -> FileReport:
-    """One analysed trace, read for the page."""
+    """One analyzed trace, read for the page."""
     rep = FileReport(trace.source or "", trace.rank, trace.world_size)
     rep.findings = [f.to_record() for f in findings]
     win = view(trace)
     rep.on_device = bool(win.device_busy)
     rep.step_ns = [s.dur_ns for s in trace.steps]
-    roof = roofline.analyse(trace, config)
+    roof = roofline.analyze(trace, config)
     if roof is None:
         rep.roofline_missing = "no roofline: no peak is known for this trace's device (autoprof.configure(peaks=...) gives one)"
     else:
@@ -298,7 +298,7 @@ def _summary(reps: Sequence[FileReport]) -> str:
         if rep.error is not None:
             rows.append(f'<tr><td><a href="#file{n}">{_esc(rep.path)}</a></td><td colspan="3" class="error">{_esc(rep.error)}</td></tr>')
             continue
-        reg = next((f for f in rep.findings if f["rule"] == "bound_regime"), None)
+        reg = next((f for f in rep.findings if f["rule"] == regime.RULE), None)
         median = f"{statistics.median(rep.step_ns) / 1e6:.2f}" if rep.step_ns else "–"
         counts = {s: sum(1 for f in rep.findings if f["severity"] == s) for s in SEVERITY_ORDER}
         shown = ", ".join(f"{c} {s}" for s, c in counts.items() if c)
@@ -353,7 +353,7 @@ def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
 
 def _findings_html(rep: FileReport) -> str:
     items = sorted(rep.findings, key=lambda f: (SEVERITY_ORDER.index(f["severity"]) if f["severity"] in SEVERITY_ORDER else 9, f["rule"]))
-    reg = next((f for f in items if f["rule"] == "bound_regime"), None)
+    reg = next((f for f in items if f["rule"] == regime.RULE), None)
     out = []
     if reg is not None:
         evidence = {k: v for k, v in reg["evidence"].items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
@@ -503,7 +503,7 @@ def _ranks_figure(go: Any, reps: Sequence[FileReport]) -> Any:
         return None
     summaries = {}
     for rank, rep in sorted(by_rank.items()):
-        regime_finding = next((Finding(**_finding_args(f)) for f in rep.findings if f["rule"] == "bound_regime"), None)
+        regime_finding = next((Finding(**_finding_args(f)) for f in rep.findings if f["rule"] == regime.RULE), None)
         comm = next((Finding(**_finding_args(f)) for f in rep.findings if f["rule"] == ranks.RULE_COMM_SOURCE), None)
         summary = ranks.summary_of(rank, rep.step_ns, regime_finding, comm)
         if summary is not None:

@@ -272,21 +272,77 @@ def _give_up(target: Target) -> None:
         pass
 
 
-def _make_sync(ins: _Instrument, fn: Any) -> Callable[..., Any]:
-    """The wrapper of a plain function: one Python frame between the caller and ``fn`` (recursive decorated
-    functions keep half of the interpreter's recursion limit, the most any wrapper can).
+def _annotation(name: str) -> Any:
+    """An entered ``record_function(name)`` for a nested call, or None when entering it failed (reported)."""
+    try:
+        rf = _record_function(name)
+        rf.__enter__()  # type: ignore[no-untyped-call]
+        return rf
+    except Exception as e:
+        _internal_error("annotate", name, e)
+        return None
 
-    Every state change sits inside the ``try`` whose ``finally`` undoes it, so an exception or a
-    KeyboardInterrupt anywhere (the user's function, or autoprof's own bookkeeping) leaves autoprof
-    consistent; autoprof's own Exceptions never reach the caller (the function then runs unannotated).
+
+def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
+    """The wrapper of a function: one factory, the same guards in the same order for a plain function and an
+    ``async def`` one (whose step covers the awaited body). Each is one Python frame between the caller and ``fn``
+    (recursive decorated functions keep half of the interpreter's recursion limit, the most any wrapper can).
+
+    The guards: disabled, or inside a compiled region, or being traced: the call as it is; a nested call (the
+    thread is inside a target's call): an annotation while a profiler records, else nothing; the idle fast path (the
+    target's windows are over and no profiler records), kept inline (no method calls: it is what every call pays for
+    the rest of a training run); else a step of the target's schedule. Every state change sits inside the ``try``
+    whose ``finally`` undoes it, so an exception or a KeyboardInterrupt anywhere (the user's function, or autoprof's
+    own bookkeeping) leaves autoprof consistent; autoprof's own Exceptions never reach the caller (the function then
+    runs unannotated).
     """
     switch = SWITCH
     ap = _ap
     tls = _tls
     is_compiling = _is_compiling
-    rf_of = _record_function
     now = _now
     name = ins.name
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def awrapper(*args: Any, **kwargs: Any) -> Any:
+            if not switch.enabled or is_compiling():
+                return await fn(*args, **kwargs)
+            try:
+                depth = tls.d
+            except AttributeError:
+                depth = tls.d = 0
+            if depth:
+                if not ap._is_profiler_enabled or _is_tracing():
+                    return await fn(*args, **kwargs)
+                rf = None
+                try:
+                    rf = _annotation(name)
+                    return await fn(*args, **kwargs)
+                finally:
+                    if rf is not None:
+                        _close_rf(rf)
+            t = ins.target
+            if t is not None and t.done and not ap._is_profiler_enabled:
+                tls.d = 1
+                try:
+                    return await fn(*args, **kwargs)
+                finally:
+                    tls.d = 0
+            calls: list[Any] = []
+            mode = PLAIN
+            t0 = -1
+            try:
+                mode = ins.begin(calls)
+                t0 = now()
+                return await fn(*args, **kwargs)
+            finally:
+                try:
+                    ins.end(mode, calls, t0)
+                finally:
+                    tls.d = 0
+
+        return awrapper
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not switch.enabled or is_compiling():
@@ -295,23 +351,16 @@ def _make_sync(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             depth = tls.d
         except AttributeError:
             depth = tls.d = 0
-        if depth:  # a nested call: an annotation while a profiler records, else nothing
+        if depth:
             if not ap._is_profiler_enabled or _is_tracing():
                 return fn(*args, **kwargs)
             rf = None
             try:
-                try:
-                    rf = rf_of(name)
-                    rf.__enter__()  # type: ignore[no-untyped-call]
-                except Exception as e:
-                    _internal_error("annotate", name, e)
-                    rf = None
+                rf = _annotation(name)
                 return fn(*args, **kwargs)
             finally:
                 if rf is not None:
                     _close_rf(rf)
-        # Idle fast path: the target's windows are over and no profiler records. Kept inline (no method
-        # calls): it is what every call pays for the rest of a training run.
         t = ins.target
         if t is not None and t.done and not ap._is_profiler_enabled:
             tls.d = 1
@@ -331,47 +380,6 @@ def _make_sync(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 ins.end(mode, calls, t0)
             finally:  # even if an interrupt lands as end() is entered (the next step heals the rest)
                 tls.d = 0
-
-    return wrapper
-
-
-def _make_async(ins: _Instrument, fn: Any) -> Callable[..., Any]:
-    """The wrapper of an ``async def`` function: the step covers the awaited body."""
-
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not SWITCH.enabled:
-            return await fn(*args, **kwargs)
-        try:
-            depth = _tls.d
-        except AttributeError:
-            depth = _tls.d = 0
-        if depth:
-            if not _ap._is_profiler_enabled or _is_tracing():
-                return await fn(*args, **kwargs)
-            rf = None
-            try:
-                try:
-                    rf = _record_function(ins.name)
-                    rf.__enter__()  # type: ignore[no-untyped-call]
-                except Exception as e:
-                    _internal_error("annotate", ins.name, e)
-                    rf = None
-                return await fn(*args, **kwargs)
-            finally:
-                if rf is not None:
-                    _close_rf(rf)
-        calls: list[Any] = []
-        mode = PLAIN
-        t0 = -1
-        try:
-            mode = ins.begin(calls)
-            t0 = _now()
-            return await fn(*args, **kwargs)
-        finally:
-            try:
-                ins.end(mode, calls, t0)
-            finally:
-                _tls.d = 0
 
     return wrapper
 
@@ -579,11 +587,10 @@ def instrument(obj: Any, name: str | None, schedule: dict[str, int]) -> Any:
     if isinstance(fn, (types.FunctionType, types.MethodType)):
         # A plain function wrapper (one frame; functools.wraps keeps name, docstring, signature), re-wrapped
         # in classmethod/staticmethod where it came in one. Methods bind as any function does.
-        make = _make_async if inspect.iscoroutinefunction(fn) else _make_sync
-        wrapper = functools.wraps(fn)(make(ins, fn))
+        wrapper = functools.wraps(fn)(_make(ins, fn))
         return type(obj)(wrapper) if isinstance(obj, (classmethod, staticmethod)) else wrapper
     # Objects (a module instance, a callable object) stay themselves behind a transparent wrapt proxy.
-    inner = _make_sync(ins, obj)
+    inner = _make(ins, obj)
 
     def via_proxy(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         return inner(*args, **kwargs)

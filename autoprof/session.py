@@ -1,5 +1,5 @@
 """The one profiler per process: each target's state, the profiler's life (prepare, start, stop, drop), the
-foreign-profiler guard, and the background worker that analyses closed windows.
+foreign-profiler guard, and the background worker that analyzes closed windows.
 
 Threads: each target's schedule is driven by the thread that made its first outermost call (its *owner*).
 Calls of the same target from other threads run normally and are annotated while a window records, but do
@@ -7,10 +7,10 @@ not count as steps, so concurrent callers can never corrupt the step count.
 
 Closing a window: the owner thread stops the profiler (``stop_trace``) and takes kineto's raw events; the
 analysis, the optional trace file and the records (:mod:`autoprof.window`) run on one background worker
-thread, which ``atexit`` drains. With ``configure(background=False)`` everything runs on the calling thread.
-What else used to live here has its own room: the schedule arithmetic (:mod:`autoprof.schedule`), the CPU
-calibration (:mod:`autoprof.calibrate`), a window's job (:mod:`autoprof.window`) and the cross-rank
-exchange (:mod:`autoprof.exchange`).
+thread, which ``atexit`` drains (and then writes the end-of-run report, ``configure(report=True)``). With
+``configure(background=False)`` everything runs on the calling thread. Next door: the schedule arithmetic
+(:mod:`autoprof.schedule`), the CPU calibration (:mod:`autoprof.calibrate`), a window's job
+(:mod:`autoprof.window`) and the cross-rank exchange (:mod:`autoprof.exchange`).
 """
 
 from __future__ import annotations
@@ -341,7 +341,7 @@ class Session:
         return True
 
     def drop(self, target: Target) -> None:
-        """Discard ``t``'s window without analysing it (an internal failure, an interrupted step, a user's
+        """Discard ``t``'s window without analyzing it (an internal failure, an interrupted step, a user's
         profiler): no profiler left running."""
         with self.lock:
             window = self.window
@@ -448,7 +448,7 @@ class Session:
                 self._queue.task_done()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every closed window has been analysed and emitted. True when drained. The caller waits, so
+        """Wait until every closed window has been analyzed and emitted. True when drained. The caller waits, so
         the analysis runs at full speed meanwhile."""
         if self._worker is None or not self._worker.is_alive():
             return True
@@ -574,7 +574,7 @@ _POOL_WORKER: bool | None = None
 def in_pool_worker() -> bool:
     """Whether this process is a ``multiprocessing.Pool`` worker. Such a pool terminates its workers when its
     ``with`` block ends (SIGTERM: no ``atexit``), so a window left queued for the background analysis would be
-    lost without a word: in a pool worker a window is analysed and written on the calling thread when it closes,
+    lost without a word: in a pool worker a window is analyzed and written on the calling thread when it closes,
     before the task returns (its ``stall_ms`` includes the analysis)."""
     global _POOL_WORKER
     if _POOL_WORKER is None:

@@ -14,16 +14,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from autoprof import drift, exchange, ranks
 from autoprof import emit as _emit
-from autoprof import exchange
 from autoprof._files import keep_gzipped, safe_name
 from autoprof._pace import PACER
 from autoprof.calibrate import CpuPeaks
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules import drift, ranks
+from autoprof.rules import regime
 from autoprof.rules._common import step_times_ns
-from autoprof.rules.sections import section_times
+from autoprof.sections import section_times
 from autoprof.trace.model import Trace, gc_paused
 
 
@@ -68,8 +68,9 @@ class ClosedWindow:
 
 
 def run(job: ClosedWindow) -> None:
-    """Analyse a closed window and write its records. An interrupt (a Ctrl-C while it runs on the calling
-    thread) is reported, then goes on."""
+    """Analyze a closed window and write its records; its own failures are records, never exceptions. An interrupt
+    (a Ctrl-C while it runs on the calling thread) drops the window with one record and is re-raised: the user's
+    program sees its Ctrl-C."""
     started = time.perf_counter_ns()
     ctx: dict[str, Any] = {"target": job.target, "window": job.window}
     if job.framework is not None:
@@ -77,7 +78,7 @@ def run(job: ClosedWindow) -> None:
     try:
         rank, _local, world = _emit.dist_info()
         path = _keep_trace(job, rank)
-        analysis = _analyse(job, rank, world)
+        analysis = _analyze(job, rank, world)
         overhead = time.perf_counter_ns() - started + job.stall_ns
         _emit.emit(_emit.WINDOW_EVENT, "info", **ctx, source="live", **_window_fields(job, analysis, path, overhead))
         for finding in analysis.findings + _drift(job, analysis):
@@ -105,7 +106,7 @@ class _Analysis:
     cpu_ns: int  # the analysis thread's CPU time building the trace and running the rules
 
 
-def _analyse(job: ClosedWindow, rank: int, world: int) -> _Analysis:
+def _analyze(job: ClosedWindow, rank: int, world: int) -> _Analysis:
     """Build the trace from the raw events (freed as soon as it stands) and run the rules, paced when the
     session's pacer runs, with the cyclic GC paused once for both (each pause's end costs a collection)."""
     from autoprof import engine
@@ -132,8 +133,8 @@ def _drift(job: ClosedWindow, analysis: _Analysis) -> list[Finding]:
     times = step_times_ns(analysis.trace) or job.walls
     if not times:
         return []
-    regime = next((f.verdict for f in analysis.findings if f.rule == "bound_regime"), None)
-    now = drift.WindowSummary(job.window, statistics.median(times) / 1e6, regime)
+    verdict = next((f.verdict for f in analysis.findings if f.rule == regime.RULE), None)
+    now = drift.WindowSummary(job.window, statistics.median(times) / 1e6, verdict)
     if not job.reference:  # the target's first window: the reference later ones are compared with
         job.reference.append(now)
         return []

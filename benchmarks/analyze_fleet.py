@@ -1,4 +1,4 @@
-"""A fleet's traces analysed four ways, side by side in one run (issue 26).
+"""A fleet's traces analyzed four ways, side by side in one run (issue 26).
 
 Builds ``--ranks`` per-rank traces (default 32) from the shared A100 rank trace (``../shared/traces/hta/
 a100_rank3_of8_train.json.gz``, 109k events): each copy says its own rank and world size, and one rank (the

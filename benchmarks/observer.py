@@ -6,7 +6,7 @@ Run:  python benchmarks/observer.py [--runs 3] [--steps 50] [--width 2048] [--op
 
 Each contender runs in a fresh process (``--child``), ``--runs`` times, interleaved; the figures are medians over
 runs of per-phase medians. The loop: an MLP forward + backward + SGD step on a batch, plus ``--ops`` small ops per
-step (so that a window has thousands of events to analyse, as a real model's does).
+step (so that a window has thousands of events to analyze, as a real model's does).
 """
 
 from __future__ import annotations

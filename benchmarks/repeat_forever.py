@@ -1,6 +1,6 @@
 """Memory of a `repeat=0` run on a fast step (issue 22): windows close faster than the paced background analysis
 reads them; the queue of closed windows is bounded, so the RSS stays flat. Prints the RSS at step 10k and at the
-end side by side, with the windows analysed and skipped. Target: the end within 50 MB of step 10k.
+end side by side, with the windows analyzed and skipped. Target: the end within 50 MB of step 10k.
 
 Run:  python benchmarks/repeat_forever.py [--steps 100000]
 """
@@ -52,7 +52,7 @@ def main() -> None:
         windows = sum('"autoprof.window"' in line for line in f)
     os.unlink(sink)
     first, last = marks[min(10_000, args.steps)], marks[args.steps]
-    print(f"steps {args.steps} in {elapsed:.1f} s; windows analysed {windows}, skipped {SESSION.skipped_total}")
+    print(f"steps {args.steps} in {elapsed:.1f} s; windows analyzed {windows}, skipped {SESSION.skipped_total}")
     print(f"closed windows queued at the end: {queued} (at most {MAX_PENDING})")
     print("step        RSS MB")
     for i, mb in sorted(marks.items()):

@@ -30,16 +30,35 @@ MAY_IMPORT: dict[str, set[str]] = {
     "trace.chrome": {"trace._pool", "trace.batches", "trace.events", "trace.inputs", "trace.jsonstream", "trace.model"},
     "trace.live": {"trace.model"},
     "trace.remote": {"trace.inputs", "fsspec"},
-    "rules.": {"config", "findings", "trace.model", "rules."},
+    "rules.": {"config", "findings", "trace.model", "peaks", "rules."},
+    "peaks": {"config"},
+    "sections": {"rules._common", "trace.model"},
+    "ranks": {"findings", "rules._common", "rules.comm", "rules.regime"},
+    "drift": {"findings", "rules._common"},
+    "vocabulary": {"drift", "ranks", "rules"},
+    "schema": set(),
+    "schema.generate": {"findings", "vocabulary"},
     "compare": {"findings", "trace.model"},
     "_fleet": set(),
-    "engine": {"_fleet", "compare", "config", "findings", "rules.", "trace.chrome", "trace.live", "trace.model", "trace.remote"},
-    "cli": {"autoprof", "compare", "emit", "engine", "findings", "htmlreport", "trace.chrome", "distributed"},
+    "engine": {
+        "_fleet",
+        "compare",
+        "config",
+        "findings",
+        "ranks",
+        "rules.",
+        "sections",
+        "trace.chrome",
+        "trace.live",
+        "trace.model",
+        "trace.remote",
+    },
+    "cli": {"autoprof", "compare", "config", "emit", "engine", "findings", "htmlreport", "trace.chrome", "distributed"},
     "htmlreport": {
         "config",
         "engine",
         "findings",
-        "rules.ranks",
+        "ranks",
         "rules.regime",
         "rules.roofline",
         "rules._common",
@@ -47,7 +66,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "trace.model",
         "plotly",
     },
-    "exchange": {"config", "emit", "rules.ranks", "torch"},
+    "exchange": {"config", "emit", "ranks", "torch"},
     "window": {
         "_files",
         "_pace",
@@ -57,10 +76,11 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine",
         "exchange",
         "findings",
+        "drift",
+        "ranks",
         "rules._common",
-        "rules.drift",
-        "rules.ranks",
-        "rules.sections",
+        "rules.regime",
+        "sections",
         "trace.model",
     },
     "session": {"_pace", "calibrate", "config", "emit", "engine", "htmlreport", "schedule", "window", "torch"},
@@ -130,6 +150,32 @@ def test_each_room_imports_only_what_it_may() -> None:
 def test_the_offline_side_and_the_rules_never_import_torch() -> None:
     for module in ("trace.", "rules.", "compare", "engine", "cli", "config", "findings", "emit", "schedule", "htmlreport"):
         assert "torch" not in MAY_IMPORT[module]
+
+
+#: A rule may import another rule only to compose its public analysis: these, and nothing else.
+COMPOSES = {"rules.regime": {"rules.roofline"}, "rules.occupancy": {"rules.regime"}}
+
+
+def _rule_modules() -> dict[str, set[str]]:
+    out = {}
+    for path in sorted((PACKAGE / "rules").glob("*.py")):
+        module = _module(path)
+        out[module] = {dep for dep in _imports(path) if dep.startswith("rules.") and dep != module}
+    return out
+
+
+def test_helpers_never_import_a_rule_and_rules_import_rules_only_to_compose() -> None:
+    modules = _rule_modules()
+    helpers = {m for m in modules if m.split(".")[-1].startswith("_")}
+    assert {"rules._common", "rules._work", "rules._flops"} <= helpers
+    wrong = []
+    for module, deps in modules.items():
+        rules_imported = {d for d in deps if not d.split(".")[-1].startswith("_")}
+        if module in helpers and rules_imported:
+            wrong.append(f"helper {module} imports {sorted(rules_imported)}")
+        elif module not in helpers and module != "rules" and rules_imported - COMPOSES.get(module, set()):
+            wrong.append(f"rule {module} imports {sorted(rules_imported - COMPOSES.get(module, set()))}")
+    assert wrong == []
 
 
 def test_the_check_itself_catches_a_wrong_import(tmp_path: Path) -> None:

@@ -105,7 +105,7 @@ def test_one_bad_file_among_good_ones(tmp_path: Path) -> None:
     bad.write_text("{")
     out = cli("analyze", str(good), str(bad), "--json")
     assert out.returncode == 2
-    assert any(json.loads(x).get("rule") == "compile_overhead" for x in out.stdout.splitlines())  # good one analysed
+    assert any(json.loads(x).get("rule") == "compile_overhead" for x in out.stdout.splitlines())  # good one analyzed
     assert f"autoprof: {bad}: truncated JSON" in out.stderr
 
 

@@ -153,7 +153,7 @@ def test_a_regime_that_moved_is_one_change_with_both_sides() -> None:
 
 
 def test_drift_margins() -> None:
-    from autoprof.rules.drift import WindowSummary, check
+    from autoprof.drift import WindowSummary, check
 
     first = WindowSummary(0, 10.0, "compute-bound")
     assert check(first, WindowSummary(1, 11.0, "compute-bound")) == []  # 10%: jitter

@@ -74,7 +74,7 @@ def _good(tmp_path: Path) -> Path:
     ],
     ids=["step-digits", "rank-superscript", "rank-5000-digits", "rank-huge-int", "region-digits", "device-args"],
 )
-def test_crafted_values_never_crash_and_good_files_are_still_analysed(tmp_path: Path, doc: dict[str, Any]) -> None:
+def test_crafted_values_never_crash_and_good_files_are_still_analyzed(tmp_path: Path, doc: dict[str, Any]) -> None:
     crafted = tmp_path / "crafted.json"
     crafted.write_text(json.dumps(doc))
     good = _good(tmp_path)
@@ -82,7 +82,7 @@ def test_crafted_values_never_crash_and_good_files_are_still_analysed(tmp_path: 
     assert "Traceback" not in out.stderr, out.stderr
     assert out.returncode in (0, 2), out.stderr
     sources = {json.loads(x)["source"] for x in out.stdout.splitlines()}
-    assert str(good) in sources  # the good file given in the same run is analysed
+    assert str(good) in sources  # the good file given in the same run is analyzed
     if out.returncode == 2:  # refused: one line naming the file
         lines = [x for x in out.stderr.splitlines() if x.startswith("autoprof:")]
         assert len(lines) == 1 and str(crafted) in lines[0]
@@ -118,7 +118,7 @@ def _without_root_file_powers() -> None:
 
 
 def test_unreadable_entries_are_reported_per_file(tmp_path: Path) -> None:
-    """A directory the user cannot enter or list: one line for what cannot be read, the rest analysed. As root
+    """A directory the user cannot enter or list: one line for what cannot be read, the rest analyzed. As root
     (who may enter anything), the CLI runs without root's file-permission powers."""
     root = tmp_path / "runs"
     (root / "locked").mkdir(parents=True)

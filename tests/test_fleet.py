@@ -114,7 +114,7 @@ class _DyingFor(Executor):
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         if str(args[0]).endswith(self.name):
             f: Future[Any] = Future()
-            f.set_exception(_fleet.WorkerDiedError("the process analysing it was killed by signal 9 (out of memory?)"))
+            f.set_exception(_fleet.WorkerDiedError("the process analyzing it was killed by signal 9 (out of memory?)"))
             return f
         return self.inner.submit(fn, *args, **kwargs)
 
@@ -128,7 +128,7 @@ def test_a_worker_that_dies_costs_only_its_file(fleet: Path) -> None:
     assert (
         len(bad) == 1
         and bad[0].error
-        == f"{fleet / 'rank6.json'}: could not be analysed: the process analysing it was killed by signal 9 (out of memory?)"
+        == f"{fleet / 'rank6.json'}: could not be analyzed: the process analyzing it was killed by signal 9 (out of memory?)"
     )
     assert sum(1 for r in results if r.findings) == RANKS - 1
 

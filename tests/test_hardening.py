@@ -116,7 +116,7 @@ def test_windows_closed_faster_than_the_analysis_reads_them_are_skipped_and_coun
     assert SESSION.skipped_total >= 5
     gate.set()
     autoprof.flush()
-    for _ in range(2):  # one more window, analysed now that the queue drained
+    for _ in range(2):  # one more window, analyzed now that the queue drained
         step(x)
     autoprof.flush()
     recs = [json.loads(line) for line in sink.read_text().splitlines()]
@@ -171,7 +171,7 @@ def test_a_closed_pipe_is_a_normal_end(tmp_path: Path, flags: list[str]) -> None
     assert len(done.stdout.splitlines()) == 1
 
 
-def test_the_cli_streams_each_file_as_it_is_analysed(tmp_path: Path) -> None:
+def test_the_cli_streams_each_file_as_it_is_analyzed(tmp_path: Path) -> None:
     from autoprof.engine import iter_files
 
     good = tmp_path / "a.json"

@@ -9,7 +9,8 @@ import torch
 from conftest import shared_trace
 
 import autoprof
-from autoprof.rules import peaks, roofline
+from autoprof import peaks
+from autoprof.rules import roofline
 from autoprof.rules._work import ROOFLINE_OPS, op_work
 from autoprof.trace import chrome
 from autoprof.trace.model import SHAPED_OPS
@@ -47,7 +48,7 @@ def test_peak_table_matches_device_names_and_names_sources() -> None:
 
 def test_a100_trace_gemms_compute_side_elementwise_memory_side() -> None:
     t = chrome.load(shared_trace("hta/a100_rank3_of8_train.json.gz"))
-    rf = roofline.analyse(t)
+    rf = roofline.analyze(t)
     assert rf is not None and rf.peak.name == "A100 40GB"
     ops = {(s.name, s.shapes): s for s in rf.ops.values()}
     big = ops[("aten::mm", "[[1024, 2048], [2048, 4864]]")]

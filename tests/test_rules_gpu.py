@@ -215,3 +215,15 @@ def test_per_rank_collective_figures_on_the_a100_rank_traces(rel: str, kinds: se
     # kernels of one kind can overlap (streams), so the kinds sum to at least the merged communication time
     assert sum(by_kind.values()) >= c.evidence["comm_us"] * 0.99
     assert c.evidence["rank"] == load(rel).rank
+
+
+def test_pageable_copies_on_the_real_traces() -> None:
+    # the 2021 ResNet-50 trace copies its batches from pageable memory: 12 copies, the host waiting in each launch
+    f = findings("kineto/v100_resnet50_dataloader_workers0_2021schema.json.gz")["pageable_copies"]
+    assert f.verdict == "pageable-host-memory" and f.severity == "info"
+    assert f.evidence["pageable_copy_count"] == 12
+    assert f.evidence["host_wait_us"] > 10_000 and f.evidence["window_share"] >= 0.01
+    # a handful of small pageable copies in the H200 loader window: below the noise floor, no finding
+    assert "pageable_copies" not in findings("h200/loader_slow.chrome.json.gz")
+    # and none where no copy is pageable
+    assert "pageable_copies" not in findings("hta/a100_rank0_of2_convnet.json.gz")

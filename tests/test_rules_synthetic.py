@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from synth import Synth
 
-from autoprof import engine
+from autoprof import engine, ranks
 from autoprof.config import Config
-from autoprof.rules import ranks, run_rules
+from autoprof.ranks import RankSummary
+from autoprof.rules import run_rules
 from autoprof.rules._common import device_step_ns, step_times_ns
-from autoprof.rules.ranks import RankSummary
 from autoprof.rules.sync import profiler_flush_ns
 
 GEMM = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params)"
@@ -398,10 +398,18 @@ def test_a_failing_rule_does_not_hide_the_others(monkeypatch: pytest.MonkeyPatch
     def broken(trace: Any, config: Any = None) -> Any:
         raise RuntimeError("rule bug")
 
-    monkeypatch.setattr(rules, "RULES", (("broken", broken), *rules.RULES))
+    monkeypatch.setattr(rules, "RULES", {"broken": rules.Rule("broken", broken, {"broken": ("x",)}), **rules.RULES})
     found, failures = run_rules(busy_gpu().trace())
     assert [name for name, _ in failures] == ["broken"] and isinstance(failures[0][1], RuntimeError)
     assert any(f.rule == "bound_regime" for f in found)
+
+
+def test_rules_are_keyed_and_reported_by_their_own_ids() -> None:
+    from autoprof import rules
+
+    assert list(rules.RULES)[:2] == ["bound_regime", "roofline"]  # not the module's name ("regime")
+    assert all(rule.id in rule.verdicts for rule in rules.RULES.values())
+    assert [rule.id for rule in rules.RULES.values()] == [next(iter(m.VERDICTS)) for m in rules.MODULES]
 
 
 # -- helpers the rules share ------------------------------------------------------------------------------------------
@@ -433,7 +441,8 @@ def test_matmul_flops_from_shapes(name: str, inputs: list[Any], flops: int | Non
 
 
 def test_kernel_names_shortened_and_heavy_kernels_recognised() -> None:
-    from autoprof.rules.occupancy import is_heavy, short_kernel_name
+    from autoprof.rules._common import short_kernel_name
+    from autoprof.rules.occupancy import is_heavy
 
     assert (
         short_kernel_name("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int, F)")
@@ -496,7 +505,7 @@ def test_derived_values_are_computed_once_per_trace_and_kept_out_of_its_data() -
     assert trace.metadata == metadata  # the rules wrote nothing into the trace's data
     assert len(trace.derived) >= 3  # the view, the launch links, the blocking calls, the roofline
     assert _common.view(trace) is _common.view(trace)
-    assert roofline.analyse(trace) is roofline.analyse(trace) is not None
+    assert roofline.analyze(trace) is roofline.analyze(trace) is not None
     other = busy_gpu().trace()  # a trace of its own has values of its own
     assert _common.view(other) is not _common.view(trace)
     assert _common.blocked_by_call(trace) == _common.blocked_by_call(trace)
@@ -544,3 +553,33 @@ def test_a_cold_first_call_is_measured_against_the_devices_steady_step() -> None
     cold = _live_findings(_enqueue_only(), first_us=500_000)["cold_first_step"]
     assert cold.evidence["steady_step_ms"] == 13.9 and cold.evidence["steady_clock"] == "device"
     assert cold.evidence["ratio"] == pytest.approx(500 / 13.9, rel=1e-3)
+
+
+# -- pageable_copies ------------------------------------------------------------------------------------------------
+
+
+def _copies(kind: str, launch_us: float) -> Synth:
+    s = Synth()
+    s.step(0, 0, 1_000)
+    s.launch(f"Memcpy HtoD ({kind} -> Device)", 10, 20, 100, cat="gpu_memcpy", call="cudaMemcpyAsync")
+    s.events[-2]["dur"] = launch_us  # the launching call: the host waits while a pageable copy is staged
+    s.launch("sm80_gemm", 400, 420, 300)
+    return s
+
+
+def test_a_pageable_copy_whose_launch_holds_the_host_is_found() -> None:
+    from autoprof.rules._common import view
+
+    s = _copies("Pageable", 150)
+    f = s.findings()["pageable_copies"]
+    assert f.verdict == "pageable-host-memory" and f.severity == "warning"
+    assert f.evidence["pageable_copy_count"] == 1
+    assert f.evidence["host_wait_us"] == 150 and f.evidence["pageable_copy_us"] == 100
+    assert f.evidence["window_share"] == pytest.approx(150_000 / view(s.trace()).window_ns, abs=1e-3)
+
+
+def test_pinned_copies_and_negligible_pageable_ones_are_not() -> None:
+    assert "pageable_copies" not in _copies("Pinned", 2).findings()
+    tiny = _copies("Pageable", 2)
+    tiny.events[-3]["dur"] = 1  # a 1 µs copy, a 2 µs launch in a 1 ms step: under the noise floor
+    assert "pageable_copies" not in tiny.findings()

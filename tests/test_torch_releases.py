@@ -107,7 +107,7 @@ def _agree(live_trace: Trace, saved: Trace) -> None:
     # device busy time and the roofline's shares, within 1%
     busy_live, busy_saved = total(view(live_trace).device_busy), total(view(saved).device_busy)
     assert busy_live == pytest.approx(busy_saved, rel=0.01)
-    roof_live, roof_saved = roofline.analyse(live_trace), roofline.analyse(saved)
+    roof_live, roof_saved = roofline.analyze(live_trace), roofline.analyze(saved)
     assert roof_live is not None and roof_saved is not None, "the H200's peaks are known to both loaders"
     for part in ("compute_ns", "memory_ns", "unknown_ns"):
         assert getattr(roof_live, part) / roof_live.total_ns == pytest.approx(getattr(roof_saved, part) / roof_saved.total_ns, abs=0.01)

@@ -12,7 +12,7 @@ from conftest import validate_record
 
 from autoprof.emit import build_record
 from autoprof.findings import SCHEMA_VERSION, Finding, record_schema
-from autoprof.rules import VOCABULARY
+from autoprof.vocabulary import VOCABULARY
 
 
 def _finding_record(rule: str, verdict: str) -> dict[str, Any]:
@@ -29,7 +29,21 @@ def test_schema_lists_exactly_the_vocabulary() -> None:
     }
     assert per_rule == VOCABULARY
     finding = next(c for c in schema["allOf"] if c["if"]["properties"]["event"].get("const") == "autoprof.finding")
-    assert sorted(finding["then"]["properties"]["rule"]["enum"]) == sorted(VOCABULARY)
+    builtin, user = finding["then"]["properties"]["rule"]["anyOf"]
+    assert sorted(builtin["enum"]) == sorted(VOCABULARY)
+    assert user["pattern"] == "^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)+$"
+
+
+def test_the_schema_file_is_what_the_generator_writes() -> None:
+    from autoprof.schema import generate
+
+    assert generate.main(["--check"]) == 0, "run: python -m autoprof.schema.generate"
+
+
+def test_a_user_rules_dotted_id_validates_and_a_plain_one_does_not() -> None:
+    validate_record(_finding_record("myteam.custom_kernel_share", "dominant"))
+    validator = jsonschema.Draft202012Validator(record_schema())
+    assert list(validator.iter_errors(_finding_record("custom_kernel_share", "dominant")))
 
 
 def test_every_verdict_is_kebab_case_and_validates() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 from array import array
 from dataclasses import dataclass
@@ -148,7 +149,7 @@ class View:
 
     host_step: array[int]  # host event -> step index or -1
     device_step: array[int]  # device event -> step index or -1 (by launch correlation)
-    host_in: list[bool]  # host event inside the analysed window
+    host_in: list[bool]  # host event inside the analyzed window
     device_in: list[bool]  # device event launched from inside the window
     start_ns: int
     end_ns: int  # the host window's end
@@ -308,3 +309,28 @@ def _device_step_ns(trace: Trace) -> list[int | None]:
 def step_times_ns(trace: Trace) -> list[int]:
     """Per step, its time: the longer of the host's span and the device's (:func:`device_step_ns`)."""
     return [max(step.dur_ns, dev or 0) for step, dev in zip(trace.steps, device_step_ns(trace))]
+
+
+_CUTLASS = re.compile(r"(?:void )?cutlass::Kernel[0-9]*<")
+
+
+def short_kernel_name(name: str) -> str:
+    """A readable kernel name: no return type, template arguments or parameter list."""
+    match = _CUTLASS.match(name)
+    if match:  # cutlass::Kernel<...> and cutlass::Kernel2<...>: the kernel is the template argument
+        return name[match.end() :].split(">", 1)[0].split("(", 1)[0]
+    depth = 0
+    out: list[str] = []  # characters at template depth 0, up to the parameter list
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            if ch == "(":
+                break
+            out.append(ch)
+    text = "".join(out).strip()
+    tokens = text.split()
+    short = tokens[-1] if tokens else ""
+    return short or name[:60]

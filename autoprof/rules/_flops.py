@@ -9,10 +9,6 @@ from __future__ import annotations
 from math import prod
 from typing import Any
 
-from autoprof.trace.model import MATMUL_OPS
-
-MATMUL_FAMILY = MATMUL_OPS
-
 
 def _dims(x: Any) -> list[int] | None:
     if type(x) is not list:
@@ -58,3 +54,20 @@ def matmul_flops(name: str, inputs: list[Any]) -> int | None:
     except (IndexError, TypeError):
         return None
     return None
+
+
+def matmul_out_shape(a: list[Any], b: list[Any]) -> list[int] | None:
+    """Output shape of ``torch.matmul(a, b)`` from input shapes, or None when unknown."""
+    if not (isinstance(a, list) and isinstance(b, list)) or not a or not b:
+        return None
+    if len(a) == 1 and len(b) == 1:
+        return []
+    if len(b) == 1:
+        return list(a[:-1])
+    if len(a) == 1:
+        return list(b[:-2]) + [b[-1]]
+    ba, bb = list(a[:-2]), list(b[:-2])
+    n = max(len(ba), len(bb))
+    ba, bb = [1] * (n - len(ba)) + ba, [1] * (n - len(bb)) + bb
+    batch = [x if y == 1 else y for x, y in zip(ba, bb)]
+    return batch + [a[-2], b[-1]]

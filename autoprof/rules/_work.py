@@ -11,8 +11,7 @@ from __future__ import annotations
 from math import prod
 from typing import Any
 
-from autoprof.rules._flops import matmul_flops
-from autoprof.rules.fusion import matmul_out_shape
+from autoprof.rules._flops import matmul_flops, matmul_out_shape
 from autoprof.trace.model import COPY_OPS, ELEMENTWISE_OPS, GATHER_OPS, LOSS_OPS, MATMUL_OPS, SORT_OPS
 
 DTYPE_BYTES = {
@@ -72,7 +71,6 @@ REDUCTIONS = {  # FLOPs per input element
 }
 # Softmaxes and normalizations write an output of their input's shape; the true reductions a smaller one.
 _SAME_SHAPE_OUT = set(REDUCTIONS) - {"aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::norm", "aten::var"}
-MATMULS = MATMUL_OPS
 ATTENTION = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product")
 #: Ops whose work is memory traffic by their nature (gathers, sorts, copies, the optimizers' multi-tensor
 #: updates): where their shapes do not give their bytes (tensor lists, no dtype), their time still counts as
@@ -88,7 +86,7 @@ MEMORY_KIND_PREFIXES = (
     "aten::_adaptive_avg_pool",
 )
 MEMORY_KIND_OPS = GATHER_OPS | SORT_OPS | COPY_OPS | LOSS_OPS
-ROOFLINE_OPS = MATMULS | ELEMENTWISE | frozenset(REDUCTIONS) | MEMORY_KIND_OPS
+ROOFLINE_OPS = MATMUL_OPS | ELEMENTWISE | frozenset(REDUCTIONS) | MEMORY_KIND_OPS
 
 
 def is_roofline_op(name: str) -> bool:
@@ -133,7 +131,7 @@ def op_work(name: str, dims: list[Any], types: list[Any] | None, causal: bool | 
         return _memory_work(name, ts)
     esize = ts[0][1]
     read = sum(prod(d) * s for d, s in ts)
-    if name in MATMULS:
+    if name in MATMUL_OPS:
         flops = matmul_flops(name, dims)
         if not flops:
             return None

@@ -17,6 +17,7 @@ from typing import Any
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import has_ancestor, launched_under, launches_by_host, noise_floor, share, steps_ns, us, view
+from autoprof.rules._flops import matmul_out_shape
 from autoprof.trace.model import CPU_OP_CODE, GPU_MEMCPY, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"
@@ -29,23 +30,6 @@ _PRODUCERS = frozenset({"aten::mm", "aten::matmul"})
 _CONSUMERS = frozenset({"aten::add", "aten::add_"})
 _VIEW_OPS = frozenset({"aten::_unsafe_view", "aten::view", "aten::reshape", "aten::squeeze", "aten::unsqueeze"})
 _COMPILED_MARKERS = ("Torch-Compiled Region", "## Call CompiledFxGraph", "CompiledFunction")
-
-
-def matmul_out_shape(a: list[Any], b: list[Any]) -> list[int] | None:
-    """Output shape of ``torch.matmul(a, b)`` from input shapes, or None when unknown."""
-    if not (isinstance(a, list) and isinstance(b, list)) or not a or not b:
-        return None
-    if len(a) == 1 and len(b) == 1:
-        return []
-    if len(b) == 1:
-        return list(a[:-1])
-    if len(a) == 1:
-        return list(b[:-2]) + [b[-1]]
-    ba, bb = list(a[:-2]), list(b[:-2])
-    n = max(len(ba), len(bb))
-    ba, bb = [1] * (n - len(ba)) + ba, [1] * (n - len(bb)) + bb
-    batch = [x if y == 1 else y for x, y in zip(ba, bb)]
-    return batch + [a[-2], b[-1]]
 
 
 def _next_op(trace: Trace, i: int, view_ids: set[int]) -> int:

@@ -3,13 +3,12 @@ CUTLASS) query occupancy before heavyweight GEMM/conv kernels; elementwise launc
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules import regime
-from autoprof.rules._common import OCCUPANCY_PREFIX, view
+from autoprof.rules._common import OCCUPANCY_PREFIX, short_kernel_name, view
 from autoprof.trace.model import KERNEL_CODE, LAUNCH_CODES, Trace
 
 RULE = "occupancy_query_launch"
@@ -36,31 +35,6 @@ _HEAVY = (
     "turing_",
     "hopper_",
 )
-
-
-_CUTLASS = re.compile(r"(?:void )?cutlass::Kernel[0-9]*<")
-
-
-def short_kernel_name(name: str) -> str:
-    """A readable kernel name: no return type, template arguments or parameter list."""
-    match = _CUTLASS.match(name)
-    if match:  # cutlass::Kernel<...> and cutlass::Kernel2<...>: the kernel is the template argument
-        return name[match.end() :].split(">", 1)[0].split("(", 1)[0]
-    depth = 0
-    out: list[str] = []  # characters at template depth 0, up to the parameter list
-    for ch in name:
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            if ch == "(":
-                break
-            out.append(ch)
-    text = "".join(out).strip()
-    tokens = text.split()
-    short = tokens[-1] if tokens else ""
-    return short or name[:60]
 
 
 def is_heavy(name: str) -> bool:

@@ -254,7 +254,7 @@ def work_verdict(compute_ns: float, memory_ns: float, uncosted_ns: float) -> tup
 
 def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], busy: int, window: int) -> tuple[str, str, str]:
     """A device-bound window: named by where the device's time goes by the roofline (:func:`work_verdict`)."""
-    roof = roofline.analyse(trace, config)
+    roof = roofline.analyze(trace, config)
     head = f"the device is busy {percent(busy, window)} of the window"
     if roof is None:
         evidence.update(roofline_bound="unknown", roofline_shares=None)
@@ -424,7 +424,7 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
     """Op work the roofline explains: an outermost costed op call counts with its whole time when its work at
     the calibrated peak would take at least a call's fixed cost, as compute or memory by its intensity; below
     that it is overhead. Ops the roofline cannot cost count their self time beyond the call floor."""
-    roof = roofline.analyse(trace, config)
+    roof = roofline.analyze(trace, config)
     costed: set[int] = set()
     if roof is not None:
         costed = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}

@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 
 from autoprof.config import Config
 from autoprof.findings import Finding
+from autoprof.peaks import Peak, peak_for
 from autoprof.rules._common import View, has_ancestor, op_self_ns, share, us, view
 from autoprof.rules._work import WorkCache, is_roofline_op, memory_by_kind
-from autoprof.rules.peaks import Peak, peak_for
 from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace
 
 RULE = "roofline"
@@ -109,13 +109,13 @@ class Roofline:
         return None
 
 
-def analyse(trace: Trace, config: Config | None = None) -> Roofline | None:
+def analyze(trace: Trace, config: Config | None = None) -> Roofline | None:
     """The trace's roofline (None without a peak for its device), computed once per trace (``trace.derived``):
     the rules of one analysis share one config, so the first to ask sets its peak override."""
-    return trace.derive(lambda t: _analyse(t, config), key=analyse)
+    return trace.derive(lambda t: _analyze(t, config), key=analyze)
 
 
-def _analyse(trace: Trace, config: Config | None) -> Roofline | None:
+def _analyze(trace: Trace, config: Config | None) -> Roofline | None:
     peak = peak_for(trace.device_properties, trace.metadata, config)
     if peak is None:
         return None
@@ -263,7 +263,7 @@ def _place(roof: Roofline, name: str, shapes_text: str, dtype: str, group: _Grou
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
-    roof = analyse(trace, config)
+    roof = analyze(trace, config)
     if roof is None or not roof.ops:
         return []  # (ops bandwidth-bound by kind alone give no per-op figures to report)
     by_time = sorted(roof.ops.values(), key=lambda s: -s.time_ns)[:10]

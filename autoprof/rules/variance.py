@@ -7,8 +7,7 @@ import statistics
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import view
-from autoprof.rules.occupancy import short_kernel_name
+from autoprof.rules._common import short_kernel_name, view
 from autoprof.trace.model import KERNEL_CODE, Trace
 
 RULE = "kernel_time_variation"

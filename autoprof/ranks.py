@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoprof.findings import Finding
+from autoprof.rules import comm, regime
 from autoprof.rules._common import duration
 from autoprof.rules.comm import WAITING_FOR_PEER
 
 RULE_STRAGGLER = "straggler_ranks"
 RULE_REGIME = "rank_regime_mismatch"
-RULE_REGIME_SOURCE = "bound_regime"  # the per-rank verdict compared across ranks
-RULE_COMM_SOURCE = "exposed_communication"  # on a device: a rank's NCCL time not overlapped by compute
+RULE_REGIME_SOURCE = regime.RULE  # the per-rank verdict compared across ranks
+RULE_COMM_SOURCE = comm.RULE  # on a device: a rank's NCCL time not overlapped by compute
 STRAGGLERS = "stragglers"
 BALANCED = "balanced"
 REGIME_DIFFERS = "regime-differs"

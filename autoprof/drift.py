@@ -1,6 +1,6 @@
 """Drift between live windows of one target: after its first window, each later one is compared with it (long
 trainings whose data, shapes or allocator state drift, with ``repeat`` > 1 or ``repeat=0``). A comparison of two
-windows' summaries, like :mod:`autoprof.rules.ranks` across ranks; not a rule over one trace."""
+windows' summaries, like :mod:`autoprof.ranks` across ranks; not a rule over one trace."""
 
 from __future__ import annotations
 

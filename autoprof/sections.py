@@ -1,6 +1,6 @@
 """Section times: how long each ``autoprof.section`` (or, in a trace autoprof did not record, each user
 annotation of the program's own) takes, per call and per step. Pure: no torch, no I/O. Not a rule: the
-window record carries the table (live, and offline for each analysed file)."""
+window record carries the table (live, and offline for each analyzed file)."""
 
 from __future__ import annotations
 

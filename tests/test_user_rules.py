@@ -1,0 +1,120 @@
+"""A user's own rules (issue 27): declared with ``autoprof.rule``, given through ``configure(rules=...)`` or
+``autoprof analyze --rules module:attr``; run live and offline like the built-in ones, isolated the same way."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, Records, validate_record
+
+import autoprof
+from autoprof.config import ConfigError
+
+RULES_MODULE = textwrap.dedent(
+    """
+    import autoprof
+    from autoprof import Finding
+
+    @autoprof.rule("myteam.mm_calls", verdicts=("many-matmuls",))
+    def mm_calls(trace, config):
+        mm = trace.name_id("aten::mm")
+        calls = len(trace.host_named([mm])) if mm >= 0 else 0
+        if calls < 2:
+            return []
+        return [Finding("myteam.mm_calls", "many-matmuls", "info", f"{calls} aten::mm calls", "fine", {"calls_count": calls})]
+
+    @autoprof.rule("myteam.broken", verdicts=("never",))
+    def broken(trace, config):
+        raise RuntimeError("a bug in my rule")
+
+    @autoprof.rule("myteam.liar", verdicts=("declared",))
+    def liar(trace, config):
+        return [Finding("myteam.liar", "undeclared", "info", "m", "a")]
+
+    RULES = [mm_calls, broken, liar]
+    GOOD = mm_calls
+    """
+)
+
+
+@pytest.fixture
+def rules_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> object:
+    (tmp_path / "myrules.py").write_text(RULES_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("myrules", None)
+    import myrules  # type: ignore[import-not-found]
+
+    return myrules
+
+
+def _step_records(tmp_path: Path, rules: list[object]) -> Records:
+    autoprof.configure(sink=tmp_path / "r.jsonl", background=False, trace_dir=tmp_path / "traces", rules=rules)
+    x = torch.randn(32, 32)
+
+    @autoprof.autoprof(name="step", skip_first=0, wait=0, warmup=1, active=2, repeat=1)
+    def step() -> torch.Tensor:
+        return (x @ x) @ x
+
+    for _ in range(3):
+        step()
+    return Records(tmp_path / "r.jsonl")
+
+
+def test_a_users_rule_runs_live_and_its_failures_are_one_error_each(tmp_path: Path, rules_module: object) -> None:
+    recs = _step_records(tmp_path, rules_module.RULES)  # type: ignore[attr-defined]
+    findings = recs.findings("step")
+    assert findings["myteam.mm_calls"]["verdict"] == "many-matmuls"
+    assert findings["myteam.mm_calls"]["evidence"]["calls_count"] == 4  # two matmuls in each of two recorded steps
+    assert "bound_regime" in findings  # the built-in ones still ran
+    errors = {r["message"].split(":")[0]: r for r in recs.of("autoprof.error")}
+    assert set(errors) == {"rule myteam.broken failed", "rule myteam.liar failed"}
+    assert "a bug in my rule" in errors["rule myteam.broken failed"]["message"]
+    assert "'undeclared'" in errors["rule myteam.liar failed"]["message"] and errors["rule myteam.liar failed"]["reason"] == "rule"
+
+
+def test_a_users_rule_runs_offline_through_the_command(tmp_path: Path, rules_module: object) -> None:
+    _step_records(tmp_path, [])
+    autoprof.flush()
+    kept = sorted((tmp_path / "traces").glob("*.json.gz"))
+    assert kept
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, "-m", "autoprof", "analyze", "--json", "--jobs", "2", "--rules", "myrules:RULES", str(kept[0]), str(kept[0])]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)  # myrules from the cwd
+    assert out.returncode == 0, out.stderr
+    recs = [json.loads(line) for line in out.stdout.splitlines()]
+    for r in recs:
+        validate_record(r)
+    mine = [r for r in recs if r.get("rule") == "myteam.mm_calls"]
+    assert len(mine) == 2 and mine[0]["verdict"] == "many-matmuls"  # each file, in the worker processes too
+    errors = [r for r in recs if r["event"] == "autoprof.error"]
+    assert sorted({r["message"].split(":")[0] for r in errors}) == ["rule myteam.broken failed", "rule myteam.liar failed"]
+    assert {r["error_type"] for r in errors} == {"RuntimeError", "RuleError"}
+    bad = subprocess.run([*cmd[:5], "--rules", "myrules:NOPE", str(kept[0])], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert bad.returncode == 2
+    (line,) = bad.stderr.strip().splitlines()
+    assert line == "autoprof: --rules myrules:NOPE: AttributeError: module 'myrules' has no attribute 'NOPE'"
+
+
+def test_rules_are_declared_and_checked_with_one_line() -> None:
+    with pytest.raises(ValueError, match="dotted"):
+        autoprof.rule("no_dot", verdicts=("x",))
+    with pytest.raises(ValueError, match="kebab-case"):
+        autoprof.rule("my.rule", verdicts=("Not_Kebab",))
+
+    def plain(trace: object, config: object) -> list[object]:
+        return []
+
+    with pytest.raises(ConfigError, match=r"declare it with @autoprof\.rule"):
+        autoprof.configure(rules=[plain])
+    a = autoprof.rule("my.rule", verdicts=("x",))(plain)
+    with pytest.raises(ConfigError, match=r"two rules have the id 'my\.rule'"):
+        autoprof.configure(rules=[a, a])
+    assert autoprof.configure(rules=[a]).rules == (a,)
