@@ -13,12 +13,12 @@ import os
 import pickle
 import queue
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
-from pathlib import Path
 from typing import Any
+
+from autoprof.trace._pool import spawn
 
 #: What a worker runs: ``python -c SERVE_CODE <package parent> <fd in> <fd out>``.
 SERVE_CODE = "import sys; sys.path.insert(0, sys.argv[1]); from autoprof._fleet import serve; serve(sys.argv[2:])"
@@ -63,27 +63,7 @@ class _Worker:
     """One interpreter and the pipes to it."""
 
     def __init__(self) -> None:
-        r_in, w_in = os.pipe()
-        r_out, w_out = os.pipe()
-        parent = str(Path(__file__).resolve().parents[1])
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", SERVE_CODE, parent, str(r_in), str(w_out)],
-                pass_fds=(r_in, w_out),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=None,  # a worker's own complaints reach the user's terminal
-                close_fds=True,
-            )
-        except BaseException:
-            os.close(w_in)
-            os.close(r_out)
-            raise
-        finally:
-            os.close(r_in)
-            os.close(w_out)
-        self.to_child = os.fdopen(w_in, "wb")
-        self.from_child = os.fdopen(r_out, "rb")
+        self.proc, self.to_child, self.from_child = spawn(SERVE_CODE, stderr=None)  # its complaints reach the terminal
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
         pickle.dump((fn, args), self.to_child, protocol=pickle.HIGHEST_PROTOCOL)

@@ -61,3 +61,15 @@ class Synth:
         found, failures = run_rules(self.trace(), config)
         assert failures == [], failures
         return {f.rule: f for f in found}
+
+
+def cpu_rank_doc(rank: int, world: int, wait_us: float) -> dict[str, Any]:
+    """A CPU rank's window as a chrome document: 3 steps of 20 ms whose step thread waits ``wait_us`` in a gloo
+    all-reduce (a straggler waits least: the others wait for it)."""
+    s = Synth(gpu=None)
+    for k in range(3):
+        t0 = k * 20_000
+        s.step(k, t0, 20_000)
+        s.op("aten::mm", t0 + 100, 19_000 - wait_us, dims=[[64, 64], [64, 64]], types=["float", "float"])
+        s.x("user_annotation", "gloo:all_reduce", t0 + 19_200 - wait_us, wait_us + 500, tid=9)
+    return {"traceEvents": s.events, "distributedInfo": {"rank": rank, "world_size": world, "backend": "gloo"}}

@@ -39,7 +39,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "schema": set(),
     "schema.generate": {"findings", "vocabulary"},
     "compare": {"findings", "trace.model"},
-    "_fleet": set(),
+    "_fleet": {"trace._pool"},
     "engine": {
         "_fleet",
         "compare",

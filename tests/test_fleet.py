@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO
-from synth import Synth
+from synth import cpu_rank_doc
 
 import autoprof
 from autoprof import _fleet, engine
@@ -26,15 +26,7 @@ SLOW = 5  # the straggler: it waits least in the all-reduce, the others wait for
 
 
 def _rank_doc(rank: int, world: int = RANKS) -> dict[str, Any]:
-    """A CPU rank's window: 3 steps of 20 ms whose step thread waits in a gloo all-reduce (the straggler barely)."""
-    wait_us = 300 if rank == SLOW else 8_000
-    s = Synth(gpu=None)
-    for k in range(3):
-        t0 = k * 20_000
-        s.step(k, t0, 20_000)
-        s.op("aten::mm", t0 + 100, 19_000 - wait_us, dims=[[64, 64], [64, 64]], types=["float", "float"])
-        s.x("user_annotation", "gloo:all_reduce", t0 + 19_200 - wait_us, wait_us + 500, tid=9)
-    return {"traceEvents": s.events, "distributedInfo": {"rank": rank, "world_size": world, "backend": "gloo"}}
+    return cpu_rank_doc(rank, world, 300 if rank == SLOW else 8_000)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, shared_trace
-from synth import Synth
+from synth import Synth, cpu_rank_doc
 
 import autoprof
 from autoprof import htmlreport
@@ -74,16 +74,8 @@ def test_a_device_strip_labels_its_largest_gap_with_what_the_host_did() -> None:
 
 
 def _rank_file(tmp: Path, rank: int, wait_us: float) -> Path:
-    """A CPU rank's trace: 3 steps of 20 ms whose step thread waits ``wait_us`` in a gloo all-reduce."""
-    s = Synth(gpu=None)
-    for k in range(3):
-        t0 = k * 20_000
-        s.step(k, t0, 20_000)
-        s.op("aten::mm", t0 + 100, 19_000 - wait_us, dims=[[64, 64], [64, 64]], types=["float", "float"])
-        s.x("user_annotation", "gloo:all_reduce", t0 + 19_200 - wait_us, wait_us + 500, tid=9)
-    doc = {"traceEvents": s.events, "distributedInfo": {"rank": rank, "world_size": 2, "backend": "gloo"}}
     path = tmp / f"rank{rank}.json"
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps(cpu_rank_doc(rank, 2, wait_us)))
     return path
 
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import BinaryIO
 
 from autoprof.trace.events import BatchResult, BatchStatus
 
@@ -48,33 +49,38 @@ def default_workers() -> int:
     return min(n, 4) if n > 1 else 0
 
 
+def spawn(code: str, stderr: int | None = subprocess.DEVNULL) -> tuple[subprocess.Popen[bytes], BinaryIO, BinaryIO]:
+    """A fresh interpreter running ``python -c code <package parent> <fd in> <fd out>``, its standard streams closed
+    (``stderr``: where its own complaints go): the process, the pipe to it and the pipe from it."""
+    r_in, w_in = os.pipe()  # we write, it reads
+    r_out, w_out = os.pipe()  # it writes, we read
+    pkg_parent = str(Path(__file__).resolve().parents[2])
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, pkg_parent, str(r_in), str(w_out)],
+            pass_fds=(r_in, w_out),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            close_fds=True,
+        )
+    except BaseException:
+        os.close(w_in)
+        os.close(r_out)
+        raise
+    finally:
+        os.close(r_in)
+        os.close(w_out)
+    return proc, os.fdopen(w_in, "wb"), os.fdopen(r_out, "rb")
+
+
 class _Worker:
     def __init__(self, pool: Pool, source: str, code: str) -> None:
         self.pool = pool
         self.source = source
         self.outstanding = 0
         self.dead = False
-        r_in, w_in = os.pipe()  # we write batches, it reads
-        r_out, w_out = os.pipe()  # it writes results, we read
-        pkg_parent = str(Path(__file__).resolve().parents[2])
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", code, pkg_parent, str(r_in), str(w_out)],
-                pass_fds=(r_in, w_out),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                close_fds=True,
-            )
-        except BaseException:
-            os.close(w_in)
-            os.close(r_out)
-            raise
-        finally:
-            os.close(r_in)
-            os.close(w_out)
-        self.to_child = os.fdopen(w_in, "wb")
-        self.from_child = os.fdopen(r_out, "rb")
+        self.proc, self.to_child, self.from_child = spawn(code)
         self.q: queue.Queue[tuple[int, str] | None] = queue.Queue()
         self.writer = threading.Thread(target=self._write, name="autoprof-load-send", daemon=True)
         self.reader = threading.Thread(target=self._read, name="autoprof-load-recv", daemon=True)
