@@ -26,10 +26,11 @@ from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, KERNEL_CODE, Trace
 
 #: What a report keeps per trace, whatever its size (the page stays small: plotly.js is most of it).
-MAX_OPS = 200  # roofline points
+MAX_OPS = 120  # roofline points
 MAX_ROWS = 50  # rows of the ops and kernels tables
-MAX_STEPS = 64  # steps in the breakdown and the activity strip
-MAX_SPANS = 300  # busy spans per step in the activity strip (closer ones are joined)
+MAX_STEPS = 64  # steps in the breakdown
+MAX_SPANS = 150  # busy spans per step in the activity strip (closer ones are joined)
+MAX_STRIP_STEPS = 16  # steps in the activity strip: spread over the window, first and last included
 GAPS_LABELLED = 3  # per step
 SEVERITY_ORDER = ("critical", "error", "warning", "info")
 #: Where a step's time goes, in the stack's order (bottom first).
@@ -149,14 +150,15 @@ def _strip(trace: Trace) -> list[dict[str, Any]]:
         if k >= 0 and c in DEVICE_WORK_CODES:
             per_step.setdefault(k, []).append((t, t + d))
     rows = []
-    for k, step in enumerate(trace.steps[:MAX_STEPS]):
+    n = len(trace.steps)
+    chosen = sorted({round(j * (n - 1) / (MAX_STRIP_STEPS - 1)) for j in range(MAX_STRIP_STEPS)}) if n > MAX_STRIP_STEPS else range(n)
+    for k in chosen:
+        step = trace.steps[k]
         busy = merge(per_step.get(k, []))
         if not busy:
             continue
         gaps = sorted(((b[0] - a[1], a[1], b[0]) for a, b in zip(busy, busy[1:])), reverse=True)[:GAPS_LABELLED]
-        while len(busy) > MAX_SPANS:  # join across the smallest gaps until the strip is small
-            smallest = min(range(len(busy) - 1), key=lambda j: busy[j + 1][0] - busy[j][1])
-            busy[smallest : smallest + 2] = [(busy[smallest][0], busy[smallest + 1][1])]
+        busy = _joined(busy, MAX_SPANS)
         origin = step.start_ns
         rows.append(
             {
@@ -168,6 +170,21 @@ def _strip(trace: Trace) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _joined(spans: list[tuple[int, int]], most: int) -> list[tuple[int, int]]:
+    """At most ``most`` spans: the smallest gaps closed (each span then covers its neighbours across them)."""
+    if len(spans) <= most:
+        return spans
+    gaps = sorted(range(len(spans) - 1), key=lambda j: spans[j + 1][0] - spans[j][1])
+    closed = set(gaps[: len(spans) - most])
+    out = [spans[0]]
+    for j in range(1, len(spans)):
+        if j - 1 in closed:
+            out[-1] = (out[-1][0], spans[j][1])
+        else:
+            out.append(spans[j])
+    return out
 
 
 def _host_at(trace: Trace, tid: int, a: int, b: int) -> str:
@@ -452,11 +469,11 @@ def _steps_figure(go: Any, rep: FileReport) -> Any:
 def _strip_figure(go: Any, rep: FileReport) -> Any:
     fig = go.Figure()
     ys, bases, widths = [], [], []
-    for row in rep.strip:
+    for row_index, row in enumerate(rep.strip):  # rows by index (short numbers in the page), labelled by step
         for a, b in row["busy"]:
-            ys.append(f"step {row['number']}")
+            ys.append(row_index)
             bases.append(a)
-            widths.append(max(b - a, 1e-6))
+            widths.append(round(max(b - a, 1e-6), 4))
     fig.add_trace(
         go.Bar(
             y=ys,
@@ -469,11 +486,11 @@ def _strip_figure(go: Any, rep: FileReport) -> Any:
         )
     )
     gx, gy, gt = [], [], []
-    for row in rep.strip:
+    for row_index, row in enumerate(rep.strip):
         for gap in row["gaps"]:
-            gx.append(gap["start_ms"] + gap["ms"] / 2)
-            gy.append(f"step {row['number']}")
-            gt.append(f"idle {gap['ms']:.3f} ms; host: {gap['host']}")
+            gx.append(round(gap["start_ms"] + gap["ms"] / 2, 4))
+            gy.append(row_index)
+            gt.append(f"step {row['number']}: idle {gap['ms']:.3f} ms; host: {gap['host']}")
     if gx:
         fig.add_trace(
             go.Scatter(
@@ -486,9 +503,10 @@ def _strip_figure(go: Any, rep: FileReport) -> Any:
                 hovertemplate="%{text}<extra></extra>",
             )
         )
+    labels = [f"step {row['number']}" for row in rep.strip]
     fig.update_layout(
         xaxis={"title": "ms from the step's start"},
-        yaxis={"autorange": "reversed"},
+        yaxis={"autorange": "reversed", "tickvals": list(range(len(labels))), "ticktext": labels},
         height=max(200, 40 * len(rep.strip) + 100),
         margin={"t": 30, "l": 80, "r": 20, "b": 40},
         barmode="overlay",

@@ -237,7 +237,7 @@ def test_pages_of_shared_gpu_traces_load_offline_in_a_browser_with_their_charts(
 
 
 @pytest.mark.slow
-def test_a_one_million_event_trace_makes_a_page_under_5_mb(tmp_path: Path) -> None:
+def test_a_large_real_traces_page_stays_under_5_mb(tmp_path: Path) -> None:
     big = shared_trace("hta/a100_rank3_of8_train.json.gz")
     out = tmp_path / "big.html"
     assert cli("report", str(big), "-o", str(out)).returncode == 0
@@ -277,3 +277,9 @@ def test_a_live_window_report_next_to_the_kept_traces(tmp_path: Path) -> None:
     kept = next((tmp_path / "traces").glob("*.pt.trace.json.gz"))
     with gzip.open(kept, "rt") as f:
         assert chrome.from_document(json.load(f)).steps  # the page was made from these
+
+
+def test_a_strip_with_too_many_spans_closes_its_smallest_gaps() -> None:
+    spans = [(0, 1), (2, 3), (10, 11), (11, 12), (20, 21)]
+    assert htmlreport._joined(spans, 3) == [(0, 3), (10, 12), (20, 21)]
+    assert htmlreport._joined(spans, 9) == spans
