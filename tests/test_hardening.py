@@ -160,10 +160,13 @@ SMALL_TRACE = {
 }
 
 
-@pytest.mark.parametrize("flags", [["--json"], []], ids=["json", "table"])
+@pytest.mark.parametrize(
+    "flags", [["--json"], [], ["--json", "--jobs", "1"], ["--jobs", "1"]], ids=["json", "table", "json-sequential", "table-sequential"]
+)
 def test_a_closed_pipe_is_a_normal_end(tmp_path: Path, flags: list[str]) -> None:
-    for k in range(30):
-        (tmp_path / f"t{k:02}.json").write_text(json.dumps(SMALL_TRACE))
+    # more output than a pipe holds (64 KiB): the writer meets the closed pipe however fast the files are analyzed
+    for k in range(300):
+        (tmp_path / f"t{k:03}.json").write_text(json.dumps(SMALL_TRACE))
     cmd = f"{sys.executable} -m autoprof analyze {' '.join(flags)} {tmp_path} | head -1; echo rc=${{PIPESTATUS[0]}} >&2"
     done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=_env(), timeout=120)
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
