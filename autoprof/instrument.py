@@ -288,7 +288,8 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
     ``async def`` one (whose step covers the awaited body). Each is one Python frame between the caller and ``fn``
     (recursive decorated functions keep half of the interpreter's recursion limit, the most any wrapper can).
 
-    The guards: disabled, or inside a compiled region, or being traced: the call as it is; a nested call (the
+    The guards: disabled, or inside a compiled region: the call as it is (``torch.jit.trace`` is checked where a call
+    would be annotated); a nested call (the
     thread is inside a target's call): an annotation while a profiler records, else nothing; the idle fast path (the
     target's windows are over and no profiler records), kept inline (no method calls: it is what every call pays for
     the rest of a training run); else a step of the target's schedule. Every state change sits inside the ``try``

@@ -139,6 +139,31 @@ def test_async_function_step_covers_the_body(records: Any) -> None:
     assert all(ms >= 1.5 for ms in win["step_wall_ms"]), win["step_wall_ms"]  # the awaited sleep is inside
 
 
+def test_the_async_wrapper_has_the_sync_ones_guards(records: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Idle (its windows over): no step bookkeeping at all; inside a compiled region: the call as it is."""
+    from autoprof import instrument
+
+    @autoprof(name="aguards", **FAST)
+    async def astep(n: int) -> int:
+        return n
+
+    async def run(k: int) -> list[int]:
+        return [await astep(i) for i in range(k)]
+
+    assert asyncio.run(run(4)) == [0, 1, 2, 3]  # skip 1, record 2: its one window is over
+    assert records.of("autoprof.window", target="aguards")
+
+    def no_step(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("a step began")
+
+    monkeypatch.setattr(instrument._Instrument, "begin", no_step)
+    assert asyncio.run(run(3)) == [0, 1, 2]  # the idle fast path
+    monkeypatch.setattr(instrument, "_is_compiling", lambda: True)
+    fresh = autoprof(name="acompiled", **FAST)(astep.__wrapped__)  # the wrapper reads the guard when it is made
+    assert asyncio.run(fresh(5)) == 5
+    assert not records.of("autoprof.error")
+
+
 def test_generator_functions_are_left_unwrapped_with_a_warning() -> None:
     def gen(n: int) -> Any:
         yield from range(n)
