@@ -94,6 +94,7 @@ class FilePool(Executor):
         self._tasks: queue.Queue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = queue.Queue()
         self._threads = [threading.Thread(target=self._run, name=f"autoprof-fleet-{k}", daemon=True) for k in range(n)]
         self._closed = False
+        self._terminated = False  # terminate(): no worker starts any more
         self._live: set[_Worker] = set()
         self._lock = threading.Lock()
         for t in self._threads:
@@ -120,14 +121,14 @@ class FilePool(Executor):
                     continue
                 try:
                     if worker is None:
-                        worker = _Worker()
-                        with self._lock:
-                            if self._closed and self._terminated:
+                        with self._lock:  # started under the lock: terminate() kills every worker that started
+                            if self._terminated:
                                 raise WorkerDiedError("the pool was stopped")
+                            worker = _Worker()
                             self._live.add(worker)
                     ok, value = worker.call(fn, args)
                 except (EOFError, OSError, pickle.UnpicklingError) as e:
-                    code = worker.proc.poll() if worker is not None else None
+                    code = None
                     if worker is not None:
                         worker.close()
                         code = worker.proc.returncode
@@ -148,8 +149,6 @@ class FilePool(Executor):
                 worker.close()
                 with self._lock:
                     self._live.discard(worker)
-
-    _terminated = False
 
     def terminate(self) -> None:
         """Stop now: cancel what has not started and kill the workers (their tasks fail with ``WorkerDiedError``)."""
