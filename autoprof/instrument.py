@@ -419,11 +419,13 @@ class Steps:
         """Whether a step has begun and not ended."""
         return self._mode is not None
 
-    def begin(self, step: int | None = None) -> None:
-        """Begin a step; ``step`` is the trainer's own number for it (its records' ``steps``), else the count of
-        steps so far. A step still open (its end was missed: the loop raised) is ended first."""
+    def begin(self, step: object = None) -> None:
+        """Begin a step; ``step`` is the trainer's own number for it (its records' ``steps``; anything but an int
+        >= 0, such as a trainer attribute that is missing: the count of steps so far). A step still open (its end
+        was missed: the loop raised) is ended first."""
         if self._mode is not None:
             self.end()
+        number = step if isinstance(step, int) and step >= 0 else None
         if not SWITCH.enabled or _is_compiling() or not TORCH_SUPPORTED or getattr(_tls, "d", 0):
             return  # off, or inside another target's step (an ``@autoprof`` loop around the trainer): not a step
         ins = self._ins
@@ -436,7 +438,7 @@ class Steps:
         try:
             target = ins.target or ins.get_target()
             target.framework = self.framework
-            target.label = step
+            target.label = number
             mode = ins.begin(self._calls)
         except Exception as e:
             _internal_error("step start", ins.name, e)
@@ -473,6 +475,11 @@ class Steps:
                 _internal_error("section enter", name, e)
                 annotation = None
         self._sections.append((name, annotation))
+
+    def phase(self, name: str) -> None:
+        """Go on in section ``name``: every open section is left, then ``name`` entered."""
+        self.leave(None)
+        self.enter(name)
 
     def leave(self, name: str | None) -> None:
         """Leave the innermost open section ``name`` and any entered inside it and left open; ``None``: every

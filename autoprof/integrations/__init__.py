@@ -10,8 +10,10 @@ without its package raises one ``ImportError`` line that names the extra. Nothin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from autoprof import emit as _emit
 from autoprof.config import SCHEDULE_KEYS, ConfigError, check_schedule_value, configure
 
 #: The keyword arguments every integration takes besides the schedule's: :func:`autoprof.configure`'s.
@@ -34,6 +36,19 @@ CONFIG_KEYS = (
 def missing(package: str, extra: str) -> ImportError:
     """The one-line error of an integration imported without its package."""
     return ImportError(f"this autoprof integration needs {package}, which is not installed: pip install 'autoprof[{extra}]'")
+
+
+def failed(framework: str, where: str, e: BaseException) -> None:
+    """An integration's own failure in a trainer's hook: one error record, never the trainer's exception."""
+    _emit.error(f"{framework} integration, {where}: {e}", "internal", e, target=None, window=None)
+
+
+def guarded(framework: str, where: str, fn: Callable[..., Any], *args: Any) -> None:
+    """Call ``fn(*args)`` from a trainer's hook; an Exception is :func:`failed`'s record."""
+    try:
+        fn(*args)
+    except Exception as e:
+        failed(framework, where, e)
 
 
 def split_options(options: dict[str, Any]) -> dict[str, int]:

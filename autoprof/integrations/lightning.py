@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoprof import emit as _emit
-from autoprof.integrations import missing, split_options
+from autoprof.integrations import failed, guarded, missing, split_options
 
 try:
     import lightning.pytorch as _pl
@@ -35,10 +34,6 @@ _STEP_HOOK = {"train": "training_step", "validation": "validation_step", "test":
 # The action that fetches a stage's next batch (Lightning >= 2.0): a step begins there, so that waiting for data
 # counts in it.
 _FETCH = {"train_dataloader_next": "train", "val_next": "validation", "test_next": "test", "predict_next": "predict"}
-
-
-def _failed(where: str, e: BaseException) -> None:
-    _emit.error(f"lightning integration, {where}: {e}", "internal", e, target=None, window=None)
 
 
 class _Stages:
@@ -61,8 +56,7 @@ class _Stages:
             steps = self.targets[stage] = Steps(f"{cls}.{_STEP_HOOK[stage]}", framework=FRAMEWORK, **self.schedule)
         self.current, self.stage = steps, stage
         self.batches, self.stepped = 0, False
-        number = getattr(trainer, "global_step", None) if stage == "train" else None
-        steps.begin(number if isinstance(number, int) and number >= 0 else None)
+        steps.begin(getattr(trainer, "global_step", None) if stage == "train" else None)
 
     def end(self) -> None:
         steps, self.current, self.stage = self.current, None, None
@@ -102,10 +96,7 @@ class AutoprofProfiler(_pl.profilers.Profiler):
 
     # -- Lightning's Profiler interface (profile(), setup() are the base class's) -------------------
     def teardown(self, stage: str | None) -> None:
-        try:
-            self._stages.end()
-        except Exception as e:
-            _failed("teardown", e)
+        guarded(FRAMEWORK, "teardown", self._stages.end)
         super().teardown(stage)
 
     def describe(self) -> None:
@@ -115,16 +106,16 @@ class AutoprofProfiler(_pl.profilers.Profiler):
         return "autoprof: the findings are the autoprof.window and autoprof.finding records (see autoprof.configure's sink)"
 
     def start(self, action_name: str) -> None:
-        try:
+        try:  # (Lightning calls these some 30 times a batch: the action's name is formatted only on a failure)
             self._start(action_name)
         except Exception as e:
-            _failed(f"start {action_name}", e)
+            failed(FRAMEWORK, f"start {action_name}", e)
 
     def stop(self, action_name: str) -> None:
         try:
             self._stop(action_name)
         except Exception as e:
-            _failed(f"stop {action_name}", e)
+            failed(FRAMEWORK, f"stop {action_name}", e)
 
     # -- the mapping -------------------------------------------------------------------------------
     def _start(self, action: str) -> None:
@@ -168,16 +159,11 @@ class AutoprofCallback(_pl.Callback):
         self._stages = _Stages(split_options(options))
 
     def _phase(self, name: str) -> None:
-        current = self._stages.current
-        if current is not None:
-            current.leave(None)
-            current.enter(name)
+        if self._stages.current is not None:
+            self._stages.current.phase(name)
 
     def _guarded(self, where: str, fn: Any, *args: Any) -> None:
-        try:
-            fn(*args)
-        except Exception as e:
-            _failed(where, e)
+        guarded(FRAMEWORK, where, fn, *args)
 
     def _batch_start(self, stage: str, trainer: Any, pl_module: Any) -> None:
         stages = self._stages

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoprof import emit as _emit
-from autoprof.integrations import missing, split_options
+from autoprof.integrations import guarded, missing, split_options
 
 try:
     from transformers import TrainerCallback as _TrainerCallback
@@ -44,23 +43,17 @@ class AutoprofCallback(_TrainerCallback):
         self._steps: Steps | None = None
 
     def _guarded(self, where: str, fn: Any, *args: Any) -> None:
-        try:
-            fn(*args)
-        except Exception as e:
-            _emit.error(f"transformers integration, {where}: {e}", "internal", e, target=None, window=None)
+        guarded(FRAMEWORK, where, fn, *args)
 
     def _phase(self, name: str) -> None:
-        steps = self._steps
-        if steps is not None and steps.in_step:
-            steps.leave(None)
-            steps.enter(name)
+        if self._steps is not None and self._steps.in_step:
+            self._steps.phase(name)
 
     def _begin(self, state: Any, model: Any) -> None:
         steps = self._steps
         if steps is None:
             steps = self._steps = Steps(f"{_model_name(model)}.training_step", framework=FRAMEWORK, **self._schedule)
-        number = getattr(state, "global_step", None)
-        steps.begin(number if isinstance(number, int) and number >= 0 else None)
+        steps.begin(getattr(state, "global_step", None))
         self._phase("forward_backward")
 
     def _end(self) -> None:
