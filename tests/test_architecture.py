@@ -86,7 +86,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "session": {"_pace", "calibrate", "config", "emit", "engine", "htmlreport", "schedule", "window", "torch"},
     "instrument": {"config", "emit", "schedule", "session", "torch", "wrapt"},
     "__main__": {"cli"},
-    "integrations": {"config"},
+    "integrations": {"config", "emit"},
     "integrations.lightning": {"emit", "instrument", "integrations", "lightning", "pytorch_lightning"},
     "integrations.transformers": {"emit", "instrument", "integrations", "transformers"},
     "autoprof": {"config", "engine", "findings", "htmlreport", "instrument", "session", "trace.chrome"},
