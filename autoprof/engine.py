@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from autoprof import _fleet, ranks
 from autoprof.compare import Diff, OpTime, Profile, compare
@@ -342,13 +342,31 @@ def loaded(
             yield str(f), trace
 
 
+class PerFile(Protocol):
+    """What :func:`one_job` reads of a file's result (``FileResult``, the report's ``FileReport``)."""
+
+    rank: int
+    error: str | None
+    step_ns: list[int]
+
+
+_R = TypeVar("_R", bound=PerFile)
+
+
+def one_job(results: Sequence[_R]) -> dict[int, _R] | None:
+    """The readable results of one job's per-rank traces, by rank in rank order whatever came first; None when they
+    are not that (one rank, several files of one rank, or no steps)."""
+    good = [r for r in results if r.error is None and r.step_ns]
+    by_rank = {r.rank: r for r in sorted(good, key=lambda r: r.rank)}
+    return by_rank if len(by_rank) >= 2 and len(by_rank) == len(good) else None
+
+
 def cross_rank(results: list[FileResult]) -> None:
     """Per-rank traces of one job: the straggler and regime comparison, attached to the lowest rank's result
     (as the lowest profiled rank emits it live)."""
-    good = [result for result in results if result.error is None and result.step_ns]
-    by_rank = {result.rank: result for result in sorted(good, key=lambda r: r.rank)}  # rank order, whatever came first
-    if len(by_rank) < 2 or len(by_rank) != len(good):
-        return  # not one job's per-rank traces (several files of one rank, or no steps)
+    by_rank = one_job(results)
+    if by_rank is None:
+        return
     summaries = []
     for rank, result in by_rank.items():
         summary = ranks.summary_from(rank, result.step_ns, result.findings)

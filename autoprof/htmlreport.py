@@ -55,7 +55,8 @@ class FileReport:
     strip: list[dict[str, Any]] = field(default_factory=list)  # number, busy [[start, end] ms], gaps
     top_ops: list[dict[str, Any]] = field(default_factory=list)
     kernels: list[dict[str, Any]] = field(default_factory=list)
-    step_ns: list[int] = field(default_factory=list)  # for the per-rank bars
+    step_ns: list[int] = field(default_factory=list)
+    rank_summary: ranks.RankSummary | None = None  # what the cross-rank comparison reads of this rank (per-rank bars)
 
 
 def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None = None) -> FileReport:
@@ -65,6 +66,7 @@ def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None
     win = view(trace)
     rep.on_device = bool(win.device_busy)
     rep.step_ns = [s.dur_ns for s in trace.steps]
+    rep.rank_summary = ranks.summary_from(trace.rank, rep.step_ns, list(findings))
     roof = roofline.analyze(trace, config)
     if roof is None:
         rep.roofline_missing = "no roofline: no peak is known for this trace's device (autoprof.configure(peaks=...) gives one)"
@@ -232,8 +234,9 @@ def reports(paths: Sequence[str | os.PathLike[str]], config: Config | None = Non
             results.append(engine.FileResult(name, error=str(trace)))
             continue
         findings, _failures = engine.analyze_trace(trace, config)
-        out.append(file_report(trace, findings, config))
-        results.append(engine.FileResult(name, trace.rank, trace.world_size, findings, step_ns=[s.dur_ns for s in trace.steps]))
+        rep = file_report(trace, findings, config)
+        out.append(rep)
+        results.append(engine.FileResult(name, trace.rank, trace.world_size, findings, step_ns=rep.step_ns))
     engine.cross_rank(results)  # the lowest rank's findings gain the comparison; waiting ranks' are reworded
     for rep, result in zip(out, results):
         if result.error is None:
@@ -515,21 +518,14 @@ def _strip_figure(go: Any, rep: FileReport) -> Any:
 
 
 def _ranks_figure(go: Any, reps: Sequence[FileReport]) -> Any:
-    good = [r for r in reps if r.error is None and r.step_ns]
-    by_rank = {r.rank: r for r in good}
-    if len(by_rank) < 2 or len(by_rank) != len(good):
+    by_rank = engine.one_job(reps)
+    if by_rank is None:
         return None
-    summaries = {}
-    for rank, rep in sorted(by_rank.items()):
-        regime_finding = next((Finding(**_finding_args(f)) for f in rep.findings if f["rule"] == regime.RULE), None)
-        comm = next((Finding(**_finding_args(f)) for f in rep.findings if f["rule"] == ranks.RULE_COMM_SOURCE), None)
-        summary = ranks.summary_of(rank, rep.step_ns, regime_finding, comm)
-        if summary is not None:
-            summaries[rank] = summary
+    summaries = {rank: rep.rank_summary for rank, rep in by_rank.items() if rep.rank_summary is not None}
     stragglers: set[int] = set()
-    for rep in good:
+    for rep in by_rank.values():
         for f in rep.findings:
-            if f["rule"] == "straggler_ranks":
+            if f["rule"] == ranks.RULE_STRAGGLER:
                 stragglers.update(f["evidence"].get("straggler_ranks", []))
     labels = [f"rank {r}" + (" (straggler)" if r in stragglers else "") for r in summaries]
     colors = ["#d62728" if r in stragglers else "#1f77b4" for r in summaries]
@@ -540,10 +536,6 @@ def _ranks_figure(go: Any, reps: Sequence[FileReport]) -> Any:
         fig.add_trace(go.Bar(x=labels, y=[w or 0 for w in waits], name="collective wait per step (ms)", marker_color="#9467bd"))
     fig.update_layout(barmode="group", yaxis={"title": "ms"}, height=380, margin={"t": 30, "l": 60, "r": 20, "b": 40})
     return fig
-
-
-def _finding_args(rec: dict[str, Any]) -> dict[str, Any]:
-    return {k: rec[k] for k in ("rule", "verdict", "severity", "message", "advice", "evidence") if k in rec}
 
 
 _CSS = """
