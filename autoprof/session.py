@@ -23,6 +23,7 @@ import statistics
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -150,6 +151,10 @@ class Session:
         self.skipped = 0  # closed windows skipped since the last one queued (the analysis was MAX_PENDING behind)
         self.skipped_total = 0
         self._own = threading.local()  # .active: autoprof itself is starting its profiler on this thread
+        #: A profiler of the user's that is prepared and not stopped yet (a scheduled one in its warmup: it does not
+        #: record, so ``profiler_recording()`` is False, but kineto holds its configuration): a weak reference to it,
+        #: or to a stand-in when torch's frame did not show it. Cleared when a profiler that is not autoprof's stops.
+        self._foreign_prepared: Callable[[], object] | None = None
 
     # -- targets ---------------------------------------------------------------------------------
     def target(self, name: str, schedule: Schedule) -> Target:
@@ -178,7 +183,7 @@ class Session:
                     return None
                 self._abandon_stale(held)
             self._heal()
-            if profiler_recording():
+            if profiler_recording() or self.foreign_prepared():
                 self._foreign(target)
                 return None
             from torch.profiler import ProfilerActivity, profile
@@ -227,7 +232,7 @@ class Session:
                 return None
             if window.started:
                 return window
-            if profiler_recording():
+            if profiler_recording() or self.foreign_prepared():
                 self._abandon(target)
                 return None
             window.started = True  # first: a stop is owed from here on, even if an interrupt lands inside start_trace
@@ -365,12 +370,37 @@ class Session:
                 _stop_quietly(live)
             self._live = None  # only once torn down: an interrupt inside leaves it for the next heal
 
-    def before_foreign_start(self) -> None:
-        """Called when any profiler starts (see :func:`_guard_foreign_profilers`). If it is not autoprof's own
-        and an autoprof window is open, autoprof gives its window up first: two profilers cannot record at
-        once (the second silently empties the first), and the user's profiler wins."""
+    def foreign_prepared(self) -> bool:
+        """Whether a profiler of the user's is prepared and not stopped (its warmup): autoprof may not prepare or
+        start its own then. Preparing a second profiler replaces the first one's configuration in kineto, and
+        tearing autoprof's down (an empty start and stop) would consume it: the user's ``stop_trace`` then crashed
+        the process (exit 139) on torch 2.4-2.13."""
+        ref = self._foreign_prepared
+        if ref is None:
+            return False
+        if ref() is None:  # the user dropped it unstopped
+            self._foreign_prepared = None
+            return False
+        return True
+
+    def after_foreign_stop(self) -> None:
+        """Called after any profiler stops (see :func:`_guard_foreign_profilers`): one that is not autoprof's
+        ends the user's prepared profiler too."""
+        if not getattr(self._own, "active", False):
+            self._foreign_prepared = None
+
+    def before_foreign_start(self, prepared: object = None) -> None:
+        """Called when any profiler is prepared or starts (see :func:`_guard_foreign_profilers`); ``prepared``: the
+        profiler being prepared, when it is one. If it is not autoprof's own and an autoprof window is open,
+        autoprof gives its window up first: two profilers cannot record at once (the second silently empties the
+        first), and the user's profiler wins."""
         if getattr(self._own, "active", False):
             return
+        if prepared is not None:
+            try:
+                self._foreign_prepared = weakref.ref(prepared)
+            except TypeError:
+                self._foreign_prepared = lambda: prepared
         with self.lock:
             window = self.window
             if window is None:
@@ -395,8 +425,9 @@ class Session:
     def _foreign(self, target: Target) -> None:
         if not target.warned_foreign:
             target.warned_foreign = True
+            target.warned_yield = True  # one warning per target for the user's profilers, whichever comes first
             _emit.warning(
-                "another torch.profiler is recording: autoprof does not start its own window (a second profiler "
+                "another torch.profiler is recording (or prepared, in its warmup): autoprof does not start its own window (a second profiler "
                 "would silently wipe the first); its annotations land in your profile",
                 "foreign_profiler",
                 target=target.name,
@@ -633,21 +664,48 @@ def _guard_foreign_profilers(session: Session) -> None:
     replaced once by a pass-through that first calls :meth:`Session.before_foreign_start` (which never
     raises into the caller)."""
     mod = _autograd_profiler
-    for attr in ("_prepare_profiler", "_run_on_profiler_start"):
+    for attr in ("_prepare_profiler", "_run_on_profiler_start", "_disable_profiler"):
         orig = getattr(mod, attr, None)
         if orig is None or getattr(orig, "_autoprof_guard", False):
             continue
+        if attr == "_disable_profiler":
 
-        def guard(*args: Any, __orig: Any = orig, **kwargs: Any) -> Any:
-            try:
-                session.before_foreign_start()
-            except Exception:
-                pass
-            return __orig(*args, **kwargs)
+            def guard(*args: Any, __orig: Any = orig, **kwargs: Any) -> Any:
+                try:
+                    return __orig(*args, **kwargs)
+                finally:
+                    try:
+                        session.after_foreign_stop()
+                    except Exception:
+                        pass
+
+        else:
+
+            def guard(*args: Any, __orig: Any = orig, __prepare: bool = attr == "_prepare_profiler", **kwargs: Any) -> Any:
+                try:
+                    session.before_foreign_start(_preparing() if __prepare else None)
+                except Exception:
+                    pass
+                return __orig(*args, **kwargs)
 
         guard._autoprof_guard = True  # type: ignore[attr-defined]
         guard.__wrapped__ = orig  # type: ignore[attr-defined]
         setattr(mod, attr, guard)
+
+
+_UNKNOWN_PROFILER = object()  # a prepared profiler whose object torch's frame did not show (kept until a stop)
+
+
+def _preparing() -> object:
+    """The profiler object whose ``_prepare_trace`` calls ``_prepare_profiler`` (the frame above the guard), else a
+    stand-in that lives until the next stop."""
+    try:
+        import sys
+
+        found = sys._getframe(2).f_locals.get("self")
+    except Exception:
+        found = None
+    return found if found is not None else _UNKNOWN_PROFILER
 
 
 def _after_fork_in_child() -> None:
