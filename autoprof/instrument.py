@@ -8,11 +8,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
 import threading
 import time
 import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import Any, TypeVar, overload
 
@@ -388,18 +389,33 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
 _IDLE = -1  # a driven step on the idle path: only the depth to reset at its end
 
 
+def _after_fork_in_child() -> None:
+    """A child forked inside a decorated call (a ``multiprocessing`` pool started in a step) starts at depth 0: its
+    calls are steps of its own targets, not annotations of a call that only runs in the parent."""
+    _tls.d = 0
+    _tls.driver = None
+    _tls.sections = []
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Steps:
     """The steps of a loop that autoprof does not call (a trainer's): :meth:`begin` before each step and :meth:`end`
-    after it drive the schedule of the target ``name`` exactly as calls of an ``@autoprof`` function do; between
-    them, :meth:`enter` and :meth:`leave` annotate sections (recorded only while a window records), and
-    ``@autoprof`` calls are annotations, not steps of their own. The trainer integrations are built on it.
+    after it drive the schedule of the target ``name`` exactly as calls of an ``@autoprof`` function do (or ``with
+    steps.step(n):``); between them, :meth:`enter` and :meth:`leave` annotate sections (recorded only while a window
+    records), and ``@autoprof`` calls are annotations, not steps of their own. When the loop's run ends, however it
+    ends (returned, stopped early, raised), :meth:`stop` ends the step in progress and the target's window; a new run
+    calls :meth:`restart`. The trainer integrations are built on it.
 
     Schedule options as ``@autoprof``'s (a bad one raises :class:`ConfigError` here, once); ``framework`` is
-    written into the target's window and finding records. Every call is on the training thread; none raises an
-    Exception (a failure is one error record, then the target is given up and only the idle path runs).
+    written into the target's window and finding records. Every call is on the thread of the step's
+    :meth:`begin` (a call from another thread changes nothing, and one warning says so); none raises an Exception
+    (a failure is one error record, then the target is given up and only the idle path runs).
     """
 
-    __slots__ = ("_calls", "_ins", "_mode", "_sections", "_t0", "framework")
+    __slots__ = ("_calls", "_ins", "_mode", "_new_run", "_sections", "_t0", "_thread", "_warned_thread", "framework")
 
     def __init__(self, name: str, *, framework: str | None = None, **schedule: int) -> None:
         _name, options = _validate({"name": name, **schedule})
@@ -409,6 +425,9 @@ class Steps:
         self._calls: list[Any] = []
         self._t0 = -1
         self._sections: list[tuple[str, Any]] = []  # (name, its record_function or None), innermost last
+        self._thread: int | None = None  # the thread of the step in progress
+        self._new_run = True  # the next step is the first of a run: the target's schedule starts over there
+        self._warned_thread = False
 
     @property
     def name(self) -> str:
@@ -424,19 +443,35 @@ class Steps:
         >= 0, such as a trainer attribute that is missing: the count of steps so far). A step still open (its end
         was missed: the loop raised) is ended first."""
         if self._mode is not None:
+            if not self._on_thread("begin"):
+                return
             self.end()
-        number = step if isinstance(step, int) and step >= 0 else None
-        if not SWITCH.enabled or _is_compiling() or not TORCH_SUPPORTED or getattr(_tls, "d", 0):
-            return  # off, or inside another target's step (an ``@autoprof`` loop around the trainer): not a step
+        number = step if type(step) is int and 0 <= step < 1 << 63 else None  # not a bool, nor past the schema's int64
+        if getattr(_tls, "d", 0):
+            driver = getattr(_tls, "driver", None)
+            if driver is None or driver is self or not driver.in_step:
+                return  # inside an ``@autoprof`` call (a loop around the trainer): not a step
+            driver.stop("another loop's step began in this thread", failed=True)  # its loop left it open
+        if not SWITCH.enabled or _is_compiling() or not TORCH_SUPPORTED:
+            return
+        self._thread = _get_ident()
         ins = self._ins
         target = ins.target
         if target is not None and target.done and not _ap._is_profiler_enabled:
             _tls.d = 1
+            _tls.driver = self
             self._mode = _IDLE
             return
         mode = PLAIN
+        _tls.driver = self
         try:
             target = ins.target or ins.get_target()
+            if self._new_run:
+                self._new_run = False
+                if target.calls and target.current is None:  # a target of an earlier run (this loop's or another's)
+                    from autoprof.session import rank_chosen
+
+                    target.restart(not rank_chosen())
             target.framework = self.framework
             target.label = number
             mode = ins.begin(self._calls)
@@ -451,20 +486,81 @@ class Steps:
     def end(self) -> None:
         """End the step in progress (nothing when none is): close its open sections, count it, and close the window
         whose last step it was."""
+        self._end(failed=False)
+
+    def _end(self, failed: bool) -> None:
         mode = self._mode
-        if mode is None:
+        if mode is None or not self._on_thread("end"):
             return
         self._mode = None
         calls, self._calls = self._calls, []
         try:
             self.leave(None)
             if mode != _IDLE:
-                self._ins.end(Mode(mode), calls, self._t0)
+                # a failed step is an interrupted one (t0 < 0): its window is dropped, its cycle recorded again
+                self._ins.end(Mode(mode), calls, -1 if failed else self._t0)
         finally:
             _tls.d = 0
+            _tls.driver = None
+
+    def stop(self, reason: str = "the run ended", *, failed: bool = False) -> None:
+        """The loop's run is over (``failed``: it raised): end the step in progress (a failed one is not counted and
+        drops its window) and stop the target's window if one is still open, so that no profiler of autoprof's
+        records after the run: that window is dropped (a window is all of its steps or none), never mixed into the
+        next run's, and one ``autoprof.warning`` (``reason: "window_incomplete"``) says so. Never raises."""
+        try:
+            if not self._on_thread("stop"):
+                return
+            target = self._ins.target
+            if failed and target is not None:
+                SESSION.cut(target, reason)  # first: a failed step's window is cut (said), never closed with that step
+            try:
+                self._end(failed=failed)
+            finally:
+                if target is not None:
+                    SESSION.cut(target, reason)
+        except Exception as e:
+            _internal_error("stop", self.name, e)
+
+    def restart(self) -> None:
+        """A new run of the loop (a trainer's second ``fit``/``train``): a step left open is stopped first (stop never
+        raises), and the target's schedule starts over at the next step, as on its first (its first step is cold
+        again). A new ``Steps`` starts a run of its own too."""
+        self.stop("a new run began", failed=True)
+        self._new_run = True
+
+    @contextlib.contextmanager
+    def step(self, step: object = None) -> Iterator[None]:
+        """``with steps.step(n):`` one step: :meth:`begin` and :meth:`end`, or :meth:`stop` (``failed``) when the block
+        raises, so a loop that raises never leaves the step, or a window, open."""
+        self.begin(step)
+        try:
+            yield
+        except BaseException:
+            self.stop("the step raised", failed=True)
+            raise
+        self.end()
+
+    def _on_thread(self, what: str) -> bool:
+        """Whether this call is on the thread of the step in progress. A call from another thread changes nothing
+        (the profiler and the thread's annotations belong to that thread): said once."""
+        if self._thread is None or self._thread == _get_ident():
+            return True
+        if not self._warned_thread:
+            self._warned_thread = True
+            _emit.warning(
+                f"Steps({self.name!r}).{what}() was called from another thread than the step's begin(): autoprof "
+                "changed nothing (a step, its sections and its window belong to the thread that began it)",
+                "wrong_thread",
+                target=self.name,
+                window=None,
+            )
+        return False
 
     def enter(self, name: str) -> None:
         """Enter the section ``name`` (annotated while a window records)."""
+        if self._thread is not None and self._thread != _get_ident():
+            return
         annotation = None
         if _ap._is_profiler_enabled and SWITCH.enabled and not _is_compiling():
             try:
@@ -486,6 +582,8 @@ class Steps:
         open section. A name that is not open changes nothing."""
         stack = self._sections
         if name is not None and not any(entry[0] == name for entry in stack):
+            return
+        if self._thread is not None and self._thread != _get_ident():
             return
         while stack:
             entry, annotation = stack.pop()

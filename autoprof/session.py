@@ -80,6 +80,7 @@ class Target:
         "schedule",
         "warned_abandoned",
         "warned_foreign",
+        "warned_incomplete",
         "warned_yield",
         "window",
     )
@@ -102,7 +103,20 @@ class Target:
         self.warned_foreign = False
         self.warned_yield = False
         self.warned_abandoned = False
+        self.warned_incomplete = False
         self.lock = threading.Lock()
+
+    def restart(self, done: bool) -> None:
+        """Start the schedule over, as on a first call (a trainer's new run, a forked child): its first call is cold
+        again, its windows count from the next index. ``done``: a rank that is not chosen stays on the idle path."""
+        self.calls = 0
+        self.pos = 0
+        self.done = done
+        self.first_call_ns = None
+        self.recent_ns = []
+        self.reference = []  # a new list: a window of the previous run still being analysed keeps its own
+        self.rewind = False
+        self.current = None
 
     def account(self, wall_ns: int) -> None:
         """Count an outermost call that ran, keeping its wall time (the first call's, then recent steady
@@ -163,10 +177,34 @@ class Session:
             target = self.targets.get(name)
             if target is None:
                 target = self.targets[name] = Target(name, schedule)
-                chosen = SWITCH.config.ranks
-                if chosen is not None and _emit.dist_info()[0] not in chosen:
-                    target.done = True  # a rank not chosen: only the idle path, never a window
+                target.done = not rank_chosen()  # a rank not chosen: only the idle path, never a window
             return target
+
+    def cut(self, target: Target, reason: str) -> bool:
+        """End ``target``'s window before its last step (its run ended: a trainer returned, stopped early or
+        raised): the profiler stops, the window is dropped (a window is all of its steps or none, never mixed with
+        the next run's), one warning per target says so; the cycle starts again from its warmup. False when
+        ``target`` had no window open."""
+        with self.lock:
+            window = self.window
+            if window is None or window.target is not target:
+                return False
+            recorded = len(window.steps)
+            self._discard(window)
+            target.pos = target.schedule.warmup_start(target.pos)
+            if not target.warned_incomplete:
+                target.warned_incomplete = True
+                _emit.warning(
+                    f"{target.name}'s window ended before its last step ({reason}): it recorded {recorded} of its "
+                    f"{target.schedule.active} active steps; autoprof stopped its profiler and dropped the window (a "
+                    "window is all of its steps or none). A shorter window (active, warmup) fits a run this short",
+                    "window_incomplete",
+                    target=target.name,
+                    window=target.window,
+                    steps_recorded=recorded,
+                    steps_needed=target.schedule.active,
+                )
+            return True
 
     # -- window lifecycle (owner thread) -----------------------------------------------------------
     def open(self, target: Target, cfg: Config) -> Window | None:
@@ -427,8 +465,8 @@ class Session:
             target.warned_foreign = True
             target.warned_yield = True  # one warning per target for the user's profilers, whichever comes first
             _emit.warning(
-                "another torch.profiler is recording (or prepared, in its warmup): autoprof does not start its own window (a second profiler "
-                "would silently wipe the first); its annotations land in your profile",
+                "another torch.profiler is recording (or prepared, in its warmup): autoprof does not start its own window "
+                "(a second profiler would silently wipe the first); its annotations land in your profile",
                 "foreign_profiler",
                 target=target.name,
                 window=target.window,
@@ -494,6 +532,26 @@ class Session:
                 time.sleep(0.005)
             return True
 
+    def _never_recorded(self) -> None:
+        """At exit: one warning for each target whose schedule never reached the end of a window (a script that
+        ends before it: 4 calls for a 5-call schedule), saying how many calls it made and how many one needed."""
+        for target in list(self.targets.values()):
+            if target.window or target.done or target.calls == 0:
+                continue
+            schedule = target.schedule
+            needed = schedule.skip_first + schedule.cycle
+            target.warned_incomplete = True
+            _emit.warning(
+                f"{target.name} was called {target.calls} time(s) and never recorded a window: its schedule needs "
+                f"{needed} calls for the first (skip_first {schedule.skip_first} + wait {schedule.wait} + warmup "
+                f"{schedule.warmup} + active {schedule.active}); a shorter schedule fits a run this short",
+                "no_window",
+                target=target.name,
+                window=None,
+                calls=target.calls,
+                calls_needed=needed,
+            )
+
     def shutdown(self) -> None:
         """At exit: stop a window still recording (no profiler left running) and drain the worker. A Ctrl-C
         meanwhile ends the drain quietly, with one record saying how many windows were left unwritten (no
@@ -502,8 +560,12 @@ class Session:
             with self.lock:
                 window = self.window
                 if window is not None:
-                    self._discard(window)
+                    if window.target.window:  # it recorded before: this window was cut short
+                        self.cut(window.target, "the process exited")
+                    else:  # its first: said below, with its calls
+                        self._discard(window)
                 self._heal()
+                self._never_recorded()
             self.flush(timeout=30.0)
             write_report()
         except KeyboardInterrupt:
@@ -517,6 +579,12 @@ class Session:
                 )
             except BaseException:
                 pass
+
+
+def rank_chosen() -> bool:
+    """Whether this process's rank is one that ``configure(ranks=...)`` chose (all are, by default)."""
+    chosen = SWITCH.config.ranks
+    return chosen is None or _emit.dist_info()[0] in chosen
 
 
 def write_report() -> str | None:
@@ -668,29 +736,34 @@ def _guard_foreign_profilers(session: Session) -> None:
         orig = getattr(mod, attr, None)
         if orig is None or getattr(orig, "_autoprof_guard", False):
             continue
-        if attr == "_disable_profiler":
-
-            def guard(*args: Any, __orig: Any = orig, **kwargs: Any) -> Any:
-                try:
-                    return __orig(*args, **kwargs)
-                finally:
-                    try:
-                        session.after_foreign_stop()
-                    except Exception:
-                        pass
-
-        else:
-
-            def guard(*args: Any, __orig: Any = orig, __prepare: bool = attr == "_prepare_profiler", **kwargs: Any) -> Any:
-                try:
-                    session.before_foreign_start(_preparing() if __prepare else None)
-                except Exception:
-                    pass
-                return __orig(*args, **kwargs)
-
-        guard._autoprof_guard = True  # type: ignore[attr-defined]
-        guard.__wrapped__ = orig  # type: ignore[attr-defined]
+        guard = _stop_guard(session, orig) if attr == "_disable_profiler" else _start_guard(session, orig, attr == "_prepare_profiler")
+        guard._autoprof_guard = True
+        guard.__wrapped__ = orig
         setattr(mod, attr, guard)
+
+
+def _start_guard(session: Session, orig: Any, prepare: bool) -> Any:
+    def guard(*args: Any, **kwargs: Any) -> Any:
+        try:
+            session.before_foreign_start(_preparing() if prepare else None)
+        except Exception:
+            pass
+        return orig(*args, **kwargs)
+
+    return guard
+
+
+def _stop_guard(session: Session, orig: Any) -> Any:
+    def guard(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            try:
+                session.after_foreign_stop()
+            except Exception:
+                pass
+
+    return guard
 
 
 _UNKNOWN_PROFILER = object()  # a prepared profiler whose object torch's frame did not show (kept until a stop)
@@ -722,13 +795,15 @@ def _after_fork_in_child() -> None:
     session._queue = queue.Queue()
     session._worker = None
     session.skipped = session.skipped_total = 0
+    done = not rank_chosen()
     for target in session.targets.values():
         target.lock = threading.Lock()
         target.owner = None
-        target.current = None
+        target.restart(done)
 
 
 SESSION = Session()
 atexit.register(SESSION.shutdown)
+_guard_foreign_profilers(SESSION)  # from the start: a user's profiler prepared before autoprof's first window counts
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)

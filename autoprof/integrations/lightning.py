@@ -10,10 +10,18 @@ Lightning action inside a step (``[Strategy]...training_step``, ``...backward``,
 the data fetch, callbacks' hooks) is a section, named as Lightning names it; with the callback, the step's phases
 between the hooks Lightning calls back (``training_step``, ``zero_grad``, ``backward``, ``after_backward``,
 ``optimizer_step``).
+
+A run's end stops autoprof's profiler whatever ends it: a stage's end hook (``on_train_end``, ``on_validation_end``...:
+``max_steps``, early stopping, the last epoch), an exception (``on_exception``; and ``fit``/``validate``/``test``/
+``predict`` themselves are watched, through a pass-through wrapper of Lightning's one entry-point handler, so a run
+without callbacks is covered too), ``teardown``. A window cut short that way is dropped and said once
+(``window_incomplete``), never mixed into the next run; each run (``setup``) starts the schedules over.
 """
 
 from __future__ import annotations
 
+import functools
+import sys
 from typing import Any
 
 from autoprof.integrations import failed, guarded, missing, split_options
@@ -34,6 +42,8 @@ _STEP_HOOK = {"train": "training_step", "validation": "validation_step", "test":
 # The action that fetches a stage's next batch (Lightning >= 2.0): a step begins there, so that waiting for data
 # counts in it.
 _FETCH = {"train_dataloader_next": "train", "val_next": "validation", "test_next": "test", "predict_next": "predict"}
+# The hooks that end a stage's run (Lightning calls them on every callback and on the module, once per run).
+_ENDS = {f"on_{stage}_end": stage for stage in STAGES}
 
 
 class _Stages:
@@ -46,6 +56,7 @@ class _Stages:
         self.stage: str | None = None
         self.batches = 0  # micro-batches of the training step in progress
         self.stepped = False  # the optimizer stepped in the training step in progress
+        self.handled: BaseException | None = None  # the exception being handled where the step began (a fit retried in an except)
 
     def begin(self, stage: str, module: Any, trainer: Any) -> None:
         if self.current is not None:
@@ -56,12 +67,28 @@ class _Stages:
             steps = self.targets[stage] = Steps(f"{cls}.{_STEP_HOOK[stage]}", framework=FRAMEWORK, **self.schedule)
         self.current, self.stage = steps, stage
         self.batches, self.stepped = 0, False
+        self.handled = sys.exc_info()[1]
         steps.begin(getattr(trainer, "global_step", None) if stage == "train" else None)
 
     def end(self) -> None:
         steps, self.current, self.stage = self.current, None, None
         if steps is not None:
             steps.end()
+
+    def stop(self, stage: str | None, reason: str, failed: bool = False) -> None:
+        """A stage's run is over (``stage`` None: every stage's; ``failed``: it raised): its step in progress ends and
+        no window of its target stays open."""
+        if stage is None or stage == self.stage:
+            self.current = self.stage = None
+        for name, steps in list(self.targets.items()):
+            if stage is None or name == stage:
+                steps.stop(reason, failed=failed)
+
+    def restart(self) -> None:
+        """A new run of the trainer (``fit``, ``validate``...): every stage's schedule starts over."""
+        self.current = self.stage = None
+        for steps in list(self.targets.values()):
+            steps.restart()
 
     def batch_done(self, trainer: Any) -> None:
         """A batch of the stage in progress ended: the end of its step, unless a training step still
@@ -89,18 +116,26 @@ class AutoprofProfiler(_pl.profilers.Profiler):
     """
 
     def __init__(self, **options: Any) -> None:
-        schedule = split_options(options)
-        super().__init__()
-        self._stages = _Stages(schedule)
+        super().__init__()  # first: Profiler.__del__ tears down whatever __init__ got to (a bad option raises below)
+        self._stages = _Stages({})
         self._lightning_module: Any = None  # set by the trainer (a weak proxy of the LightningModule)
+        self._stages.schedule = split_options(options)
+        _watch_entry()
 
-    # -- Lightning's Profiler interface (profile(), setup() are the base class's) -------------------
+    # -- Lightning's Profiler interface (profile() is the base class's) ---------------------------
+    def setup(self, stage: str, local_rank: int | None = None, log_dir: str | None = None) -> None:
+        super().setup(stage, local_rank, log_dir)
+        guarded(FRAMEWORK, "setup", self._stages.restart)
+
     def teardown(self, stage: str | None) -> None:
-        guarded(FRAMEWORK, "teardown", self._stages.end)
+        stages = getattr(self, "_stages", None)
+        if stages is not None:
+            guarded(FRAMEWORK, "teardown", stages.stop, None, "the trainer tore down")
         super().teardown(stage)
 
     def describe(self) -> None:
-        """Nothing to print: the records were written as the windows closed."""
+        """Nothing to print: the records were written as the windows closed (the run is over: nothing records)."""
+        guarded(FRAMEWORK, "describe", self._stages.stop, None, "the run ended")
 
     def summary(self) -> str:
         return "autoprof: the findings are the autoprof.window and autoprof.finding records (see autoprof.configure's sink)"
@@ -121,6 +156,13 @@ class AutoprofProfiler(_pl.profilers.Profiler):
     def _start(self, action: str) -> None:
         stages = self._stages
         kind = action.rsplit(".", 1)[-1] if action.startswith("[") else action
+        if kind == "on_exception":
+            stages.stop(None, "the trainer raised", failed=True)
+            return
+        ended = _ENDS.get(kind)
+        if ended is not None and action.startswith("["):
+            stages.stop(ended, f"{ended} ended")
+            return
         stage = _FETCH.get(kind)
         if stage is None and stages.current is None and action.startswith("[Strategy]"):
             stage = next((s for s, hook in _STEP_HOOK.items() if hook == kind), None)  # a loop without a profiled fetch
@@ -145,8 +187,12 @@ class AutoprofProfiler(_pl.profilers.Profiler):
         stage = stages.stage
         if action.startswith("[LightningModule]") and action.endswith(f".on_{stage}_batch_end"):
             stages.batch_done(_trainer_of(self._lightning_module))
-        elif action == "run_training_epoch":  # the epoch's last step, still accumulating (a partial accumulation)
-            stages.end()
+        elif action == "run_training_epoch":
+            raised = sys.exc_info()[1]
+            if raised is not None and raised is not stages.handled:  # the epoch unwinds: the step raised
+                stages.stop(None, f"the trainer raised {type(raised).__name__}", failed=True)
+            else:  # the epoch's last step, still accumulating (a partial accumulation)
+                stages.end()
 
 
 class AutoprofCallback(_pl.Callback):
@@ -157,6 +203,25 @@ class AutoprofCallback(_pl.Callback):
     def __init__(self, **options: Any) -> None:
         super().__init__()
         self._stages = _Stages(split_options(options))
+        _watch_entry()
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        self._guarded("setup", self._stages.restart)
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self._guarded("on_exception", self._stages.stop, None, "the trainer raised", True)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self._guarded("on_train_end", self._stages.stop, "train", "train ended")
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        self._guarded("on_validation_end", self._stages.stop, "validation", "validation ended")
+
+    def on_test_end(self, trainer: Any, pl_module: Any) -> None:
+        self._guarded("on_test_end", self._stages.stop, "test", "test ended")
+
+    def on_predict_end(self, trainer: Any, pl_module: Any) -> None:
+        self._guarded("on_predict_end", self._stages.stop, "predict", "predict ended")
 
     def _phase(self, name: str) -> None:
         if self._stages.current is not None:
@@ -224,7 +289,34 @@ class AutoprofCallback(_pl.Callback):
         self._guarded("on_train_epoch_end", self._stages.end)
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        self._guarded("teardown", self._stages.end)
+        self._guarded("teardown", self._stages.stop, None, "the trainer tore down")
+
+
+def _watch_entry() -> None:
+    """Wrap Lightning's one handler of ``fit``/``validate``/``test``/``predict`` (``trainer.call._call_and_handle_interrupt``)
+    once: when the run raises, the trainer's autoprof profiler and callbacks stop their steps and windows, even with no
+    callback to carry ``on_exception``. What the run returns or raises is untouched."""
+    call = getattr(getattr(_pl, "trainer", None), "call", None)
+    handler = getattr(call, "_call_and_handle_interrupt", None)
+    if handler is None or getattr(handler, "_autoprof_watch", False):
+        return
+
+    @functools.wraps(handler)
+    def watched(trainer: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return handler(trainer, *args, **kwargs)
+        except BaseException as e:
+            try:
+                owners = [getattr(trainer, "profiler", None), *list(getattr(trainer, "callbacks", None) or ())]
+                for owner in owners:
+                    if isinstance(owner, (AutoprofProfiler, AutoprofCallback)):
+                        guarded(FRAMEWORK, "run raised", owner._stages.stop, None, f"the run raised {type(e).__name__}", True)
+            except Exception:
+                pass
+            raise
+
+    watched._autoprof_watch = True  # type: ignore[attr-defined]
+    setattr(call, "_call_and_handle_interrupt", watched)  # noqa: B010
 
 
 __all__ = ["AutoprofCallback", "AutoprofProfiler"]

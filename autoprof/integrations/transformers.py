@@ -7,15 +7,22 @@ Each optimizer step of training is a step of the target ``<model class>.training
 micro-batches' forward and backward, and gradient clipping), ``optimizer_step`` (between ``on_pre_optimizer_step``
 and ``on_optimizer_step``) and ``after_optimizer_step`` (the scheduler, ``zero_grad``). The Trainer fetches a step's
 micro-batches before ``on_step_begin``: waiting for data falls between steps, not in them.
+
+A run's end stops autoprof's profiler whatever ends it: ``on_train_end`` (the last step, ``max_steps``), and an
+exception out of ``Trainer.train`` (the Trainer calls no callback then: the callback watches ``Trainer.train`` itself,
+a pass-through wrapper installed once on the class that returns and raises exactly what ``train`` does). Each
+``train()`` is a run of its own: the schedule starts over at ``on_train_begin``.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from autoprof.integrations import guarded, missing, split_options
 
 try:
+    import transformers as _transformers
     from transformers import TrainerCallback as _TrainerCallback
 except ImportError:
     raise missing("transformers", "transformers") from None
@@ -41,6 +48,12 @@ class AutoprofCallback(_TrainerCallback):
     def __init__(self, **options: Any) -> None:
         self._schedule = split_options(options)
         self._steps: Steps | None = None
+        _watch_train()
+
+    def _over(self, reason: str, failed: bool) -> None:
+        """The run is over: no step, no window of autoprof's left open after it."""
+        if self._steps is not None:
+            self._steps.stop(reason, failed=failed)
 
     def _guarded(self, where: str, fn: Any, *args: Any) -> None:
         guarded(FRAMEWORK, where, fn, *args)
@@ -72,8 +85,38 @@ class AutoprofCallback(_TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._guarded("on_step_end", self._end)
 
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._steps is not None:
+            self._guarded("on_train_begin", self._steps.restart)
+
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._guarded("on_train_end", self._end)
+        self._guarded("on_train_end", self._over, "the training run ended", False)
+
+
+def _watch_train() -> None:
+    """Wrap ``transformers.Trainer.train`` once (subclasses that call it are covered): when it raises, each
+    ``AutoprofCallback`` of that trainer stops its step and window; what ``train`` returns or raises is untouched."""
+    cls = _transformers.Trainer
+    train = cls.train
+    if getattr(train, "_autoprof_watch", False):
+        return
+
+    @functools.wraps(train)
+    def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return train(self, *args, **kwargs)
+        except BaseException as e:
+            try:
+                handler = getattr(self, "callback_handler", None)
+                for callback in list(getattr(handler, "callbacks", ())):
+                    if isinstance(callback, AutoprofCallback):
+                        callback._guarded("train raised", callback._over, f"Trainer.train raised {type(e).__name__}", True)
+            except Exception:
+                pass
+            raise
+
+    watched._autoprof_watch = True  # type: ignore[attr-defined]
+    setattr(cls, "train", watched)  # noqa: B010
 
 
 __all__ = ["AutoprofCallback"]

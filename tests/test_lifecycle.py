@@ -1,0 +1,435 @@
+"""Never harm the training it watches (issue 31, items 2-5, 14, 15): however a run ends (it returns, stops early at
+``max_steps``, raises), autoprof's profiler is off after it, its window is never mixed into the next run's, a failure in
+one step never turns profiling off for later steps or other targets, a forked pool worker records, and a script that
+ends before its first window is told so.
+
+The trainers run for real, in this process (Lightning and the Hugging Face Trainer on tiny models, the CPU); the
+property tests drive them with exceptions at random steps, random ``max_steps`` and repeated runs, and check after
+each run: no profiler records, no autoprof window is held, the thread's depth is clean, RSS stays flat, the next run
+records, and every window record holds the consecutive steps of one run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import Records
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import autoprof
+from autoprof import instrument
+from autoprof.instrument import Steps
+from autoprof.session import SESSION, profiler_recording
+
+
+def _work(n: int = 32) -> torch.Tensor:
+    x = torch.randn(n, n)
+    return torch.add(torch.matmul(x, x), 1.0)
+
+
+def _quiet() -> None:
+    """No profiler of autoprof's (or anyone's) records, none is held, and this thread is at depth 0."""
+    assert not profiler_recording(), "a profiler still records after the run"
+    assert SESSION.window is None, f"autoprof still holds a window of {SESSION.window.target.name}"
+    assert SESSION._live is None
+    assert getattr(instrument._tls, "d", 0) == 0, "the thread's depth was left set: later @autoprof calls are not steps"
+
+
+def _whole_runs(windows: list[dict[str, Any]]) -> None:
+    """Each window holds consecutive steps of one run (a window mixing runs reads like [3, 4, 0])."""
+    for w in windows:
+        steps = w["steps"]
+        assert steps == list(range(steps[0], steps[0] + len(steps))), f"a window mixes steps: {w['steps']}"
+
+
+# -- Steps, the driver of every integration ------------------------------------------------------------
+
+
+def test_stop_ends_a_window_cut_short_and_the_next_run_records_whole(records: Records) -> None:
+    steps = Steps("run.step", skip_first=0, wait=0, warmup=1, active=3)
+    for k in range(3):  # warmup + 2 of 3 active steps: the run ends (max_steps) inside the window
+        steps.begin(k)
+        _work()
+        steps.end()
+    assert profiler_recording()
+    steps.stop("max_steps reached")
+    _quiet()
+    (cut,) = records.of("autoprof.warning", reason="window_incomplete")
+    assert cut["steps_recorded"] == 2 and cut["steps_needed"] == 3 and "max_steps reached" in cut["message"]
+    assert not records.of("autoprof.window")
+    steps.restart()  # a second run: the schedule starts over
+    for k in range(4):
+        steps.begin(k)
+        _work()
+        steps.end()
+    (window,) = records.of("autoprof.window")
+    assert window["steps"] == [1, 2, 3]  # the second run's own steps
+    _quiet()
+
+
+def test_a_step_that_raises_in_a_with_block_leaves_nothing_open(records: Records) -> None:
+    steps = Steps("loop", skip_first=0, wait=0, warmup=1, active=2)
+    with pytest.raises(ZeroDivisionError), steps.step(0):
+        1 / 0  # noqa: B018
+    _quiet()
+    with pytest.raises(ValueError), steps.step(1):
+        raise ValueError("in the window")
+    _quiet()
+
+    @autoprof.autoprof(name="later", skip_first=0, wait=0, warmup=0, active=1)
+    def later() -> torch.Tensor:
+        return _work()
+
+    later()  # a later target in the thread is profiled
+    assert [w["target"] for w in records.of("autoprof.window")] == ["later"]
+    for k in range(2, 6):
+        with steps.step(k):
+            _work()
+    assert [w["steps"] for w in records.of("autoprof.window", target="loop")] == [[3, 4]]
+
+
+def test_a_driver_left_open_by_its_loop_is_stopped_when_another_loop_begins(records: Records) -> None:
+    first = Steps("first", skip_first=0, wait=0, warmup=1, active=3)
+    first.begin(0)
+    first.end()
+    first.begin(1)  # the loop raised here: no end(), no stop()
+    _work()
+    second = Steps("second", skip_first=0, wait=0, warmup=0, active=2)
+    for k in range(2):
+        second.begin(k)
+        _work()
+        second.end()
+    assert [w["target"] for w in records.of("autoprof.window")] == ["second"]
+    assert not first.in_step
+    _quiet()
+
+
+def test_end_from_another_thread_changes_nothing_and_says_so(records: Records, capfd: pytest.CaptureFixture[str]) -> None:
+    steps = Steps("threaded", skip_first=0, wait=0, warmup=1, active=2)
+    steps.begin(0)
+    _work()
+    steps.end()
+    steps.begin(1)
+    worker = threading.Thread(target=steps.end)
+    worker.start()
+    worker.join()
+    assert steps.in_step  # refused: the step is the training thread's
+    (said,) = records.of("autoprof.warning", reason="wrong_thread")
+    assert "another thread" in said["message"]
+    steps.end()
+    steps.begin(2)
+    steps.end()
+    assert records.of("autoprof.window", target="threaded")[0]["steps"] == [1, 2]
+
+    @autoprof.autoprof(name="after", skip_first=0, wait=0, warmup=0, active=1)
+    def after() -> torch.Tensor:
+        return _work()
+
+    after()
+    assert records.of("autoprof.window", target="after")
+    assert "Leaked callback handle" not in capfd.readouterr().err
+    _quiet()
+
+
+def test_a_forked_pool_worker_records_after_the_parent_recorded(tmp_path: Path) -> None:
+    sink = tmp_path / "r.jsonl"
+    script = tmp_path / "pool.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import multiprocessing, os, torch, autoprof
+            autoprof.configure(sink={str(sink)!r}, background=False)
+
+            @autoprof.autoprof(name="work", skip_first=0, wait=0, warmup=0, active=2)
+            def work(i):
+                x = torch.randn(16, 16)
+                return float((x @ x).sum())
+
+            @autoprof.autoprof(name="main", skip_first=5)
+            def main():  # the pool is made inside a decorated call (not in a window): the child forks at depth 1
+                with multiprocessing.get_context("fork").Pool(1) as pool:
+                    pool.map(work, range(4))
+
+            work(0); work(1)  # the parent records work's window: its schedule is over in the parent
+            main()
+            """
+        )
+    )
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    windows = [json.loads(line) for line in sink.read_text().splitlines() if '"autoprof.window"' in line]
+    pids = {w["pid"] for w in windows if w["target"] == "work"}
+    assert len(pids) == 2, f"the pool worker recorded no window of its own: {windows}"
+
+
+def test_a_script_that_ends_before_its_first_window_is_told_so(tmp_path: Path) -> None:
+    sink = tmp_path / "r.jsonl"
+    script = tmp_path / "short.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import torch, autoprof
+            autoprof.configure(sink={str(sink)!r})
+
+            @autoprof.autoprof(skip_first=1, wait=1, warmup=1, active=2)
+            def step():
+                return torch.randn(8, 8).sum()
+
+            @autoprof.autoprof(name="other")
+            def other():
+                return 1
+
+            for _ in range(4):
+                step()
+            """
+        )
+    )
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    recs = [json.loads(line) for line in sink.read_text().splitlines()]
+    (said,) = [r for r in recs if r.get("reason") == "no_window"]  # "other" was never called: nothing to say
+    assert said["target"] == "step" and said["calls"] == 4 and said["calls_needed"] == 5
+    assert "4 time(s)" in said["message"] and "5 calls" in said["message"]
+
+
+def test_a_window_open_at_exit_is_said_to_be_cut(tmp_path: Path) -> None:
+    sink = tmp_path / "r.jsonl"
+    code = (
+        f"import torch, autoprof\nautoprof.configure(sink={str(sink)!r})\n"
+        "@autoprof.autoprof(skip_first=0, wait=0, warmup=0, active=5, repeat=2)\ndef s(): return torch.randn(8, 8).sum()\n"
+        "s(); s(); s(); s(); s(); s(); s()\n"  # one whole window, then two steps of the next
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    (cut,) = [json.loads(line) for line in sink.read_text().splitlines() if "window_incomplete" in line]
+    assert cut["steps_recorded"] == 2 and "the process exited" in cut["message"]
+
+
+def test_the_lightning_profiler_with_a_bad_option_is_one_clean_error() -> None:
+    pytest.importorskip("lightning")
+    code = (
+        "import gc\nfrom autoprof.integrations.lightning import AutoprofProfiler\nfrom autoprof import ConfigError\n"
+        "try:\n    AutoprofProfiler(active=0)\nexcept ConfigError as e:\n    print('ConfigError', e)\ngc.collect()\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.startswith("ConfigError") and "active" in run.stdout
+    assert "Exception ignored" not in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+# -- Lightning, for real --------------------------------------------------------------------------------
+
+pl = pytest.importorskip("lightning.pytorch")
+SCHEDULE = {"skip_first": 1, "wait": 0, "warmup": 1, "active": 3, "repeat": 1}
+
+
+class BoomError(RuntimeError):
+    pass
+
+
+class _Regressor(pl.LightningModule):  # type: ignore[misc,name-defined]
+    def __init__(self, fail_at: int | None = None) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+        self.fail_at = fail_at
+        self.calls = 0
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.calls += 1
+        if self.calls - 1 == self.fail_at:
+            raise BoomError(f"training_step {self.fail_at}")
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.net(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def _loader() -> Any:
+    data = torch.utils.data.TensorDataset(torch.randn(128, 16), torch.randn(128, 1))
+    return torch.utils.data.DataLoader(data, batch_size=8)
+
+
+def _fit(*, max_steps: int, fail_at: int | None, callback: bool) -> bool:
+    """One fit; True when it raised BoomError (as it should have, at ``fail_at`` < ``max_steps``)."""
+    from autoprof.integrations.lightning import AutoprofCallback, AutoprofProfiler
+
+    trainer = pl.Trainer(
+        max_steps=max_steps,
+        accelerator="cpu",
+        devices=1,
+        profiler=None if callback else AutoprofProfiler(**SCHEDULE),
+        callbacks=[AutoprofCallback(**SCHEDULE)] if callback else [],
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    try:
+        trainer.fit(_Regressor(fail_at), _loader())
+    except BoomError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("callback", [False, True])
+def test_lightning_a_step_that_raises_in_the_window_stops_the_profiler_and_the_next_fit_records_whole(
+    records: Records, callback: bool
+) -> None:
+    assert _fit(max_steps=10, fail_at=3, callback=callback)  # skip 0, warmup 1, active 2, 3 (raises), 4
+    _quiet()
+    assert not records.of("autoprof.window")
+    assert records.of("autoprof.warning", reason="window_incomplete")
+    assert not _fit(max_steps=8, fail_at=None, callback=callback)
+    _quiet()
+    (window,) = records.of("autoprof.window")
+    assert window["steps"] == [2, 3, 4]  # the second fit's own global steps, never [3, 4, 0]
+
+
+@pytest.mark.parametrize("callback", [False, True])
+def test_lightning_max_steps_inside_the_window_stops_the_profiler(records: Records, callback: bool) -> None:
+    assert not _fit(max_steps=4, fail_at=None, callback=callback)  # the window needs 5 steps
+    _quiet()
+    (cut,) = records.of("autoprof.warning", reason="window_incomplete")
+    assert cut["steps_recorded"] == 2
+    with torch.profiler.profile() as mine:  # the user's own profiler later: no foreign_profiler warning, it works
+        _work()
+    assert any(e.name == "aten::mm" for e in mine.events())
+    assert not records.of("autoprof.warning", reason="foreign_profiler")
+
+
+# -- the Hugging Face Trainer, for real ------------------------------------------------------------------
+
+transformers = pytest.importorskip("transformers")
+
+
+class _Tiny(torch.nn.Module):
+    def __init__(self, fail_at: int | None) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(16, 1)
+        self.fail_at = fail_at
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        self.calls += 1
+        if self.calls - 1 == self.fail_at:
+            raise BoomError(f"forward {self.fail_at}")
+        return {"loss": torch.nn.functional.mse_loss(self.net(x), labels)}
+
+
+class _Data(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    def __len__(self) -> int:
+        return 256
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        g = torch.Generator().manual_seed(i)
+        return {"x": torch.randn(16, generator=g), "labels": torch.randn(1, generator=g)}
+
+
+def _train(tmp: Path, *, max_steps: int, fail_at: int | None, callback: Any = None) -> bool:
+    from autoprof.integrations.transformers import AutoprofCallback
+
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp),
+        max_steps=max_steps,
+        per_device_train_batch_size=4,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    cb = callback if callback is not None else AutoprofCallback(**SCHEDULE)
+    trainer = transformers.Trainer(model=_Tiny(fail_at), args=args, train_dataset=_Data(), callbacks=[cb])
+    try:
+        trainer.train()
+    except BoomError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("fail_at", [2, 5])
+def test_hf_a_forward_that_raises_never_turns_profiling_off(records: Records, tmp_path: Path, fail_at: int) -> None:
+    assert _train(tmp_path, max_steps=10, fail_at=fail_at)
+    _quiet()
+    assert not _train(tmp_path, max_steps=8, fail_at=None)  # a new train() records
+    windows = records.of("autoprof.window")
+    # at 2 the forward raises in the window's warmup (nothing recorded); at 5 after the first run's window closed
+    assert [w["steps"] for w in windows] == [[2, 3, 4]] * (1 if fail_at == 2 else 2)
+
+    @autoprof.autoprof(name="later", skip_first=0, wait=0, warmup=0, active=1)
+    def later() -> torch.Tensor:
+        return _work()
+
+    later()  # and a later @autoprof function in the thread
+    assert records.of("autoprof.window", target="later")
+    _quiet()
+
+
+def test_hf_max_steps_inside_the_window_and_a_second_train_with_the_same_callback(records: Records, tmp_path: Path) -> None:
+    from autoprof.integrations.transformers import AutoprofCallback
+
+    cb = AutoprofCallback(**SCHEDULE)
+    assert not _train(tmp_path, max_steps=4, fail_at=None, callback=cb)
+    _quiet()
+    assert records.of("autoprof.warning", reason="window_incomplete")
+    assert not _train(tmp_path, max_steps=6, fail_at=None, callback=cb)
+    (window,) = records.of("autoprof.window")
+    assert window["steps"] == [2, 3, 4]
+    _quiet()
+
+
+# -- property: random failures, early stops and repeated runs ---------------------------------------------
+
+
+def _rss_mb() -> float:
+    with open(f"/proc/{os.getpid()}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+RUNS = st.lists(st.tuples(st.integers(1, 9), st.one_of(st.none(), st.integers(0, 8))), min_size=2, max_size=4)
+
+
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(runs=RUNS, trainer=st.sampled_from(["lightning", "lightning-callback", "hf"]))
+def test_property_runs_that_fail_or_stop_early_never_leave_the_profiler_on(
+    tmp_path_factory: pytest.TempPathFactory, runs: list[tuple[int, int | None]], trainer: str
+) -> None:
+    tmp = tmp_path_factory.mktemp("runs")
+    sink = tmp / "r.jsonl"
+    autoprof.configure(sink=str(sink), background=False)
+    SESSION.targets.clear()
+    rss = []
+    for max_steps, fail_at in runs:
+        fails = fail_at is not None and fail_at < max_steps
+        if trainer == "hf":
+            raised = _train(tmp, max_steps=max_steps, fail_at=fail_at)
+        else:
+            raised = _fit(max_steps=max_steps, fail_at=fail_at, callback=trainer == "lightning-callback")
+        assert raised == fails
+        _quiet()
+        rss.append(_rss_mb())
+    # the last run is a clean one that is long enough: it records one whole window
+    if trainer == "hf":
+        _train(tmp, max_steps=6, fail_at=None)
+    else:
+        _fit(max_steps=6, fail_at=None, callback=trainer == "lightning-callback")
+    _quiet()
+    recs = Records(sink)
+    windows = recs.of("autoprof.window")
+    assert windows and windows[-1]["steps"] == [2, 3, 4]
+    _whole_runs(windows)
+    assert max(rss) - rss[0] < 200, f"RSS grew over the runs: {rss}"
