@@ -58,8 +58,11 @@ def report(
     """Write one self-contained HTML page (``out``) about saved chrome traces (files, per-rank directories, a
     ``trace_dir``): the verdicts, a roofline chart per device, where each step's time goes, the device's activity
     per step, per-rank bars, the top ops and kernels. Returns ``out``. Needs ``pip install 'autoprof[report]'``
-    (plotly; an ``ImportError`` of one line says so). Raises :class:`TraceError` when no input can be read; the
-    page lists the inputs that could not be read, next to the others."""
+    (plotly; an ``ImportError`` of one line says so). Raises :class:`TraceError` when no input can be read (an
+    empty path, ``''`` or ``file://``, is an input that cannot be read, never the current directory); the page
+    lists the inputs that could not be read, next to the others. Raises ``ValueError``
+    (:class:`autoprof.htmlreport.OutputError`), before reading anything, when ``out`` is empty, a directory, or
+    one of the input traces; no temporary file is left behind whatever fails."""
     from autoprof import htmlreport
 
     if isinstance(paths, (str, os.PathLike)):

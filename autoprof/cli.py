@@ -3,8 +3,10 @@ what changed between two runs; ``autoprof report PATH... -o FILE``: the same ver
 
 Exit status: 0 analyzed (no finding at or above ``--fail-on``); 1 a finding at or above ``--fail-on`` (diff: a
 regression past ``--fail-on-regression`` or a new finding at ``--fail-on-new``); 2 bad input (analyze: any file
-that cannot be read, the good ones are still analyzed; diff: one line, nothing compared; report: as analyze, and
-no page at all when no input can be read or plotly is missing) or bad usage.
+that cannot be read, the good ones are still analyzed; diff: one line, nothing compared, or a gate that cannot be
+evaluated, one line saying why; report: as analyze, and no page at all when no input can be read, when the page
+would overwrite an input, or when plotly is missing) or bad usage. An empty path (``''``, ``file://``) is bad input,
+never the current directory.
 """
 
 from __future__ import annotations
@@ -134,14 +136,34 @@ def _table(results: list[FileResult], out: IO[str], color: bool) -> None:
         out.write("\n")
 
 
-def _workers(text: str) -> int:
+def _whole(least: int, what: str) -> Callable[[str], int]:
+    """A validator of a whole-number option: ``what`` it counts, at least ``least``; argparse names the option."""
+
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected {what}: a whole number >= {least}, got {text!r}")
+        return value
+
+    return check
+
+
+_workers = _whole(0, "a number of helper processes")
+_jobs = _whole(1, "a number of files analyzed in parallel")
+_top = _whole(1, "a number of ops and kernels to list")
+
+
+def _seconds(text: str) -> float:
     try:
-        count = int(text)
+        value = float(text)
     except ValueError:
-        count = -1
-    if count < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of processes (0 or more), got {text!r}")
-    return count
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, more than 0, got {text!r}")
+    return value
 
 
 def _user_rules(specs: Sequence[str]) -> Config:
@@ -167,23 +189,25 @@ def _user_rules(specs: Sequence[str]) -> Config:
         raise ValueError(f"--rules: {e}") from None
 
 
-def _jobs(text: str) -> int:
-    n = _workers(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {text!r}")
-    return n
+#: How long ``--scheduler`` waits for the Dask scheduler by default (``--scheduler-timeout``).
+SCHEDULER_TIMEOUT_S = 10.0
 
 
-def _dask_executor(address: str) -> tuple[Any, Any]:
-    """A Dask client of the scheduler at ``address`` and its executor; one-line errors (ImportError, OSError)."""
+def _dask_executor(address: str, timeout: float = SCHEDULER_TIMEOUT_S) -> tuple[Any, Any]:
+    """A Dask client of the scheduler at ``address`` (waiting at most ``timeout`` seconds for it) and its executor;
+    one-line errors (ImportError, OSError)."""
     try:
         from distributed import Client
     except ImportError:
         raise ImportError("--scheduler needs Dask distributed, which is not installed: pip install 'autoprof[dask]'") from None
     try:
-        client = Client(address, timeout=30)  # type: ignore[no-untyped-call]
+        client = Client(address, timeout=timeout)  # type: ignore[no-untyped-call]
     except Exception as e:
-        raise OSError(f"cannot reach the Dask scheduler at {address}: {type(e).__name__}: {e}") from None
+        detail = " ".join(str(e).split())
+        raise OSError(
+            f"cannot reach the Dask scheduler at {address} within {timeout:g} s (--scheduler-timeout): {type(e).__name__}"
+            + (f": {detail}" if detail else "")
+        ) from None
     return client, client.get_executor()  # type: ignore[no-untyped-call]
 
 
@@ -205,7 +229,7 @@ def _diff(args: argparse.Namespace) -> int:
         err.write(f"autoprof: {e}\n")
         return 2
     if not diffs:
-        err.write(f"autoprof: {args.base} and {args.new} share no rank or file name to compare\n")
+        err.write(f"autoprof: {_shown(args.base)} and {_shown(args.new)} share no rank or file name to compare\n")
         return 2
     if args.json:
         for d in diffs:
@@ -215,19 +239,41 @@ def _diff(args: argparse.Namespace) -> int:
         for d in diffs:
             _diff_table(d, out)
     out.flush()
+    # A gate that cannot be evaluated does not pass: bad input (2), one line per gate saying why.
+    unknown = []
+    if args.fail_on_regression is not None:
+        unknown.append((f"--fail-on-regression {args.fail_on_regression:g}", [p for d in diffs if (p := d.step_problem)]))
+    if args.fail_on_new is not None:
+        unknown.append((f"--fail-on-new {args.fail_on_new}", [p for d in diffs if (p := d.findings_problem)]))
+    unknown = [(gate, problems) for gate, problems in unknown if problems]
+    for gate, problems in unknown:
+        more = f" (and {len(problems) - 1} more pairs)" if len(problems) > 1 else ""
+        err.write(f"autoprof: {gate} cannot be evaluated: {problems[0]}{more}\n")
+    if unknown:
+        return 2
     regressed = args.fail_on_regression is not None and any((d.step_change_pct or 0) > args.fail_on_regression for d in diffs)
     appeared = args.fail_on_new is not None and any(d.new_findings(args.fail_on_new) for d in diffs)
     return 1 if regressed or appeared else 0
 
 
+def _shown(path: str) -> str:
+    """A path as a message names it: ``''`` for the empty one."""
+    return path if path else "''"
+
+
 def _diff_table(d: Diff, out: IO[str]) -> None:
     out.write(f"{d.base_path} → {d.new_path}  (rank {d.rank})\n")
     b, n = d.base_steps, d.new_steps
-    if b and n:
+    if b and n and d.step_change_pct is not None:
         out.write(
             f"  step time: {b.median_ms:.3f} ms [{b.min_ms:.3f}–{b.max_ms:.3f}] → {n.median_ms:.3f} ms "
             f"[{n.min_ms:.3f}–{n.max_ms:.3f}] ({d.step_change_pct:+.1f}%)\n"
         )
+    elif d.step_problem:
+        out.write(f"  step time: not compared: {d.step_problem}\n")
+    for side, failed in zip(("base", "new"), d.failures):
+        for line in failed:
+            out.write(f"  error on the {side} trace: {line}\n")
     if d.devices:
         out.write(
             f"  device: {', '.join(d.devices[0]) or 'none'} → {', '.join(d.devices[1]) or 'none'} (the likely cause of what follows)\n"
@@ -249,6 +295,9 @@ def _diff_table(d: Diff, out: IO[str]) -> None:
             out.write(f"    {change.kind:<11} {' '.join(part for part in change.key if part)}  {sides}\n")
     if d.unchanged:
         out.write("  no change\n")
+    for side, path, events in zip(("base", "new"), (d.base_path, d.new_path), d.events):
+        if events == 0:
+            out.write(f"  nothing to compare: the {side} trace {path} has no events\n")
     out.write("\n")
 
 
@@ -280,13 +329,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=_jobs,
         default=None,
         metavar="N",
-        help="files analyzed in parallel, each in a fresh process (default: the usable CPUs; 1: one after another)",
+        help="files analyzed in parallel, each in a fresh process (default and most: the usable CPUs, and no more than "
+        "the files; 1: one after another)",
     )
     analyze_cmd.add_argument(
         "--scheduler",
         default=None,
         metavar="ADDRESS",
         help="analyze the files on a Dask cluster (tcp://HOST:8786); its workers read the files (needs autoprof[dask])",
+    )
+    analyze_cmd.add_argument(
+        "--scheduler-timeout",
+        type=_seconds,
+        default=SCHEDULER_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"how long --scheduler waits to reach the scheduler before giving up (default {SCHEDULER_TIMEOUT_S:g})",
     )
     diff_cmd = sub.add_parser("diff", help="what changed between two runs (trace files, per-rank directories, or kept trace_dirs)")
     diff_cmd.add_argument("base", metavar="BASE")
@@ -297,12 +354,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=_percent,
         default=None,
         metavar="PCT",
-        help="exit 1 when the median step time got worse by more than PCT percent",
+        help="exit 1 when the median step time got worse by more than PCT percent (2 when it cannot be compared: no steps on a side)",
     )
     diff_cmd.add_argument(
-        "--fail-on-new", choices=SEVERITIES, default=None, help="exit 1 when a finding at or above this severity appeared"
+        "--fail-on-new",
+        choices=SEVERITIES,
+        default=None,
+        help="exit 1 when a finding at or above this severity appeared (2 when that cannot be known: a trace without "
+        "events, a rule that failed)",
     )
-    diff_cmd.add_argument("--top", type=_workers, default=10, metavar="N", help="ops and kernels listed per kind of change (default 10)")
+    diff_cmd.add_argument("--top", type=_top, default=10, metavar="N", help="ops and kernels listed per kind of change (default 10)")
     diff_cmd.add_argument("--workers", type=_workers, default=None, metavar="N", help="helper processes for large files (as analyze)")
     report_cmd = sub.add_parser("report", help="one self-contained HTML page about saved traces (needs autoprof[report])")
     report_cmd.add_argument("paths", nargs="+", metavar="PATH")
@@ -368,7 +429,7 @@ def _analyze(args: argparse.Namespace) -> int:
     client = executor = None
     if args.scheduler:
         try:
-            client, executor = _dask_executor(args.scheduler)
+            client, executor = _dask_executor(args.scheduler, args.scheduler_timeout)
         except (ImportError, OSError) as e:
             err.write(f"autoprof: {e}\n")
             return 2
@@ -413,12 +474,19 @@ def _report(args: argparse.Namespace) -> int:
     err = sys.stderr
     try:
         reps = htmlreport.write(args.paths, args.output, _user_rules(args.rules), workers=args.workers)
+    except htmlreport.NoReadableInputError as e:  # no page: every input's own line, as analyze
+        for line in e.errors:
+            err.write(f"autoprof: {line}\n")
+        return 2
     except (TraceError, ImportError, OSError, ValueError) as e:
         err.write(f"autoprof: {e}\n")
         return 2
     bad = [r for r in reps if r.error is not None]
-    for r in bad:
-        err.write(f"autoprof: {r.error}\n")
+    for r in reps:
+        if r.error is not None:
+            err.write(f"autoprof: {r.error}\n")
+        for failure in r.failures:  # on the page too
+            err.write(f"autoprof: {r.path}: {failure}\n")
     err.write(f"autoprof: wrote {args.output} ({len(reps) - len(bad)} trace(s))\n")
     return 2 if bad else 0
 

@@ -41,6 +41,8 @@ class Profile:
     kernels: dict[tuple[str, str, str], OpTime]  # (launching op, its input shapes, kernel) -> calls, device time
     devices: list[str]  # the devices' names (deviceProperties)
     findings: list[Finding] = field(default_factory=list)
+    events: int | None = None  # the trace's events (None: not known)
+    failures: list[str] = field(default_factory=list)  # "rule X failed: ..." for each rule that raised on it
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,8 @@ class Diff:
     verdicts: list[VerdictChange]
     devices: tuple[list[str], list[str]] | None  # (base, new) when the device changed
     gemm_kernels: tuple[list[str], list[str]] | None  # (base, new) GEMM kernels, when they differ
+    events: tuple[int | None, int | None] = (None, None)  # (base, new) events in each trace
+    failures: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))  # (base, new) rules that raised
 
     @property
     def step_change_pct(self) -> float | None:
@@ -126,6 +130,31 @@ class Diff:
             return None
         return round((self.new_steps.median_ms / self.base_steps.median_ms - 1) * 100, 2)
 
+    @property
+    def step_problem(self) -> str | None:
+        """Why the step times cannot be compared (None when :attr:`step_change_pct` is a number)."""
+        if self.step_change_pct is not None:
+            return None
+        missing = [side for side, steps in (("base", self.base_steps), ("new", self.new_steps)) if not steps]
+        if len(missing) == 2:
+            return f"neither {self.base_path} nor {self.new_path} has steps (ProfilerStep#N spans)"
+        if missing:
+            path = self.base_path if missing[0] == "base" else self.new_path
+            return f"the {missing[0]} trace {path} has no steps (ProfilerStep#N spans)"
+        return f"the base trace {self.base_path} has a median step time of 0 ms"
+
+    @property
+    def findings_problem(self) -> str | None:
+        """Why the verdicts cannot be compared (None when they can): a side with no events, where no rule read
+        anything, or a rule that failed on a side, whose findings there are unknown."""
+        for side, path, events in (("base", self.base_path, self.events[0]), ("new", self.new_path, self.events[1])):
+            if events == 0:
+                return f"the {side} trace {path} has no events: no rule read anything"
+        for side, path, failed in (("base", self.base_path, self.failures[0]), ("new", self.new_path, self.failures[1])):
+            if failed:
+                return f"on the {side} trace {path}, {failed[0]}" + (f" (and {len(failed) - 1} more rules)" if len(failed) > 1 else "")
+        return None
+
     def new_findings(self, level: str) -> list[Finding]:
         """Findings at or above ``level`` that the new run has and the base had not."""
         floor = severity_rank(level)
@@ -133,7 +162,13 @@ class Diff:
 
     @property
     def unchanged(self) -> bool:
-        return not (self.ops or self.kernels or self.verdicts or self.devices or self.gemm_kernels) and not self.step_change_pct
+        """Nothing changed: no op, kernel, verdict or device change, and step times compared and equal (without
+        steps on a side, or with a rule failed, that is not known)."""
+        return (
+            not (self.ops or self.kernels or self.verdicts or self.devices or self.gemm_kernels)
+            and self.step_change_pct == 0
+            and self.findings_problem is None
+        )
 
     def to_json(self) -> dict[str, Any]:
         def steps(s: Steps | None) -> dict[str, Any] | None:
@@ -190,6 +225,8 @@ def compare_one(base: Profile, new: Profile, top: int = 10) -> Diff:
         verdicts=_verdicts(base.findings, new.findings),
         devices=(base.devices, new.devices) if base.devices != new.devices and (base.devices or new.devices) else None,
         gemm_kernels=_gemm_kernels(base, new),
+        events=(base.events, new.events),
+        failures=(list(base.failures), list(new.failures)),
     )
 
 

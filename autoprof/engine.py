@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
@@ -13,7 +14,7 @@ from autoprof import _fleet, ranks
 from autoprof.compare import Diff, OpTime, Profile, compare
 from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
-from autoprof.rules import regime, run_rules
+from autoprof.rules import Shipped, regime, run_rules, ship
 from autoprof.rules._common import device_step_ns, shape_of, short_kernel_name, view
 from autoprof.rules.sync import profiler_flush_ns
 from autoprof.sections import section_times
@@ -102,6 +103,7 @@ def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
         {k: OpTime(c, t) for k, (c, t) in kernels.items()},
         devices,
         list(findings),
+        trace.n_events,
     )
 
 
@@ -113,10 +115,12 @@ def profiles(paths: Sequence[str | os.PathLike[str]], config: Config | None = No
     for name, trace in loaded(paths, workers):
         if isinstance(trace, TraceError):
             raise trace
-        findings, _ = analyze_trace(trace, config)
-        out.append(profile_of(trace, findings, name))
+        findings, failures = analyze_trace(trace, config)
+        profile = profile_of(trace, findings, name)
+        profile.failures = [f"rule {rule} failed: {getattr(e, 'type_name', type(e).__name__)}: {e}" for rule, e in failures]
+        out.append(profile)
     if not out:
-        raise TraceError(", ".join(map(str, paths)), "no trace files found")
+        raise TraceError(", ".join(map(str, paths)) or "(no input)", "no trace files found")
     return out
 
 
@@ -208,17 +212,22 @@ def iter_files(
 
     Files in parallel: ``executor`` (any ``concurrent.futures.Executor``: a Dask ``client.get_executor()``, ...)
     runs :func:`analyze_one` per file, the worker reading the file itself (this process only lists the inputs);
-    else ``jobs`` fresh local processes (default: the usable CPUs; 1 or a single file: one after another, here).
+    else ``jobs`` fresh local processes (default: the usable CPUs; never more than those nor than the files; 1 or a
+    single file: one after another, here).
     The two levels share the CPUs: files first (they parallelise perfectly, a file's helpers only its parse), then
     what is left: each file's ``workers`` default to 0 unless every job has two CPUs or more."""
     if config is None:
         config = SWITCH.config  # e.g. peaks set with autoprof.configure(peaks=...)
     inputs = [f for path in paths for f in _inputs(path)]
     good = [f for f in inputs if not isinstance(f, TraceError)]
-    n = jobs if jobs is not None else _fleet.usable_cpus()
+    cpus = _fleet.usable_cpus()
+    n = min(jobs, cpus) if jobs is not None else cpus  # more interpreters than CPUs only compete (and the pool: files)
     # memory:// files live in this process only: another process would find none
     here_only = any(isinstance(f, str) and f.startswith("memory://") for f in good)
-    if executor is None and (n <= 1 or len(good) <= 1 or here_only):
+    # a user's rule that another process cannot import (made by a factory, a lambda, a script's own): all here
+    shipped = ship(config.rules) if config.rules else None
+    rules_here = bool(config.rules) and shipped is None
+    if (executor is None and (n <= 1 or len(good) <= 1 or here_only)) or rules_here:
         for f in inputs:
             if isinstance(f, TraceError):
                 yield FileResult(f.path, error=str(f), exc=f)
@@ -227,7 +236,7 @@ def iter_files(
                 result = analyze_one(str(f), config, workers)
             yield result
         return
-    yield from _in_parallel(inputs, good, config, workers, n, executor)
+    yield from _in_parallel(inputs, good, config, workers, n, executor, shipped)
 
 
 def _in_parallel(
@@ -237,16 +246,19 @@ def _in_parallel(
     workers: int | None,
     jobs: int,
     executor: Executor | None,
+    shipped: Shipped | None = None,
 ) -> Iterator[FileResult]:
-    """:func:`iter_files` with files analyzed by ``executor`` (or a local :class:`~autoprof._fleet.FilePool`)."""
-    portable = config.replace(logger=None)  # a host logger stays here: records are written by this process
+    """:func:`iter_files` with files analyzed by ``executor`` (or a local :class:`~autoprof._fleet.FilePool`); the
+    user's rules travel as ``shipped`` (by import path, see :func:`autoprof.rules.ship`), not in the config."""
+    # a host logger stays here: records are written by this process
+    portable = config.replace(logger=None, rules=()) if shipped is not None else config.replace(logger=None)
     if workers is None:
         per_job = _fleet.usable_cpus() // max(jobs, 1)
         workers = 0 if executor is not None or per_job < 2 else min(per_job, 4)
     pool = executor if executor is not None else _fleet.FilePool(min(jobs, len(good)))
     done = False
     try:
-        futures = [pool.submit(analyze_one, str(f), portable, workers) for f in good]
+        futures = [pool.submit(analyze_one, str(f), portable, workers, shipped) for f in good]
         pending = iter(futures)
         for f in inputs:
             if isinstance(f, TraceError):
@@ -274,14 +286,24 @@ def _in_parallel(
                 pool.terminate()
 
 
-def analyze_one(path: str, config: Config, workers: int | None = None) -> FileResult:
+def analyze_one(path: str, config: Config, workers: int | None = None, rules: Shipped | None = None) -> FileResult:
     """One trace file (a path or an fsspec URL), loaded and analyzed: the task a worker runs for a file (it reads
-    the file itself; the result is small and picklable whatever the trace's size)."""
+    the file itself; the result is small and picklable whatever the trace's size). ``rules``: the user's rules as
+    :func:`autoprof.rules.ship` sent them (they replace ``config.rules``); one that cannot be imported here is one
+    failure of this file's, not the file's error."""
+    unshipped: list[tuple[str, BaseException]] = []
+    if rules is not None:
+        found, unshipped = rules.resolve()
+        config = dataclasses.replace(config, rules=found)  # each is checked again when it runs
     try:
         trace = _load(path, workers)
     except TraceError as e:
         return FileResult(e.path, error=str(e), exc=e)
+    except Exception as e:  # MemoryError (a gzip bomb), a loader's bug: this file's one line, the others go on
+        err = chrome.failed_load(path, e)
+        return FileResult(path, error=str(err), exc=err)
     findings, failures = analyze_trace(trace, config)
+    failures = unshipped + failures
     return FileResult(
         path,
         trace.rank,
@@ -301,7 +323,10 @@ def analyze_one(path: str, config: Config, workers: int | None = None) -> FileRe
 
 def _inputs(path: str | os.PathLike[str]) -> Iterator[str | os.PathLike[str] | TraceError]:
     """The trace files a path or URL names (or the errors that stopped parts of it), in order."""
-    if remote.is_url(path):
+    empty = remote.names_nothing(path)  # '' or file://: never the current directory
+    if empty is not None:
+        yield empty
+    elif remote.is_url(path):
         yield from remote.iter_url_inputs(str(path))
     else:
         yield from chrome.iter_trace_inputs(remote.local_path(path))
@@ -338,6 +363,9 @@ def loaded(
                     trace = _load(f, workers)
             except TraceError as e:
                 yield str(f), e
+                continue
+            except Exception as e:  # as analyze_one: this file's one line
+                yield str(f), chrome.failed_load(str(f), e)
                 continue
             yield str(f), trace
 
@@ -398,7 +426,7 @@ def analyze(
     Raises :class:`autoprof.TraceError` (a ``ValueError`` whose message names the file) when an input cannot
     be read; :func:`analyze_files` keeps the good files' findings when some are bad. ``workers``: helper
     processes that parse a large file's events (default: the usable CPUs, at most 4; 0 = none). ``jobs``: files
-    analyzed in parallel in fresh local processes (default: the usable CPUs); ``executor``: any
+    analyzed in parallel in fresh local processes (default and most: the usable CPUs); ``executor``: any
     ``concurrent.futures.Executor`` instead (``client.get_executor()`` of a Dask cluster), whose workers read the
     files themselves.
     """

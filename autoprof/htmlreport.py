@@ -10,10 +10,13 @@ plotly.js embedded: no CDN, no request, it opens from disk in any browser.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import html
 import os
+import re
+import secrets
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +25,7 @@ from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
 from autoprof.rules import regime, roofline
 from autoprof.rules._common import merge, total, view
+from autoprof.trace import chrome, remote
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, KERNEL_CODE, Trace
 
@@ -32,6 +36,12 @@ MAX_STEPS = 64  # steps in the breakdown
 MAX_SPANS = 150  # busy spans per step in the activity strip (closer ones are joined)
 MAX_STRIP_STEPS = 16  # steps in the activity strip: spread over the window, first and last included
 GAPS_LABELLED = 3  # per step
+#: What one name (an op, a kernel, its shapes) may cost on the page: longer ones end in an ellipsis, in the tables,
+#: the hover text and the labels alike (a trace's names are untrusted: one of 100k characters would weigh 100 KB
+#: wherever it appears).
+NAME_CAP = 200
+#: What one free text (a finding's message or advice, an error) may cost: each word at most ``NAME_CAP``.
+TEXT_CAP = 2000
 SEVERITY_ORDER = ("critical", "error", "warning", "info")
 #: Where a step's time goes, in the stack's order (bottom first).
 PARTS = ("input", "sync", "communication", "compute-bound ops", "memory-bound ops", "other op work", "host overhead")
@@ -57,12 +67,28 @@ class FileReport:
     kernels: list[dict[str, Any]] = field(default_factory=list)
     step_ns: list[int] = field(default_factory=list)
     rank_summary: ranks.RankSummary | None = None  # what the cross-rank comparison reads of this rank (per-rank bars)
+    failures: list[str] = field(default_factory=list)  # "rule X failed: ..." for each rule that raised on this trace
+
+
+def short(text: Any, cap: int = NAME_CAP) -> str:
+    """``text`` (a name) as the page shows it: at most ``cap`` characters, the last an ellipsis when cut."""
+    shown = str(text)
+    return shown if len(shown) <= cap else shown[: cap - 1] + "…"
+
+
+_LONG_WORD = re.compile(rf"\S{{{NAME_CAP + 1},}}")
+
+
+def clipped(text: Any) -> str:
+    """A free text (a message naming ops, an error) as the page shows it: each word as :func:`short` cuts a name,
+    the whole at most ``TEXT_CAP`` characters."""
+    return short(_LONG_WORD.sub(lambda m: short(m.group()), str(text)), TEXT_CAP)
 
 
 def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None = None) -> FileReport:
     """One analyzed trace, read for the page."""
     rep = FileReport(trace.source or "", trace.rank, trace.world_size)
-    rep.findings = [f.to_record() for f in findings]
+    rep.findings = [f.to_record() for f in findings]  # free text: cut where the page shows it (clipped)
     win = view(trace)
     rep.on_device = bool(win.device_busy)
     rep.step_ns = [s.dur_ns for s in trace.steps]
@@ -83,7 +109,7 @@ def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None
             rep.roofline_missing = "no roofline points: no op in this trace has shapes the cost models read"
     rep.steps = _breakdown(trace, roof)
     rep.strip = _strip(trace) if rep.on_device else []
-    rep.top_ops = engine.top_ops(trace, MAX_ROWS)
+    rep.top_ops = [{**o, "name": short(o["name"])} for o in engine.top_ops(trace, MAX_ROWS)]
     rep.kernels = _kernels(trace)
     return rep
 
@@ -103,7 +129,9 @@ _POINT_KEYS = (
 
 def _point(record: dict[str, Any]) -> dict[str, Any]:
     """What the chart shows of an op's roofline record (not its advice, the same for every op of a bound)."""
-    return {k: record[k] for k in _POINT_KEYS}
+    point = {k: record[k] for k in _POINT_KEYS}
+    point["name"], point["input_shapes"] = short(point["name"]), short(point["input_shapes"])
+    return point
 
 
 def _breakdown(trace: Trace, roof: roofline.Roofline | None) -> list[dict[str, Any]]:
@@ -201,7 +229,7 @@ def _host_at(trace: Trace, tid: int, a: int, b: int) -> str:
         overlap = min(ts[i] + dur[i], b) - max(ts[i], a)
         if overlap > most:
             best, most = i, overlap
-    return trace.names[trace.h_name[best]] if best >= 0 else "no op on the host"
+    return short(trace.names[trace.h_name[best]]) if best >= 0 else "no op on the host"
 
 
 def _kernels(trace: Trace) -> list[dict[str, Any]]:
@@ -214,7 +242,8 @@ def _kernels(trace: Trace) -> list[dict[str, Any]]:
             calls[nid] = calls.get(nid, 0) + 1
     top = sorted(time.items(), key=lambda item: -item[1])[:MAX_ROWS]
     return [
-        {"name": trace.names[n], "time_us": round(t / 1e3, 3), "calls": calls[n], "mean_us": round(t / 1e3 / calls[n], 3)} for n, t in top
+        {"name": short(trace.names[n]), "time_us": round(t / 1e3, 3), "calls": calls[n], "mean_us": round(t / 1e3 / calls[n], 3)}
+        for n, t in top
     ]
 
 
@@ -233,8 +262,9 @@ def reports(paths: Sequence[str | os.PathLike[str]], config: Config | None = Non
             out.append(FileReport(name, error=str(trace), problem=trace.problem))
             results.append(engine.FileResult(name, error=str(trace)))
             continue
-        findings, _failures = engine.analyze_trace(trace, config)
+        findings, failures = engine.analyze_trace(trace, config)
         rep = file_report(trace, findings, config)
+        rep.failures = [f"rule {rule} failed: {getattr(e, 'type_name', type(e).__name__)}: {e}" for rule, e in failures]
         out.append(rep)
         results.append(engine.FileResult(name, trace.rank, trace.world_size, findings, step_ns=rep.step_ns))
     engine.cross_rank(results)  # the lowest rank's findings gain the comparison; waiting ranks' are reworded
@@ -244,24 +274,94 @@ def reports(paths: Sequence[str | os.PathLike[str]], config: Config | None = Non
     return out
 
 
+class NoReadableInputError(TraceError):
+    """No input is a readable trace, so no page: ``errors`` holds every input's one-line error (the message is the
+    first one's, with how many more)."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str, errors: Sequence[str] = ()) -> None:
+        super().__init__(path, problem)
+        self.errors = list(errors) or [str(self)]
+
+
+class OutputError(ValueError):
+    """The page cannot be written where asked (one line naming the path); nothing is left behind."""
+
+
 def write(
     paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], config: Config | None = None, workers: int | None = None
 ) -> list[FileReport]:
-    """Read ``paths`` and write the page to ``out``; returns what it shows. Raises :class:`TraceError` when no
-    input is a readable trace (the unreadable ones are listed on the page otherwise), ``ImportError`` (one line,
-    naming the extra) without plotly."""
+    """Read ``paths`` and write the page to ``out``; returns what it shows. Raises :class:`OutputError` (before
+    reading anything) when ``out`` is empty, a directory, or one of the inputs (the same file, or one found in an
+    input directory); :class:`NoReadableInputError` (a :class:`TraceError`) when no input is a readable trace (the
+    unreadable ones are listed on the page otherwise); ``ImportError`` (one line, naming the extra) without plotly;
+    ``OSError`` (one line) when the page cannot be written. No temporary file is left behind in any case."""
     _plotly()  # missing: say so before reading any trace
+    check_output(out, paths)
     reps = reports(paths, config, workers)
     if not reps:
-        raise TraceError(", ".join(map(str, paths)), "no trace files")
-    if all(r.error is not None for r in reps):
-        raise TraceError(reps[0].path, reps[0].problem or "cannot be read")
-    page = render(reps)
-    tmp = f"{os.fspath(out)}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(page)
-    os.replace(tmp, out)
+        raise NoReadableInputError(", ".join(map(str, paths)) or "(no input)", "no trace files")
+    bad = [r for r in reps if r.error is not None]
+    if len(bad) == len(reps):
+        more = f" (and {len(bad) - 1} more inputs that cannot be read)" if len(bad) > 1 else ""
+        raise NoReadableInputError(bad[0].path, (bad[0].problem or "cannot be read") + more, [r.error or r.path for r in bad])
+    save(render(reps), out)
     return reps
+
+
+def check_output(out: str | os.PathLike[str], paths: Sequence[str | os.PathLike[str]]) -> None:
+    """Raise :class:`OutputError` when ``out`` cannot be the page: empty, a directory, in a directory that does not
+    exist, or an input trace (``os.path.samefile``: a link or another name of it, also a file found inside an input
+    directory), which the page would overwrite."""
+    text = os.fspath(out)
+    if not text:
+        raise OutputError("the output path is empty: name the page's file (-o report.html)")
+    if os.path.isdir(text):
+        raise OutputError(f"{text}: is a directory: name the page's file (-o {os.path.join(text, 'autoprof-report.html')})")
+    parent = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(parent):
+        raise OutputError(f"{text}: cannot write the page there: {parent} is not a directory")
+    if not os.path.exists(text):
+        return  # a new file is no input
+    for trace_file in _local_inputs(paths):
+        try:
+            same = os.path.samefile(text, trace_file) or os.path.realpath(text) == os.path.realpath(trace_file)
+        except OSError:
+            continue
+        if same:
+            named = "" if os.fspath(trace_file) == text else f" ({trace_file})"
+            raise OutputError(f"{text}: is one of the input traces{named}: the page would overwrite it; name another output file")
+
+
+def _local_inputs(paths: Sequence[str | os.PathLike[str]]) -> Iterator[str | os.PathLike[str]]:
+    """The local trace files the inputs name (as the report will read them; URLs of other file systems skipped)."""
+    for path in paths:
+        if remote.names_nothing(path) is not None or remote.is_url(path):
+            continue
+        for f in chrome.iter_trace_inputs(remote.local_path(path)):
+            if not isinstance(f, TraceError):
+                yield f
+
+
+def save(page: str, out: str | os.PathLike[str]) -> None:
+    """Write ``page`` to ``out`` whole or not at all: a new temporary file beside it (created exclusively, so no
+    existing path or link is followed; as readable as the user's other files), renamed over ``out``; whatever
+    fails, the temporary file is removed. Raises ``OSError`` (one line naming ``out``)."""
+    text = os.fspath(out)
+    tmp = os.path.join(os.path.dirname(os.path.abspath(text)), f".autoprof-report-{secrets.token_hex(8)}.part")
+    try:
+        f = open(tmp, "x", encoding="utf-8")  # noqa: SIM115 - closed below, before the rename
+    except OSError as e:
+        raise OSError(f"{text}: cannot write the page: {e.strerror or e}") from None
+    try:
+        with f:
+            f.write(page)
+        os.replace(tmp, text)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise OSError(f"{text}: cannot write the page: {e.strerror or e}") from None
+        raise
 
 
 # -- the page ------------------------------------------------------------------------------------------
@@ -312,19 +412,30 @@ def _esc(x: Any) -> str:
     return html.escape(str(x))
 
 
+def _say(x: Any) -> str:
+    """A free text (a message, advice, an error) escaped, as :func:`clipped` cuts it."""
+    return html.escape(clipped(x))
+
+
+def _error(rep: FileReport) -> str:
+    """A file's error line: its path whole, its problem as :func:`clipped` cuts it."""
+    return f"{_esc(rep.path)}: {_say(rep.problem)}" if rep.problem is not None else _say(rep.error)
+
+
 def _summary(reps: Sequence[FileReport]) -> str:
     rows = []
     for n, rep in enumerate(reps):
         if rep.error is not None:
-            rows.append(f'<tr><td><a href="#file{n}">{_esc(rep.path)}</a></td><td colspan="3" class="error">{_esc(rep.error)}</td></tr>')
+            rows.append(f'<tr><td><a href="#file{n}">{_esc(rep.path)}</a></td><td colspan="3" class="error">{_error(rep)}</td></tr>')
             continue
         reg = next((f for f in rep.findings if f["rule"] == regime.RULE), None)
         median = f"{statistics.median(rep.step_ns) / 1e6:.2f}" if rep.step_ns else "–"
         counts = {s: sum(1 for f in rep.findings if f["severity"] == s) for s in SEVERITY_ORDER}
-        shown = ", ".join(f"{c} {s}" for s, c in counts.items() if c)
+        failed = [f"{len(rep.failures)} rule(s) failed"] if rep.failures else []
+        shown = ", ".join([*(f"{c} {s}" for s, c in counts.items() if c), *failed])
         rows.append(
             f'<tr><td><a href="#file{n}">{_esc(rep.path)}</a></td><td>{rep.rank}</td>'
-            f'<td class="verdict">{_esc(reg["verdict"]) if reg else "–"}</td><td>{median}</td><td>{_esc(shown)}</td></tr>'
+            f'<td class="verdict">{_say(reg["verdict"]) if reg else "–"}</td><td>{median}</td><td>{_esc(shown)}</td></tr>'
         )
     return (
         "<h1>autoprof report</h1><h2>Verdicts</h2>"
@@ -337,9 +448,11 @@ def _summary(reps: Sequence[FileReport]) -> str:
 def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
     out = [f'<section id="file{n}"><h2>{_esc(rep.path)}</h2>']
     if rep.error is not None:
-        out.append(f'<p class="error">{_esc(rep.error)}</p></section>')
+        out.append(f'<p class="error">{_error(rep)}</p></section>')
         return "".join(out)
     out.append(_findings_html(rep))
+    for failure in rep.failures:  # as analyze: the rule's error, on the page too (its findings are missing)
+        out.append(f'<p class="error rule-failure">error: {_say(failure)} (its findings are missing from this page)</p>')
     out.append("<h3>Roofline</h3>")
     if rep.roofline is not None and rep.roofline["ops"]:
         out.append(_fig(pio, _roofline_figure(go, rep), f"roofline{n}"))
@@ -379,12 +492,12 @@ def _findings_html(rep: FileReport) -> str:
         evidence = {k: v for k, v in reg["evidence"].items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
         shown = ", ".join(f"{k} {v}" for k, v in list(evidence.items())[:8])
         out.append(
-            f'<div class="regime"><div class="verdict big">{_esc(reg["verdict"])}</div><div>{_esc(reg["message"])}</div>'
-            f'<div class="advice">{_esc(reg["advice"])}</div><div class="evidence">{_esc(shown)}</div></div>'
+            f'<div class="regime"><div class="verdict big">{_say(reg["verdict"])}</div><div>{_say(reg["message"])}</div>'
+            f'<div class="advice">{_say(reg["advice"])}</div><div class="evidence">{_say(shown)}</div></div>'
         )
     rows = "".join(
-        f'<tr class="{_esc(f["severity"])}"><td>{_esc(f["severity"])}</td><td>{_esc(f["rule"])}</td><td>{_esc(f["verdict"])}</td>'
-        f"<td>{_esc(f['message'])}</td><td>{_esc(f['advice'])}</td></tr>"
+        f'<tr class="{_esc(f["severity"])}"><td>{_esc(f["severity"])}</td><td>{_say(f["rule"])}</td><td>{_say(f["verdict"])}</td>'
+        f"<td>{_say(f['message'])}</td><td>{_say(f['advice'])}</td></tr>"
         for f in items
     )
     out.append(
@@ -396,7 +509,7 @@ def _findings_html(rep: FileReport) -> str:
 
 def _table(kind: str, head: list[str], rows: list[list[Any]]) -> str:
     th = "".join(f"<th>{_esc(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(short(c))}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="sortable {kind}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -429,7 +542,7 @@ def _roofline_figure(go: Any, rep: FileReport) -> Any:
                 name=f"{bound}-bound ops",
                 marker={"size": [6 + 34 * (o["time_us"] / longest) ** 0.5 for o in chosen], "color": color, "opacity": 0.7},
                 text=[
-                    f"{o['name']} {o['input_shapes']} {o['dtype']}<br>{o['calls_count']} calls, {o['time_us']:.1f} µs"
+                    f"{short(o['name'])} {short(o['input_shapes'])} {o['dtype']}<br>{o['calls_count']} calls, {o['time_us']:.1f} µs"
                     f"<br>{o['achieved_flops_per_s'] / 1e9:.2f} GFLOP/s at {o['intensity_flops_per_byte']:.2f} FLOP/B"
                     + (f"<br>{o['roofline_fraction_ratio']:.0%} of its roofline" if o["roofline_fraction_ratio"] is not None else "")
                     for o in chosen
@@ -493,7 +606,7 @@ def _strip_figure(go: Any, rep: FileReport) -> Any:
         for gap in row["gaps"]:
             gx.append(round(gap["start_ms"] + gap["ms"] / 2, 4))
             gy.append(row_index)
-            gt.append(f"step {row['number']}: idle {gap['ms']:.3f} ms; host: {gap['host']}")
+            gt.append(f"step {row['number']}: idle {gap['ms']:.3f} ms; host: {short(gap['host'])}")
     if gx:
         fig.add_trace(
             go.Scatter(
@@ -570,4 +683,16 @@ _PAGE = """<!DOCTYPE html>
 </body></html>
 """
 
-__all__ = ["FileReport", "file_report", "render", "reports", "write"]
+__all__ = [
+    "FileReport",
+    "NoReadableInputError",
+    "OutputError",
+    "check_output",
+    "clipped",
+    "file_report",
+    "render",
+    "reports",
+    "save",
+    "short",
+    "write",
+]

@@ -64,6 +64,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "rules._common",
         "trace.chrome",
         "trace.model",
+        "trace.remote",
         "plotly",
     },
     "exchange": {"config", "emit", "ranks", "torch"},

@@ -25,6 +25,20 @@ class TraceError(ValueError):
         return (type(self), (self.path, self.problem))
 
 
+#: The problem of an input that names nothing: ``''`` (an unset variable expanded to nothing) would otherwise read
+#: as the current directory (``Path('')`` is ``.``) and be walked.
+EMPTY_PATH = "an empty path names no file or directory"
+
+
+def failed_load(path: str | os.PathLike[str], e: BaseException) -> TraceError:
+    """The one-line error of a file whose load raised something other than :class:`TraceError` (a ``MemoryError``
+    from a gzip bomb, a loader's bug): that file's error, as any unreadable file's, so the other files go on."""
+    if isinstance(e, MemoryError):
+        return TraceError(path, "could not be analyzed: out of memory while reading it (MemoryError)")
+    detail = str(e).splitlines()[0] if str(e) else ""
+    return TraceError(path, f"could not be analyzed: {type(e).__name__}" + (f": {detail}" if detail else ""))
+
+
 def _os_problem(e: OSError) -> str:
     return f"cannot read: {e.strerror or type(e).__name__}"
 
@@ -75,6 +89,9 @@ def iter_trace_inputs(path: str | os.PathLike[str]) -> Iterator[Path | TraceErro
     """The trace files a path names (the file itself, or the ``*.json(.gz)`` files under a directory, sorted),
     and a :class:`TraceError` for each part of it that cannot be read (the path itself, a subdirectory that
     cannot be listed, an entry that cannot be examined or is not a regular file). Never raises."""
+    if os.fspath(path) == "":
+        yield TraceError("''", EMPTY_PATH)
+        return
     root_path = Path(path)
     try:
         st = os.stat(root_path)

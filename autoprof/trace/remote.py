@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from autoprof.trace.inputs import TRACE_SUFFIXES, TraceError
+from autoprof.trace.inputs import EMPTY_PATH, TRACE_SUFFIXES, TraceError
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -22,6 +22,19 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 def is_url(path: object) -> bool:
     """Whether ``path`` is a URL of a protocol other than ``file://``."""
     return isinstance(path, str) and bool(_URL.match(path)) and not path.startswith("file://")
+
+
+def names_nothing(path: str | os.PathLike[str]) -> TraceError | None:
+    """The error of an input that names nothing, else None: ``''``, or a URL with no path (``file://``,
+    ``memory://``), which would otherwise read as the current directory (or a file system's root) and be walked."""
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        return None
+    if text == "":
+        return TraceError("''", EMPTY_PATH)
+    if _URL.match(text) and text.split("://", 1)[1] == "":
+        return TraceError(text, "a URL with no path names no file or directory")
+    return None
 
 
 def local_path(path: str | os.PathLike[str]) -> str | os.PathLike[str]:
@@ -50,6 +63,10 @@ def _fs(url: str) -> tuple[Any, str]:
 def iter_url_inputs(url: str) -> Iterator[str | TraceError]:
     """The trace files a URL names (the object itself, or the ``*.json(.gz)`` objects under it, sorted), as URLs;
     a :class:`TraceError` for what cannot be listed. Never raises."""
+    empty = names_nothing(url)
+    if empty is not None:
+        yield empty
+        return
     try:
         fs, path = _fs(url)
         info = fs.info(path)
