@@ -6,6 +6,7 @@ a thread-local depth and ``perf_counter_ns`` twice, and never touches ``record_f
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import os
@@ -29,6 +30,9 @@ from autoprof.session import SECTIONS_SEEN, SESSION, Target, Window
 F = TypeVar("F", bound=Callable[..., Any])
 
 _tls = threading.local()
+#: The nesting of ``async def`` targets in the running task (asyncio.gather interleaves tasks on one thread, so a
+#: thread's depth cannot say it): 0 outside any, 1 inside one, -1 inside one that runs bare (concurrent with another).
+_task_depth: contextvars.ContextVar[int] = contextvars.ContextVar("autoprof_task_depth", default=0)
 _get_ident = threading.get_ident
 _now = time.perf_counter_ns
 _record_function = _ap.record_function
@@ -304,19 +308,22 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
     is_compiling = _is_compiling
     now = _now
     name = ins.name
+    task_depth = _task_depth
 
     if inspect.iscoroutinefunction(fn):
 
         async def awrapper(*args: Any, **kwargs: Any) -> Any:
             if not switch.enabled or is_compiling():
                 return await fn(*args, **kwargs)
-            try:
-                depth = tls.d
-            except AttributeError:
-                depth = tls.d = 0
-            if depth:
+            here = task_depth.get()  # this task's: concurrent tasks on one thread interleave at every await
+            running = getattr(tls, "a", 0)  # outermost async calls in flight on this thread, in any task
+            in_sync: int = getattr(tls, "d", 0)
+            if here > 0 or (here == 0 and not running and in_sync):
+                # nested in this task's call (or in a sync call that runs an event loop): an annotation while a
+                # profiler records
                 if not ap._is_profiler_enabled or _is_tracing():
                     return await fn(*args, **kwargs)
+                token = task_depth.set(1)
                 rf = None
                 try:
                     rf = _annotation(name)
@@ -324,25 +331,40 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 finally:
                     if rf is not None:
                         _close_rf(rf)
-            t = ins.target
-            if t is not None and t.done and not ap._is_profiler_enabled:
-                tls.d = 1
+                    task_depth.reset(token)
+            if here < 0 or running:
+                # another task's call is in flight on this thread (asyncio.gather): this one runs bare, neither a step
+                # nor an annotation (two record_functions held across the awaits of concurrent tasks end out of order)
+                token = task_depth.set(-1)
                 try:
                     return await fn(*args, **kwargs)
                 finally:
-                    tls.d = 0
-            calls: list[Any] = []
-            mode = PLAIN
-            t0 = -1
+                    task_depth.reset(token)
+            token = task_depth.set(1)
+            tls.a = running + 1
             try:
-                mode = ins.begin(calls)
-                t0 = now()
-                return await fn(*args, **kwargs)
-            finally:
+                t = ins.target
+                if t is not None and t.done and not ap._is_profiler_enabled:
+                    tls.d = 1
+                    try:
+                        return await fn(*args, **kwargs)
+                    finally:
+                        tls.d = 0
+                calls: list[Any] = []
+                mode = PLAIN
+                t0 = -1
                 try:
-                    ins.end(mode, calls, t0)
+                    mode = ins.begin(calls)
+                    t0 = now()
+                    return await fn(*args, **kwargs)
                 finally:
-                    tls.d = 0
+                    try:
+                        ins.end(mode, calls, t0)
+                    finally:
+                        tls.d = 0
+            finally:
+                tls.a = getattr(tls, "a", 1) - 1
+                task_depth.reset(token)
 
         return awrapper
 
@@ -393,6 +415,7 @@ def _after_fork_in_child() -> None:
     """A child forked inside a decorated call (a ``multiprocessing`` pool started in a step) starts at depth 0: its
     calls are steps of its own targets, not annotations of a call that only runs in the parent."""
     _tls.d = 0
+    _tls.a = 0
     _tls.driver = None
     _tls.sections = []
 

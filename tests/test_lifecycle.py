@@ -433,3 +433,32 @@ def test_property_runs_that_fail_or_stop_early_never_leave_the_profiler_on(
     assert windows and windows[-1]["steps"] == [2, 3, 4]
     _whole_runs(windows)
     assert max(rss) - rss[0] < 200, f"RSS grew over the runs: {rss}"
+
+
+def test_concurrent_async_steps_leave_no_torch_line_on_stderr(tmp_path: Path) -> None:
+    sink = tmp_path / "r.jsonl"
+    code = textwrap.dedent(
+        f"""
+        import asyncio, torch, autoprof
+        autoprof.configure(sink={str(sink)!r}, background=False)
+        x = torch.randn(32, 32)
+
+        @autoprof.autoprof(skip_first=0, wait=0, warmup=1, active=3)
+        async def step(i):
+            y = x @ x
+            await asyncio.sleep(0.001)
+            return (y @ x).sum().item()
+
+        async def main():
+            for _ in range(8):
+                await asyncio.gather(*(step(i) for i in range(8)))
+
+        asyncio.run(main())
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    stray = [line for line in run.stderr.splitlines() if line.strip() and not line.startswith("{")]
+    assert not stray, f"non-JSON lines on stderr: {stray[:3]}"
+    (window,) = [json.loads(line) for line in sink.read_text().splitlines() if '"autoprof.window"' in line]
+    assert window["steps"] == [1, 2, 3]  # one step a round: the first call in flight; the others ran bare meanwhile
