@@ -23,6 +23,7 @@ from autoprof.trace.events import EventConsumer
 from autoprof.trace.inputs import (
     TRACE_SUFFIXES,
     TraceError,
+    failed_load,
     find_trace_files,
     iter_trace_inputs,
     open_regular_file,
@@ -33,6 +34,7 @@ __all__ = [
     "TRACE_SUFFIXES",
     "ReadSizes",
     "TraceError",
+    "failed_load",
     "find_trace_files",
     "from_document",
     "iter_trace_inputs",
