@@ -13,7 +13,6 @@ import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
@@ -73,10 +72,13 @@ class Config:
     rules: tuple[Any, ...] = ()
 
     def replace(self, **changes: Any) -> Config:
+        """A copy with ``changes``, each as its field's check (:data:`CHECKS`) returns it; raises
+        :class:`ConfigError` (one line) on an unknown or bad option."""
+        changes = {str.__str__(key): value for key, value in changes.items()}  # a str subclass's hash is its own
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
-            raise ConfigError(f"unknown option(s): {', '.join(sorted(unknown))}")
-        cfg = dataclasses.replace(self, **changes)
+            raise ConfigError(f"unknown option(s): {', '.join(sorted(k if k.isidentifier() else _show(k) for k in unknown))}")
+        cfg = dataclasses.replace(self, **{key: _accepted(key, value) for key, value in changes.items()})
         cfg.validate()
         return cfg
 
@@ -84,7 +86,7 @@ class Config:
         """Every option, checked by the one validator per field (:data:`CHECKS`, which the environment's values pass
         too); the first bad one raises :class:`ConfigError` with one line."""
         for f in dataclasses.fields(self):
-            CHECKS[f.name](getattr(self, f.name))
+            _accepted(f.name, getattr(self, f.name))
 
 
 #: Upper bounds: a value past them is a mistake, not a wish (``active=10**100`` would record forever and hold
@@ -97,31 +99,52 @@ MAX_CROSS_RANK_TIMEOUT_S = 3600.0
 MAX_NOISE_FLOOR = 0.5
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _plain_int(v: Any) -> int | None:
+    """``v`` as a plain int if it is an integer (not a bool), else None. Only its type is asked (``isinstance``
+    would ask the object its ``__class__``), and an int subclass is made a plain int before anything compares
+    it: its comparisons, ``__index__`` and ``__int__`` are its own, and may raise or lie."""
+    t = type(v)
+    return int.__int__(v) if issubclass(t, int) and t is not bool else None
 
 
-def _is_finite_number(v: Any) -> bool:
-    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+def _plain_float(v: Any) -> float | None:
+    """``v`` as a plain float if it is a finite number (an int or a float, not a bool), else None."""
+    if issubclass(type(v), float):
+        x = float.__float__(v)
+    else:
+        n = _plain_int(v)
+        if n is None or abs(n) > sys.float_info.max:  # 10**400 is an int no float holds
+            return None
+        x = float(n)
+    return x if math.isfinite(x) else None
+
+
+def _plain_str(v: Any) -> str | None:
+    """``v`` as a plain str if it is one (a str subclass's methods are its own), else None."""
+    return str.__str__(v) if issubclass(type(v), str) else None
 
 
 def _show(v: Any) -> str:
     """A value for a one-line error message: its repr on one line, cut short."""
     try:
-        text = " ".join(repr(v).split())
-    except Exception:
-        text = f"<{type(v).__name__}>"
+        text = " ".join(str.split(str.__str__(repr(v))))
+    except Exception:  # a repr that raises, is not a str, or recurses (a list nested too deeply)
+        try:
+            text = f"<{str.__str__(type(v).__name__)}>"
+        except Exception:  # a metaclass's __name__ of its own
+            text = "<a value that cannot be shown>"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _check_int(key: str, value: Any, low: int, high: int) -> int:
-    if not _is_int(value) or not low <= value <= high:
+    n = _plain_int(value)
+    if n is None or not low <= n <= high:
         raise ConfigError(f"{key} must be an integer from {low} to {high}, not {_show(value)}")
-    return int(value)
+    return n
 
 
 def _is_logger(obj: Any) -> bool:
-    if isinstance(obj, logging.Logger):
+    if issubclass(type(obj), logging.Logger):
         return True
     try:
         return all(callable(getattr(obj, m, None)) for m in ("info", "warning", "error"))
@@ -134,80 +157,125 @@ def check_schedule_value(key: str, value: Any) -> int:
     return _check_int(key, value, low, MAX_ACTIVE if key == "active" else MAX_COUNT)
 
 
+def _reject(key: str, value: Any) -> ConfigError:
+    return ConfigError(f"{key} must be {ACCEPTS[key]}, not {_show(value)}")
+
+
 def _check_bool(key: str) -> Any:
-    def check(value: Any) -> None:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key} must be True or False, not {_show(value)}")
+    def check(value: Any) -> bool:
+        if type(value) is not bool:
+            raise _reject(key, value)
+        return value
 
     return check
 
 
 def _check_schedule(key: str) -> Any:
-    def check(value: Any) -> None:
-        check_schedule_value(key, value)
+    def check(value: Any) -> int:
+        return check_schedule_value(key, value)
 
     return check
 
 
 def _check_path(key: str) -> Any:
-    def check(value: Any) -> None:
+    def check(value: Any) -> str | None:
         if value is None:
-            return
-        text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
-        if not isinstance(text, str) or not text.strip() or "\0" in text:
-            raise ConfigError(f"{key} must be a non-empty path or None, not {_show(value)}")
+            return None
+        text = _plain_str(value)
+        if text is None and issubclass(type(value), os.PathLike):
+            text = _plain_str(os.fspath(value))  # a bytes path is not one; a __fspath__ that raises: _accepted
+        if text is None or not text.strip() or "\0" in text:
+            raise _reject(key, value)
+        return text
 
     return check
 
 
-def _check_ranks(value: Any) -> None:
-    if value is not None and (not isinstance(value, tuple) or not all(_is_int(r) and 0 <= r <= MAX_RANK for r in value)):
-        raise ConfigError(f"ranks must be a list of integers from 0 to {MAX_RANK}, or None, not {_show(value)}")
+def _check_ranks(value: Any) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if not issubclass(type(value), (tuple, list, set, frozenset)):
+        raise _reject("ranks", value)
+    ranks = set()
+    for r in tuple(value):
+        n = _plain_int(r)
+        if n is None or not 0 <= n <= MAX_RANK:
+            raise _reject("ranks", value)
+        ranks.add(n)
+    return tuple(sorted(ranks))
 
 
-def _check_peaks(value: Any) -> None:
-    if value is not None and not (
-        isinstance(value, dict)
-        and set(value) == {"flops_per_s", "bytes_per_s"}
-        and all(_is_finite_number(v) and v > 0 for v in value.values())
-    ):
-        raise ConfigError(f"peaks must be {{'flops_per_s': F, 'bytes_per_s': B}} with finite numbers > 0, or None, not {_show(value)}")
+def _check_peaks(value: Any) -> dict[str, float] | None:
+    if value is None:
+        return None
+    items = list(dict.items(value)) if issubclass(type(value), dict) else []
+    peaks = {}
+    for k, v in items:
+        name, x = _plain_str(k), _plain_float(v)
+        if name is not None and x is not None and x > 0:
+            peaks[name] = x
+    if len(items) != 2 or set(peaks) != {"flops_per_s", "bytes_per_s"}:
+        raise _reject("peaks", value)
+    return peaks
 
 
-def _check_noise_floor(value: Any) -> None:
-    if not _is_finite_number(value) or not 0 <= value <= MAX_NOISE_FLOOR:
-        raise ConfigError(f"noise_floor must be a share of the window from 0 to {MAX_NOISE_FLOOR}, not {_show(value)}")
+def _check_noise_floor(value: Any) -> float:
+    x = _plain_float(value)
+    if x is None or not 0 <= x <= MAX_NOISE_FLOOR:
+        raise _reject("noise_floor", value)
+    return x
 
 
-def _check_timeout(value: Any) -> None:
-    if not _is_finite_number(value) or not 0 <= value <= MAX_CROSS_RANK_TIMEOUT_S:
-        raise ConfigError(f"cross_rank_timeout_s must be a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}, not {_show(value)}")
+def _check_timeout(value: Any) -> float:
+    x = _plain_float(value)
+    if x is None or not 0 <= x <= MAX_CROSS_RANK_TIMEOUT_S:
+        raise _reject("cross_rank_timeout_s", value)
+    return x
 
 
-def _check_logger(value: Any) -> None:
+def _check_logger(value: Any) -> Any:
     if value is not None and not _is_logger(value):
-        raise ConfigError(f"logger must be a logging.Logger or a structlog logger (callable info, warning and error), not {_show(value)}")
+        raise _reject("logger", value)
+    return value
 
 
-def _check_top_ops(value: Any) -> None:
-    _check_int("top_ops", value, 0, MAX_TOP_OPS)
+def _check_top_ops(value: Any) -> int:
+    return _check_int("top_ops", value, 0, MAX_TOP_OPS)
 
 
-def _check_rules(value: Any) -> None:
-    if not isinstance(value, tuple):
-        raise ConfigError(f"rules must be a list of rules (callables declared with autoprof.rule), not {_show(value)}")
+def _check_rules(value: Any) -> tuple[Any, ...]:
+    if not issubclass(type(value), (tuple, list)):
+        raise _reject("rules", value)
+    rules = tuple(value)
     seen: set[str] = set()
-    for fn in value:
-        rule_id = getattr(fn, "rule_id", None)
-        if not callable(fn) or not isinstance(rule_id, str) or not isinstance(getattr(fn, "verdicts", None), tuple):
+    for fn in rules:
+        rule_id = _plain_str(getattr(fn, "rule_id", None))
+        if not callable(fn) or rule_id is None or not issubclass(type(getattr(fn, "verdicts", None)), tuple):
             raise ConfigError(f"rules: {_show(fn)} is not a rule: declare it with @autoprof.rule(id, verdicts=...)")
         if rule_id in seen:
-            raise ConfigError(f"rules: two rules have the id {rule_id!r}")
+            raise ConfigError(f"rules: two rules have the id {_show(rule_id)}")
         seen.add(rule_id)
+    return rules
 
+
+#: What each field accepts, as its ConfigError says: "<field> must be <this>, not <the value>".
+ACCEPTS: dict[str, str] = {
+    **{key: "True or False" for key in ("enabled", "record_shapes", "background", "report")},
+    **{key: f"an integer from {1 if key == 'active' else 0} to {MAX_ACTIVE if key == 'active' else MAX_COUNT}" for key in SCHEDULE_KEYS},
+    "top_ops": f"an integer from 0 to {MAX_TOP_OPS}",
+    "sink": "a non-empty path or None",
+    "trace_dir": "a non-empty path or None",
+    "logger": "a logging.Logger or a structlog logger (callable info, warning and error)",
+    "ranks": f"a list of integers from 0 to {MAX_RANK}, or None",
+    "peaks": "{'flops_per_s': F, 'bytes_per_s': B} with finite numbers > 0, or None",
+    "noise_floor": f"a share of the window from 0 to {MAX_NOISE_FLOOR}",
+    "cross_rank_timeout_s": f"a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}",
+    "rules": "a list of rules (callables declared with autoprof.rule)",
+}
 
 #: The one validator of each field, shared by :meth:`Config.validate` (``configure()``) and :func:`from_env`: a
-#: value either passes here wherever it comes from, or never reaches a config.
+#: value either passes here wherever it comes from, or never reaches a config. Each returns the value as the
+#: config holds it (a plain int, float or str; ranks a sorted tuple; a path a str; rules a tuple).
 CHECKS: dict[str, Any] = {
     "enabled": _check_bool("enabled"),
     "record_shapes": _check_bool("record_shapes"),
@@ -224,6 +292,17 @@ CHECKS: dict[str, Any] = {
     "noise_floor": _check_noise_floor,
     "cross_rank_timeout_s": _check_timeout,
 }
+
+
+def _accepted(key: str, value: Any) -> Any:
+    """``value`` as the config holds it, by the field's check in :data:`CHECKS`: whatever that check did not
+    foresee (an object whose ``__iter__``, ``__fspath__`` or attributes raise) is a :class:`ConfigError` too."""
+    try:
+        return CHECKS[key](value)
+    except ConfigError:
+        raise
+    except Exception:
+        raise _reject(key, value) from None
 
 
 _warned: set[str] = set()
@@ -253,14 +332,15 @@ def _warn_once(name: str, message: str) -> None:
 def parse_bool(name: str, raw: str | None, default: bool) -> bool:
     """Parse a boolean environment variable as OpenTelemetry does: only "true"/"false",
     case-insensitive; anything else warns once and keeps the default."""
-    if raw is None or raw.strip() == "":
+    text = _plain_str(raw)
+    if raw is None or (text is not None and text.strip() == ""):
         return default
-    v = raw.strip().lower()
+    v = text.strip().lower() if text is not None else None
     if v == "true":
         return True
     if v == "false":
         return False
-    _warn_once(name, f"{name}={raw!r} is not 'true' or 'false'; using the default ({str(default).lower()})")
+    _warn_once(name, f"{name}={_show(raw)} is not 'true' or 'false'; using the default ({str(default).lower()})")
     return default
 
 
@@ -293,16 +373,16 @@ def from_env(env: dict[str, str] | os._Environ[str] | None = None) -> Config:
         values[key] = parse_bool(name, environ.get(name), getattr(defaults, key))
     for name, (key, parse) in ENV.items():
         raw = environ.get(name)
-        if raw is None or raw.strip() == "":
+        text = _plain_str(raw)
+        if raw is None or (text is not None and text.strip() == ""):
             continue
         try:
-            value = parse(raw.strip()) if parse is not str else raw
-            CHECKS[key](value)
-        except (ValueError, ConfigError, OverflowError) as e:
+            if text is None:
+                raise ValueError("not text")
+            values[key] = _accepted(key, parse(text.strip()) if parse is not str else text)
+        except Exception as e:  # its parser's ValueError, OverflowError, ...: any is a warning, never an exception
             reason = str(e) if isinstance(e, ConfigError) else f"{key} cannot be read from it"
-            _warn_once(name, f"{name}={raw!r} is rejected ({reason}); using the default ({_show(getattr(defaults, key))})")
-            continue
-        values[key] = value
+            _warn_once(name, f"{name}={_show(raw)} is rejected ({reason}); using the default ({_show(getattr(defaults, key))})")
     return Config(**values)
 
 
@@ -356,15 +436,7 @@ def configure(**options: Unpack[Options]) -> Config:
     defaults ``skip_first``, ``wait``, ``warmup``, ``active``, ``repeat``.
     Raises :class:`ConfigError` (a ``ValueError``) with one line on a bad option; nothing changes then.
     """
-    values: dict[str, Any] = dict(options)
-    for key in ("sink", "trace_dir"):
-        if isinstance(values.get(key), Path):
-            values[key] = str(values[key])
-    if isinstance(values.get("ranks"), (list, set, frozenset)):
-        values["ranks"] = tuple(sorted(values["ranks"]))
-    if isinstance(values.get("rules"), list):
-        values["rules"] = tuple(values["rules"])
-    cfg = SWITCH.config.replace(**values)
+    cfg = SWITCH.config.replace(**options)  # each field's check makes a path a str, ranks and rules tuples
     SWITCH.set(cfg)  # the records follow: emit reads the current sink and logger at each record
     return cfg
 

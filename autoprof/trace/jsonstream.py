@@ -25,6 +25,8 @@ CHUNK_CHARS = 1 << 20  # characters per read
 BATCH_CHARS = 1 << 20  # characters of whole events parsed at once (small enough to stay in the CPU's caches)
 _MAX_VALUE = 256 << 20  # one JSON value (an event, a metadata entry) larger than this is not a trace
 _WS = re.compile(r"[ \t\n\r]*")
+_CUT_REVERSED = re.compile(r"\{[ \t\n\r]*,[ \t\n\r]*\}")  # a cut ('}' ',' '{'), read backwards
+_QUICK_CANDIDATES = 64  # '{' tried one by one before the rest of the text goes to _CUT_REVERSED
 
 
 class Batch(NamedTuple):
@@ -131,9 +133,14 @@ class StreamReader:
                 if self.eof:
                     problem = "truncated JSON" if e.pos >= len(self.buf) - 1 else "not valid JSON"
                     raise TraceError(self.path, f"{problem} ({e.msg} at char {self.base + e.pos})") from None
-                if len(self.buf) - self.pos > _MAX_VALUE:
+                held = len(self.buf) - self.pos
+                if held > _MAX_VALUE:
                     raise TraceError(self.path, f"not valid JSON ({e.msg})") from None
-                self._more()
+                # Read as much again as is held (each retry decodes the value from its start: growing by one
+                # chunk made a long value quadratic), but not past the first chunk that holds more than
+                # _MAX_VALUE: chunks are whole, so every retry is at a length the chunk-by-chunk reading
+                # also tried, and the outcome (value, error message, position) is the same.
+                self._more(max(1, min(held, _MAX_VALUE + 1 - held)))
             except RecursionError:
                 raise TraceError(self.path, "not valid JSON (nested too deeply)") from None
 
@@ -152,18 +159,21 @@ class StreamReader:
         longer than several batches, or batches are off)."""
         if self.batch_chars <= 0:
             return None
+        seen = 0  # characters after pos already searched (no cut there): a retry searches only what it read
         for _ in range(8):
             if len(self.buf) - self.pos < self.batch_chars and not self.eof:
                 self._more(self.batch_chars)
             buf, pos = self.buf, self.pos
             # The last cut within a batch's length, else (an event longer than that) the last in the buffer.
-            cut = last_cut(buf, pos, min(len(buf), pos + self.batch_chars))
-            if cut is None and pos + self.batch_chars < len(buf):
-                cut = last_cut(buf, pos, len(buf))
+            end = min(len(buf), pos + self.batch_chars)
+            cut = last_cut(buf, pos, end, pos + seen) if pos + seen < end else None
+            if cut is None and end < len(buf):
+                cut = last_cut(buf, pos, len(buf), max(end, pos + seen))
             if cut is not None:
                 k, j = cut
                 self.pos = j
                 return Batch(buf[pos : k + 1], buf[k + 1 : j], self.base + pos)
+            seen = len(buf) - pos
             if self.eof or not self._more(self.batch_chars):
                 return None
         return None
@@ -283,10 +293,15 @@ class StreamReader:
             seen_events = True
 
 
-def last_cut(buf: str, pos: int, end: int) -> tuple[int, int] | None:
-    """The last ``}`` (at k) followed by a comma and ``{`` (at j) in ``buf[pos:end]``, as (k, j)."""
-    j = buf.rfind("{", pos + 1, end)
-    while j > pos:
+def last_cut(buf: str, pos: int, end: int, lo: int = 0) -> tuple[int, int] | None:
+    """The last ``}`` (at k) followed by a comma and ``{`` (at j) in ``buf[pos:end]``, as (k, j); only a ``{`` at
+    ``lo`` or later counts (the text before it was searched already)."""
+    lo = max(lo, pos + 1)
+    j = buf.rfind("{", lo, end)
+    k = end - 1
+    for _ in range(_QUICK_CANDIDATES):
+        if j < lo:
+            return None
         k = j - 1
         while k > pos and buf[k] in " \t\n\r":
             k -= 1
@@ -296,8 +311,19 @@ def last_cut(buf: str, pos: int, end: int) -> tuple[int, int] | None:
                 k -= 1
             if buf[k] == "}" and k > pos:
                 return k, j
-        j = buf.rfind("{", pos + 1, k + 1)
-    return None
+        j = buf.rfind("{", lo, k + 1)
+    return _last_cut_reversed(buf, pos, k + 1, lo) if j >= lo else None
+
+
+def _last_cut_reversed(buf: str, pos: int, end: int, lo: int) -> tuple[int, int] | None:
+    """:func:`last_cut` for text with many ``{`` that start no cut (a long value full of them): the regex reads
+    the text backwards at C speed rather than one candidate at a time."""
+    # A cut whose '{' is at lo or later starts at most at the '}' before the whitespace and commas before lo.
+    start = max(pos + 1, pos + len(buf[pos + 1 : lo].rstrip(" \t\n\r,")))
+    m = _CUT_REVERSED.search(buf[start:end][::-1])
+    if m is None:
+        return None
+    return end - m.end(), end - 1 - m.start()
 
 
 class Prefetch:
