@@ -463,7 +463,7 @@ class Steps:
 
     def begin(self, step: object = None) -> None:
         """Begin a step; ``step`` is the trainer's own number for it (its records' ``steps``; anything but an int
-        >= 0, such as a trainer attribute that is missing: the count of steps so far). A step still open (its end
+        from 0 below 2**63, a bool, or a trainer attribute that is missing: the count of steps so far). A step still open (its end
         was missed: the loop raised) is ended first."""
         if self._mode is not None:
             if not self._on_thread("begin"):
