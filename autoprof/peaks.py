@@ -1,5 +1,6 @@
 """Device peaks for the roofline: FLOP/s per dtype and memory bandwidth, matched by the trace's
-``deviceProperties`` name. Dense (no structured sparsity) vendor figures; each row names its source.
+``deviceProperties`` name. Dense (no structured sparsity) vendor figures; each row names its source. NVIDIA rows give
+the FP32 and FP64 figures without tensor cores; AMD rows give the matrix-core (MFMA) figures, what a GEMM reaches.
 
 Override with ``autoprof.configure(peaks={"flops_per_s": ..., "bytes_per_s": ...})``. CPU windows use a
 calibration measured by the live path (one matmul, one large copy; cached per process).
@@ -19,7 +20,7 @@ G = 1e9
 @dataclass(frozen=True)
 class Peak:
     name: str
-    flops: dict[str, float]  # dtype key (fp32, tf32, fp16, bf16, fp8, fp64) -> FLOP/s
+    flops: dict[str, float]  # dtype key (fp64, fp32, tf32, fp16, bf16, fp8, int8) -> FLOP/s (int8: op/s)
     bytes_per_s: float
     source: str
     match: tuple[str, ...] = field(default=())
@@ -27,6 +28,19 @@ class Peak:
     def flops_for(self, dtype: str) -> float | None:
         return self.flops.get(dtype) or (self.flops.get("fp16") if dtype == "bf16" else None)
 
+
+# AMD CDNA 3 at 2100 MHz (MI300X, MI325X: the same die and clocks; 304 CUs): FP64 matrix 163.4 (vector 81.7), FP32
+# matrix 163.4, TF32 653.7, FP16/BF16 1307.4, FP8 2614.9 TFLOPS, INT8 2614.9 TOPS, dense (the data sheets' sparsity
+# figures are twice these).
+_CDNA3 = {
+    "fp64": 163.4 * T,
+    "fp32": 163.4 * T,
+    "tf32": 653.7 * T,
+    "fp16": 1307.4 * T,
+    "bf16": 1307.4 * T,
+    "fp8": 2614.9 * T,
+    "int8": 2614.9 * T,
+}
 
 # Order matters: the first row whose every match string occurs in the device name wins.
 GPU_PEAKS: tuple[Peak, ...] = (
@@ -114,6 +128,56 @@ GPU_PEAKS: tuple[Peak, ...] = (
         616 * G,
         "NVIDIA Turing GPU architecture whitepaper (FP16 tensor, FP32 accumulate)",
         ("2080 Ti",),
+    ),
+    # AMD Instinct (CDNA). ROCm names a device "AMD Instinct MI300X" (or "AMD Instinct MI300X VF", the SR-IOV virtual
+    # function a cloud VM sees: the whole GPU, 304 CUs, the same peaks). Figures from AMD's data sheets and product
+    # pages (amd.com/en/products/accelerators/instinct), dense (no sparsity), at the peak engine clock; fp64 and fp32
+    # are the matrix (MFMA) figures, int8 in op/s. A device partitioned (CPX/TPX modes) shows fewer CUs than these.
+    Peak(
+        "MI325X",
+        # AMD Instinct MI325X data sheet: FP64 matrix 163.4 (vector 81.7), FP32 matrix 163.4, TF32 653.7,
+        # FP16/BF16 1307.4, FP8 2614.9 TFLOPS, INT8 2614.9 TOPS; 256 GB HBM3E at 6 TB/s.
+        dict(_CDNA3),
+        6000 * G,
+        "AMD Instinct MI325X data sheet, dense (matrix cores)",
+        ("MI325X",),
+    ),
+    Peak(
+        "MI300X",
+        # AMD Instinct MI300X data sheet: FP64 matrix 163.4 (vector 81.7), FP32 matrix 163.4, TF32 653.7,
+        # FP16/BF16 1307.4, FP8 2614.9 TFLOPS, INT8 2614.9 TOPS (304 CUs at 2100 MHz); 192 GB HBM3 at 5.3 TB/s.
+        dict(_CDNA3),
+        5300 * G,
+        "AMD Instinct MI300X data sheet, dense (matrix cores)",
+        ("MI300X",),
+    ),
+    Peak(
+        "MI355X",
+        # AMD Instinct MI355X data sheet (CDNA 4): FP64 matrix 78.6, FP32 matrix 157.3, FP16/BF16 2516.6 ("2.5 PF"),
+        # FP8 5033.2 TFLOPS, INT8 5033.2 TOPS (256 CUs at 2400 MHz); 288 GB HBM3E at 8 TB/s. CDNA 4 has no TF32.
+        {"fp64": 78.6 * T, "fp32": 157.3 * T, "fp16": 2516.6 * T, "bf16": 2516.6 * T, "fp8": 5033.2 * T, "int8": 5033.2 * T},
+        8000 * G,
+        "AMD Instinct MI355X data sheet, dense (matrix cores)",
+        ("MI355X",),
+    ),
+    Peak(
+        "MI250X (one GCD)",
+        # AMD Instinct MI250X data sheet, per OAM module: FP64/FP32 matrix 95.7, FP16/BF16 383 TFLOPS, INT8 383 TOPS;
+        # 128 GB HBM2e at 3.2 TB/s (3276.8 GB/s). The module is two GCDs and ROCm shows each as a device of its own
+        # (110 CUs, 64 GB; named "AMD Instinct MI250X" or "AMD Instinct MI250X/MI250"): half of each figure.
+        {"fp64": 47.85 * T, "fp32": 47.85 * T, "fp16": 191.5 * T, "bf16": 191.5 * T, "int8": 191.5 * T},
+        1638.4 * G,
+        "AMD Instinct MI250X data sheet, dense (matrix cores), halved per GCD",
+        ("MI250X",),
+    ),
+    Peak(
+        "MI210",
+        # AMD Instinct MI210 data sheet: FP64/FP32 matrix 45.3 (vector 22.6), FP16/BF16 181.0 TFLOPS, INT8 181.0 TOPS
+        # (104 CUs at 1700 MHz); 64 GB HBM2e at 1.6 TB/s (1638.4 GB/s).
+        {"fp64": 45.3 * T, "fp32": 45.3 * T, "fp16": 181.0 * T, "bf16": 181.0 * T, "int8": 181.0 * T},
+        1638.4 * G,
+        "AMD Instinct MI210 data sheet, dense (matrix cores)",
+        ("MI210",),
     ),
 )
 

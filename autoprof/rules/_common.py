@@ -9,32 +9,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoprof.config import Config
+from autoprof.rules._runtime import BLOCKING_CALLS, DEVICE_SYNC_CALLS
 from autoprof.trace.model import (
     CPU_OP_CODE,
-    CUDA_RUNTIME_CODE,
     DEVICE_CODE,
     DEVICE_WORK_CODES,
     GPU_USER_ANNOTATION,
+    LAUNCH_CODES,
     Trace,
 )
 
-# Runtime calls in which the host waits rather than works.
-BLOCKING_CALLS = frozenset(
-    {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventSynchronize",
-        "cudaStreamWaitEvent",
-        "cudaMemcpy",
-        "cudaMemcpyAsync",
-        "cudaMemcpy2D",
-        "cudaMemcpy2DAsync",
-        "cudaFree",
-        "cudaFreeHost",
-        "cuStreamSynchronize",
-        "cuCtxSynchronize",
-    }
-)
 DATALOADER_PREFIX = "enumerate(DataLoader)"
 # Host events of torch.compile's per-call wrapper (some are recorded as cpu_op, but are not op math).
 COMPILE_WRAPPER_PREFIXES = (
@@ -45,7 +29,6 @@ COMPILE_WRAPPER_PREFIXES = (
     "## Call CompiledFxGraph",
     "CompiledFunction",
 )
-OCCUPANCY_PREFIX = "cudaOccupancyMaxActiveBlocksPerMultiprocessor"
 
 Intervals = list[tuple[int, int]]
 
@@ -181,11 +164,35 @@ def _view_of(trace: Trace) -> View:
     else:
         host_in = [True] * trace.n_host
         device_in = [True] * trace.n_device
+        flush = profiler_flush_index(trace)
+        if flush >= 0:  # the profiler's wait, not the window's: the window ends where it begins (as at a last step)
+            host_in[flush] = False
+            ts, dur = trace.h_ts, trace.h_dur
+            end = max([ts[flush]] + [ts[i] + dur[i] for i in range(trace.n_host) if i != flush])
     busy: Intervals = [
         (t, t + d) for t, d, c, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, device_in) if inside and c in DEVICE_WORK_CODES
     ]
     dev_end = max((e for _, e in busy), default=0)
     return View(hs, ds, host_in, device_in, start, end, dev_end, merge(busy))
+
+
+def profiler_flush_index(trace: Trace) -> int:
+    """The profiler's flush: the host event of the last device synchronization of the trace (``cudaDeviceSynchronize``,
+    ``hipDeviceSynchronize``: the runtime table's ``DEVICE_SYNC_CALLS``), outside the steps and with no device work
+    launched after it (torch's ``stop_trace`` waits there for the queued work); -1 when there is none. It is no part of
+    the window: a window without steps ends where it begins. Computed once per trace."""
+    return trace.derive(_flush_index)
+
+
+def _flush_index(trace: Trace) -> int:
+    syncs = [nid for nid in map(trace.name_id, sorted(DEVICE_SYNC_CALLS)) if nid >= 0]
+    if not syncs:
+        return -1
+    last = max(trace.host_named(syncs), key=trace.h_ts.__getitem__, default=-1)
+    last_launch = max((trace.h_ts[h] for h in trace.d_launch_host if h >= 0), default=-1)
+    if last < 0 or trace.h_ts[last] <= last_launch or (trace.steps and trace.step_of_host()[last] >= 0):
+        return -1
+    return last
 
 
 def launches_by_host(trace: Trace) -> dict[int, list[int]]:
@@ -233,8 +240,8 @@ def launched_under(trace: Trace, i: int, by_host: dict[int, list[int]]) -> list[
 
 
 def blocked_by_call(trace: Trace) -> dict[str, int]:
-    """Host ns spent in each blocking runtime call within the window (in order of first occurrence): a copy of the
-    value computed once per trace."""
+    """Host ns spent in each blocking runtime or driver call (:data:`autoprof.rules._runtime.BLOCKING_CALLS`, CUDA
+    and HIP) within the window (in order of first occurrence): a copy of the value computed once per trace."""
     return dict(trace.derive(_blocked_by_call))
 
 
@@ -244,7 +251,7 @@ def _blocked_by_call(trace: Trace) -> dict[str, int]:
     cat, dur, host_in = trace.h_cat, trace.h_dur, win.host_in
     found: list[tuple[int, str, int]] = []
     for name in BLOCKING_CALLS:
-        hits = [i for i in idx.get(trace.name_id(name), ()) if cat[i] == CUDA_RUNTIME_CODE and host_in[i]]
+        hits = [i for i in idx.get(trace.name_id(name), ()) if cat[i] in LAUNCH_CODES and host_in[i]]
         if hits:
             found.append((hits[0], name, sum(dur[i] for i in hits)))
     return {name: t for _, name, t in sorted(found)}

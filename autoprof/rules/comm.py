@@ -1,10 +1,12 @@
-"""Communication not hidden behind compute: time in NCCL kernels during which no compute kernel runs."""
+"""Communication not hidden behind compute: time in NCCL (or RCCL) kernels during which no compute kernel runs; the
+kernels are the runtime table's (:func:`autoprof.rules._runtime.is_collective_kernel`, every naming in use)."""
 
 from __future__ import annotations
 
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import duration, merge, noise_floor, percent, share, subtract, total, us, view
+from autoprof.rules._runtime import collective_kind, is_collective_kernel
 from autoprof.trace.model import KERNEL_CODE, Trace
 
 RULE = "exposed_communication"
@@ -15,21 +17,9 @@ VERDICTS = {RULE: (EXPOSED, OVERLAPPED, WAITING_FOR_PEER)}
 EXPOSED_WARN = 0.20  # of the window
 
 
-def collective_kind(kernel: str) -> str:
-    """The collective an NCCL kernel runs, under every naming in use: ``ncclKernel_AllReduce_RING_LL_Sum_float``
-    (NCCL < 2.19), ``ncclDevKernel_AllGather_RING_LL`` (NCCL >= 2.19), ``ncclDevKernel_Generic`` (a kernel that runs
-    any collective: "Generic"); anything else with "nccl" in its name: "other"."""
-    name = kernel.split("(", 1)[0].strip()
-    name = name.rsplit(" ", 1)[-1]  # a "void " return type
-    for prefix in ("ncclKernel_", "ncclDevKernel_"):
-        if name.startswith(prefix):
-            return name[len(prefix) :].split("_", 1)[0] or "other"
-    return "other"
-
-
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     win = view(trace)
-    nccl = {nid for nid, name in enumerate(trace.names) if "nccl" in name.lower()}
+    nccl = {nid for nid, name in enumerate(trace.names) if is_collective_kernel(name)}
     comm, compute, by_kind = _kernel_spans(trace, win.device_in, nccl)
     if not comm:
         return []

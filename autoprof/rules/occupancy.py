@@ -1,5 +1,7 @@
-"""Launches preceded by ``cudaOccupancyMaxActiveBlocksPerMultiprocessor``: libraries (cuBLAS, cuDNN,
-CUTLASS) query occupancy before heavyweight GEMM/conv kernels; elementwise launches carry no such query."""
+"""Launches preceded by an occupancy query (``cudaOccupancyMaxActiveBlocksPerMultiprocessor``, its HIP twin
+``hipOccupancyMaxActiveBlocksPerMultiprocessor``: :func:`autoprof.rules._runtime.is_occupancy_query`): libraries
+(cuBLAS, cuDNN, CUTLASS; MIOpen, rocBLAS) query occupancy before heavyweight GEMM/conv kernels; elementwise launches
+carry no such query."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ from collections import Counter
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules import regime
-from autoprof.rules._common import OCCUPANCY_PREFIX, short_kernel_name, view
+from autoprof.rules._common import short_kernel_name, view
+from autoprof.rules._runtime import is_occupancy_query
 from autoprof.trace.model import KERNEL_CODE, LAUNCH_CODES, Trace
 
 RULE = "occupancy_query_launch"
@@ -34,6 +37,11 @@ _HEAVY = (
     "volta_",
     "turing_",
     "hopper_",
+    # AMD: Tensile/hipBLASLt GEMMs (Cijk_Alik_Bljk_...), rocBLAS, hipBLASLt, MIOpen (igemm_* convolutions match "gemm")
+    "cijk_",
+    "rocblas",
+    "hipblaslt",
+    "miopen",
 )
 
 
@@ -46,7 +54,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     kernel_of = {h: d for d, (h, c) in enumerate(zip(trace.d_launch_host, trace.d_cat)) if h >= 0 and c == KERNEL_CODE}
     if not kernel_of:
         return []
-    queries = trace.host_named([nid for nid, launches in enumerate(trace.names) if launches.startswith(OCCUPANCY_PREFIX)])
+    queries = trace.host_named([nid for nid, name in enumerate(trace.names) if is_occupancy_query(name)])
     if not queries:
         return []
     queried, unqueried = _pair_queries(trace, queries, kernel_of)

@@ -5,7 +5,8 @@ launched (the GPU lane runs behind the host):
 
 - ``device_busy_share``: union of kernels, memcpys and memsets launched from the window's steps;
 - ``input_share``: host time in ``enumerate(DataLoader)``;
-- ``blocked_share``: host time waiting in synchronizing calls (``BLOCKING_CALLS``), reported apart;
+- ``blocked_share``: host time waiting in synchronizing calls (``_runtime.BLOCKING_CALLS``, CUDA and HIP), reported
+  apart;
 - ``host_active_share``: union of host ops and runtime calls, less blocked and input time.
 
 Verdicts, first match wins: input-bound (input ≥ 25 %); device-bound when the device is saturated (busy ≥
@@ -35,7 +36,6 @@ from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules import roofline
 from autoprof.rules._common import (
-    BLOCKING_CALLS,
     COMPILE_WRAPPER_PREFIXES,
     DATALOADER_PREFIX,
     View,
@@ -51,11 +51,13 @@ from autoprof.rules._common import (
     us,
     view,
 )
+from autoprof.rules._runtime import BLOCKING_CALLS, COLLECTIVE_CALL_PREFIXES
 from autoprof.rules._work import is_roofline_op
 from autoprof.trace.model import (
     CPU_OP_CODE,
     CUDA_RUNTIME_CODE,
     DEVICE_WORK_CODES,
+    LAUNCH_CODES,
     PYTHON_FUNCTION_CODE,
     Trace,
 )
@@ -132,7 +134,7 @@ def _check(trace: Trace, config: Config | None = None) -> list[Finding]:
 
 
 def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:
-    """Name ids of data loading (``enumerate(DataLoader)``) and of blocking runtime calls."""
+    """Name ids of data loading (``enumerate(DataLoader)``) and of blocking runtime calls (CUDA and HIP)."""
     names = trace.names
     return (
         {nid for nid, n in enumerate(names) if n.startswith(DATALOADER_PREFIX)},
@@ -143,7 +145,7 @@ def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:
 def _wait_spans(trace: Trace, win: View, loading: set[int], blocking: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Merged spans of blocking runtime calls and of data loading in the window (both readings use these)."""
     ts, dur, cat, host_in = trace.h_ts, trace.h_dur, trace.h_cat, win.host_in
-    blocked = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(blocking) if cat[i] == CUDA_RUNTIME_CODE and host_in[i]]
+    blocked = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(blocking) if cat[i] in LAUNCH_CODES and host_in[i]]
     inp = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(loading) if host_in[i]]
     return merge(blocked), merge(inp)
 
@@ -322,8 +324,8 @@ WORK_CREDIT = 20
 LEADS = 0.40
 #: ... and at least this many times the next share; otherwise ``mixed``.
 MARGIN = 1.5
-#: Names of collective calls on the host (gloo, NCCL, c10d): time in them is waiting for peers or moving data.
-COLLECTIVE_PREFIXES = ("gloo:", "nccl:", "c10d::", "record_param_comms")
+#: Names of collective calls on the host (gloo, NCCL/RCCL, c10d): time in them is waiting for peers or moving data.
+COLLECTIVE_PREFIXES = COLLECTIVE_CALL_PREFIXES
 
 
 @dataclass

@@ -8,6 +8,7 @@ import statistics
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import short_kernel_name, view
+from autoprof.rules._runtime import is_collective_kernel
 from autoprof.trace.model import KERNEL_CODE, Trace
 
 RULE = "kernel_time_variation"
@@ -61,7 +62,7 @@ def _kernel_time_per_step(trace: Trace) -> tuple[dict[int, list[int]], dict[int,
     per_step: dict[int, list[int]] = {}
     counts: dict[int, list[int]] = {}
     total = 0
-    nccl = {nid for nid, n in enumerate(trace.names) if "nccl" in n.lower()}
+    nccl = {nid for nid, n in enumerate(trace.names) if is_collective_kernel(n)}
     for step, nid, cat, dur in zip(view(trace).device_step, trace.d_name, trace.d_cat, trace.d_dur):
         if step < 0 or cat != KERNEL_CODE or nid in nccl:
             continue
