@@ -82,15 +82,55 @@ VERDICT = re.compile(r"[a-z]+(-[a-z]+)*")
 R = TypeVar("R", bound=Callable[..., Any])
 
 
+def shown(value: object) -> str:
+    """A value for a one-line message without running a user's code (no ``__repr__`` of theirs): a string, a
+    number or a sequence of strings as its repr (cut short), anything else as its type."""
+    t = type(value)
+    if issubclass(t, str):
+        text = repr(str.__str__(value))
+    elif t in (int, float, bool, type(None)) or (t in (tuple, list) and all(type(v) is str for v in value)):  # type: ignore[attr-defined]
+        text = repr(value)
+    else:
+        return f"a {t.__name__}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@lru_cache(maxsize=1)
+def reserved_namespaces() -> frozenset[str]:
+    """The first words a user's rule id may not start with: ``autoprof`` and each built-in rule id (``bound_regime``,
+    ``window_drift``: the schema's list of them, generated from :data:`autoprof.vocabulary.VOCABULARY`), so that a
+    user's finding never reads as autoprof's own."""
+    builtin: list[str] = []
+    for part in record_schema().get("allOf", ()):
+        if part.get("if", {}).get("properties", {}).get("event", {}).get("const") == "autoprof.finding":
+            for choice in part.get("then", {}).get("properties", {}).get("rule", {}).get("anyOf", ()):
+                builtin.extend(choice.get("enum", ()))
+    return frozenset({"autoprof", *builtin})
+
+
+def declaration_problem(rule_id: object, verdicts: object) -> str | None:
+    """What is wrong with a user's rule declaration (one line), or None: its id must be dotted lowercase words
+    outside the built-in namespaces (:func:`reserved_namespaces`), its verdicts a non-empty sequence of kebab-case
+    words. Checked when a rule is declared (:func:`rule`) and again each time it runs."""
+    if not issubclass(type(rule_id), str) or not USER_RULE_ID.fullmatch(rule_id):  # type: ignore[call-overload]
+        return f"a rule id is dotted lowercase words (myteam.custom_kernel_share), not {shown(rule_id)}"
+    head = str.partition(rule_id, ".")[0]  # type: ignore[arg-type]
+    if head in reserved_namespaces():
+        return f"a rule id may not be in a built-in namespace ({head}.*: autoprof's own), not {shown(rule_id)}"
+    if type(verdicts) not in (tuple, list) or not verdicts or not all(type(v) is str and VERDICT.fullmatch(v) for v in verdicts):  # type: ignore[attr-defined]
+        return f"a rule's verdicts are a non-empty sequence of kebab-case words (too-slow), not {shown(verdicts)}"
+    return None
+
+
 def rule(rule_id: str, verdicts: tuple[str, ...] | list[str]) -> Callable[[R], R]:
     """Declare a callable ``(trace, config) -> list[Finding]`` as a rule of one's own: its id (dotted:
-    ``"myteam.custom_kernel_share"``) and every verdict its findings may give. Hand it to
-    ``autoprof.configure(rules=[...])`` (or ``autoprof analyze --rules module:attr``). Raises ``ValueError`` (one
-    line) on a bad id or verdict."""
-    if not isinstance(rule_id, str) or not USER_RULE_ID.fullmatch(rule_id):
-        raise ValueError(f"a rule id is dotted lowercase words (myteam.custom_kernel_share), not {rule_id!r}")
-    if isinstance(verdicts, str) or not verdicts or not all(isinstance(v, str) and VERDICT.fullmatch(v) for v in verdicts):
-        raise ValueError(f"a rule's verdicts are a non-empty sequence of kebab-case words (too-slow), not {verdicts!r}")
+    ``"myteam.custom_kernel_share"``, never in a built-in namespace: ``autoprof.*``, ``bound_regime.*``...) and
+    every verdict its findings may give. Hand it to ``autoprof.configure(rules=[...])`` (or ``autoprof analyze
+    --rules module:attr``). Raises ``ValueError`` (one line) on a bad id or verdict. A rule runs under a contract
+    (see :func:`autoprof.rules.run_user_rule`): a read-only trace, a time limit, JSON-safe findings."""
+    problem = declaration_problem(rule_id, verdicts)
+    if problem is not None:
+        raise ValueError(problem)
 
     def declare(fn: R) -> R:
         if not callable(fn):

@@ -10,27 +10,16 @@ without its package raises one ``ImportError`` line that names the extra. Nothin
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from autoprof import emit as _emit
-from autoprof.config import SCHEDULE_KEYS, ConfigError, check_schedule_value, configure
+from autoprof.config import SCHEDULE_KEYS, Config, ConfigError, check_schedule_value, configure
 
-#: The keyword arguments every integration takes besides the schedule's: :func:`autoprof.configure`'s.
-CONFIG_KEYS = (
-    "enabled",
-    "sink",
-    "logger",
-    "trace_dir",
-    "record_shapes",
-    "background",
-    "top_ops",
-    "ranks",
-    "cross_rank_timeout_s",
-    "peaks",
-    "noise_floor",
-    "report",
-)
+#: The keyword arguments every integration takes besides the schedule's: :func:`autoprof.configure`'s, read from the
+#: :class:`~autoprof.config.Config` fields (a new option is an integration's option too, ``rules`` included).
+CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(Config) if f.name not in SCHEDULE_KEYS)
 
 
 def missing(package: str, extra: str) -> ImportError:
