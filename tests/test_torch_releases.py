@@ -17,10 +17,10 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SHARED_TRACES
 
 from autoprof import engine
 from autoprof.rules import roofline
@@ -28,7 +28,7 @@ from autoprof.rules._common import total, view
 from autoprof.trace import chrome, live
 from autoprof.trace.model import Trace
 
-H200 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "h200"
+H200 = SHARED_TRACES / "h200"  # AUTOPROF_SHARED_TRACES moves it, as for every test
 WINDOWS = ("addmm2048", "bf16_8192", "compile_tiny", "elementwise_big", "gpt2_train", "loader_slow", "seed2048", "seed64")
 needs_h200 = pytest.mark.skipif(not (H200 / "raw").is_dir(), reason=f"the H200 windows are not here ({H200})")
 
