@@ -149,14 +149,24 @@ class _Step:
         self.target.pos = self.target.schedule.warmup_start(self.target.pos)
         self.advance = False
 
-    def finish(self, wall_ns: int) -> None:
-        """After the call. ``wall_ns`` < 0: the user's function never ran (autoprof was interrupted first)."""
+    def close_annotations(self) -> None:
+        """Exit this step's own annotations now (its profiler is about to stop: a user's profiler wins)."""
+        _close_all(self.annotations)
+
+    def finish(self, wall_ns: int, raised: bool = False) -> None:
+        """After the call. ``wall_ns`` < 0: the user's function never ran (autoprof was interrupted first);
+        ``raised``: it ran and raised (a step that failed is never a step of a recorded window)."""
         target = self.target
         try:
             _close_all(self.annotations)
         finally:
             window = self.window
-            if window is not None and (wall_ns < 0 or window.dropped):
+            if window is not None and raised and wall_ns >= 0 and not window.dropped:
+                # The step raised (an exception, Ctrl-C, a cancelled task): its window is cut, said once a run, and
+                # this cycle recorded again from its warmup.
+                target.rewind = True
+                SESSION.cut(target, "a step raised")
+            elif window is not None and (wall_ns < 0 or window.dropped):
                 # An interrupted step of a window, or a window given up meanwhile (a user's profiler
                 # started): drop the window, and record this cycle again from its warmup.
                 target.rewind = True
@@ -232,7 +242,7 @@ class _Instrument:
         target = self.target
         return OWNER if target is not None and target.owner == _get_ident() and target.current is not None else FOREIGN
 
-    def end(self, mode: Mode, calls: list[Any], t0: int) -> None:
+    def end(self, mode: Mode, calls: list[Any], t0: int, raised: bool = False) -> None:
         """Leave an outermost call entered with :meth:`begin`: ``mode`` is what it returned (PLAIN: it was
         interrupted), ``t0`` when the user's function started (< 0: it never ran). Everything happens in
         here, under ``finally`` clauses, so an interrupt at any point still exits the annotations and finishes
@@ -244,13 +254,13 @@ class _Instrument:
                 if t0 >= 0:
                     wall_ns = _now() - t0
             finally:
-                self._end(mode, calls, wall_ns)
+                self._end(mode, calls, wall_ns, raised)
         except Exception as e:
             _internal_error("step end", self.name, e)
             if self.target is not None:
                 _give_up(self.target)
 
-    def _end(self, mode: Mode, calls: list[Any], wall_ns: int) -> None:
+    def _end(self, mode: Mode, calls: list[Any], wall_ns: int, raised: bool = False) -> None:
         if mode == PLAIN:
             mode = self.interrupted_mode()
         try:
@@ -263,7 +273,7 @@ class _Instrument:
                 if wall_ns >= 0:
                     target.account(wall_ns)
                 if step is not None:
-                    step.finish(wall_ns)
+                    step.finish(wall_ns, raised)
 
 
 def _give_up(target: Target) -> None:
@@ -353,13 +363,16 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 calls: list[Any] = []
                 mode = PLAIN
                 t0 = -1
+                raised = True
                 try:
                     mode = ins.begin(calls)
                     t0 = now()
-                    return await fn(*args, **kwargs)
+                    out = await fn(*args, **kwargs)
+                    raised = False
+                    return out
                 finally:
                     try:
-                        ins.end(mode, calls, t0)
+                        ins.end(mode, calls, t0, raised)
                     finally:
                         tls.d = 0
             finally:
@@ -395,13 +408,16 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
         calls: list[Any] = []
         mode = PLAIN
         t0 = -1
+        raised = True
         try:
             mode = ins.begin(calls)
             t0 = now()
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+            raised = False
+            return out
         finally:
             try:
-                ins.end(mode, calls, t0)
+                ins.end(mode, calls, t0, raised)
             finally:  # even if an interrupt lands as end() is entered (the next step heals the rest)
                 tls.d = 0
 
@@ -480,6 +496,9 @@ class Steps:
         self._thread = _get_ident()
         ins = self._ins
         target = ins.target
+        if self._new_run:
+            self._new_run = False
+            self._restart_target()
         if target is not None and target.done and not _ap._is_profiler_enabled:
             _tls.d = 1
             _tls.driver = self
@@ -489,12 +508,6 @@ class Steps:
         _tls.driver = self
         try:
             target = ins.target or ins.get_target()
-            if self._new_run:
-                self._new_run = False
-                if target.calls and target.current is None:  # a target of an earlier run (this loop's or another's)
-                    from autoprof.session import rank_chosen
-
-                    target.restart(not rank_chosen())
             target.framework = self.framework
             target.label = number
             mode = ins.begin(self._calls)
@@ -549,8 +562,23 @@ class Steps:
         """A new run of the loop (a trainer's second ``fit``/``train``): a step left open is stopped first (stop never
         raises), and the target's schedule starts over at the next step, as on its first (its first step is cold
         again). A new ``Steps`` starts a run of its own too."""
+        if not self._on_thread("restart"):
+            return
         self.stop("a new run began", failed=True)
         self._new_run = True
+
+    def _restart_target(self) -> None:
+        """The first step of a run: a target of an earlier run (this loop's or another's) starts its schedule over;
+        a window of it still open (another loop's run that never ended) is cut first."""
+        try:
+            target = self._ins.target or self._ins.get_target()
+            if target.calls and target.current is None:
+                from autoprof.session import rank_chosen
+
+                SESSION.cut(target, "a new run began")
+                target.restart(not rank_chosen())
+        except Exception as e:
+            _internal_error("restart", self.name, e)
 
     @contextlib.contextmanager
     def step(self, step: object = None) -> Iterator[None]:

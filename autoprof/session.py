@@ -117,6 +117,7 @@ class Target:
         self.reference = []  # a new list: a window of the previous run still being analysed keeps its own
         self.rewind = False
         self.current = None
+        self.warned_incomplete = False  # a window cut short is said once a run
 
     def account(self, wall_ns: int) -> None:
         """Count an outermost call that ran, keeping its wall time (the first call's, then recent steady
@@ -169,6 +170,9 @@ class Session:
         #: record, so ``profiler_recording()`` is False, but kineto holds its configuration): a weak reference to it,
         #: or to a stand-in when torch's frame did not show it. Cleared when a profiler that is not autoprof's stops.
         self._foreign_prepared: Callable[[], object] | None = None
+        #: Threads whose window a profiler of the user's on another thread stopped: torch keeps that thread's profiler
+        #: state enabled (a profiler stops only on its own thread), so autoprof opens no window there again.
+        self._broken_threads: set[int] = set()
 
     # -- targets ---------------------------------------------------------------------------------
     def target(self, name: str, schedule: Schedule) -> Target:
@@ -221,6 +225,8 @@ class Session:
                     return None
                 self._abandon_stale(held)
             self._heal()
+            if threading.get_ident() in self._broken_threads:
+                return None  # said once, when it broke
             if profiler_recording() or self.foreign_prepared():
                 self._foreign(target)
                 return None
@@ -444,8 +450,18 @@ class Session:
             if window is None:
                 self._heal()  # a profiler of autoprof's that no window holds (an interrupt inside its open)
                 return
-            self._discard(window)
             target = window.target
+            owner = target.owner
+            if owner is not None and owner != threading.get_ident():
+                self._yield_across_threads(window, owner)
+                return
+            current = target.current
+            if current is not None:  # in a step: exit its annotations before its profiler stops (else torch warns)
+                try:
+                    current.close_annotations()
+                except Exception:
+                    pass
+            self._discard(window)
             if target.current is None:  # between steps: this cycle starts again at its warmup (in a step: its finish)
                 target.pos = target.schedule.warmup_start(target.pos)
             if not target.warned_yield:
@@ -459,6 +475,29 @@ class Session:
                     target=target.name,
                     window=target.window,
                 )
+
+    def _yield_across_threads(self, window: Window, owner: int) -> None:
+        """A profiler of the user's starts on another thread than the one autoprof's window records on. torch can run
+        only one profiler and stops one only on its own thread: left running, autoprof's crashed the process when it
+        stopped later (exit 139); stopped from here, it leaves the training thread's profiler state enabled in torch.
+        autoprof stops it from here (your profile keeps its events, nothing crashes), opens no window on that thread
+        again, and says so once."""
+        target = window.target
+        self._discard(window)
+        self._broken_threads.add(owner)
+        for other in list(self.targets.values()):
+            if other.owner == owner:
+                other.done = True  # the idle path from now on
+        target.warned_yield = target.warned_foreign = True
+        _emit.warning(
+            "a torch.profiler of yours started on another thread while autoprof's window recorded on the training "
+            "thread: torch runs one profiler at a time and stops one only on its own thread, so autoprof stopped its "
+            "window from your thread; torch keeps the training thread's profiler state enabled after that, so autoprof "
+            "records no more windows on that thread (start your profiler on the training thread, or between windows)",
+            "foreign_profiler_thread",
+            target=target.name,
+            window=target.window,
+        )
 
     def _foreign(self, target: Target) -> None:
         if not target.warned_foreign:
@@ -795,6 +834,7 @@ def _after_fork_in_child() -> None:
     session._queue = queue.Queue()
     session._worker = None
     session.skipped = session.skipped_total = 0
+    session._broken_threads = set()
     done = not rank_chosen()
     for target in session.targets.values():
         target.lock = threading.Lock()

@@ -199,7 +199,7 @@ def test_ctrl_c_while_a_window_opens_does_not_disable_autoprof(records: Any, mon
     assert len(wins) == 1 and len(wins[0]["steps"]) == 2
 
 
-def test_ctrl_c_in_the_users_function_propagates_and_the_window_still_closes(records: Any) -> None:
+def test_ctrl_c_in_the_users_function_propagates_and_its_window_is_recorded_again(records: Any) -> None:
     calls = {"n": 0}
 
     @autoprof(name="user_ctrl_c", **FAST)
@@ -211,11 +211,15 @@ def test_ctrl_c_in_the_users_function_propagates_and_the_window_still_closes(rec
 
     assert f(1) == 1
     with pytest.raises(KeyboardInterrupt):
-        f(2)
-    assert f(3) == 3
+        f(2)  # the window's first active step: the window is cut (a step that raised is no step of a window)
+    assert SESSION.window is None and not torch.autograd.profiler._is_profiler_enabled
+    assert f(3) == 3 and f(4) == 4 and f(5) == 5  # its cycle again: warmup, then two active steps
     assert instrument._tls.d == 0
     assert SESSION.window is None and not torch.autograd.profiler._is_profiler_enabled
-    assert records.of("autoprof.window", target="user_ctrl_c")
+    (window,) = records.of("autoprof.window", target="user_ctrl_c")
+    assert window["steps"] == [3, 4]  # 0-based call indices: never the call that raised (1)
+    (cut,) = records.of("autoprof.warning", reason="window_incomplete")
+    assert "a step raised" in cut["message"]
 
 
 # -- 4. a user's profiler started while autoprof records wins ----------------------------------------------------

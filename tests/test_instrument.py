@@ -336,8 +336,11 @@ def test_return_values_and_exceptions_pass_through_unchanged(records: Any) -> No
             assert frames[-1] == "f"  # the raising frame is the user's own
         else:
             assert f("ok") is sentinel
+    for _ in range(3):  # a cycle without a raise: the window records whole
+        assert f("ok") is sentinel
     wins = records.of("autoprof.window", target="raiser")
-    assert wins and len(wins[0]["steps"]) == 2  # steps closed despite the exceptions
+    assert [w["steps"] for w in wins] == [[7, 8]]  # every window that held a raising step was cut, never recorded
+    assert records.of("autoprof.warning", reason="window_incomplete")
 
 
 def test_injected_failure_inside_autoprof_becomes_an_error_record(records: Any, monkeypatch: pytest.MonkeyPatch) -> None:
