@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import shared_trace
 from synth import Synth
 
 from autoprof import engine
-from autoprof.findings import Finding
 from autoprof.peaks import GPU_PEAKS, gpu_peak, peak_for
-from autoprof.rules import _runtime, regime, roofline, run_rules
+from autoprof.rules import _runtime, regime, roofline
 from autoprof.rules._common import blocked_by_call, view
 from autoprof.rules.sync import profiler_flush_ns
-from autoprof.trace import chrome
 
 T = 1e12
 MI300X = "AMD Instinct MI300X VF"
@@ -219,20 +215,7 @@ def test_rccl_kernels_are_communication(kernel: str, kind: str) -> None:
 
 # -- the real AMD windows ---------------------------------------------------------------------------------------
 
-_cache: dict[str, Any] = {}
-
-
-def load(rel: str) -> Any:
-    if rel not in _cache:
-        _cache[rel] = chrome.load(shared_trace(rel))
-    return _cache[rel]
-
-
-def findings(rel: str) -> dict[str, Finding]:
-    fs, failures = run_rules(load(rel))
-    assert failures == []
-    return {f.rule: f for f in fs}
-
+from test_rules_gpu import findings, load  # noqa: E402  # the real traces, loaded once per session as there
 
 # file, its device's peak, the MANIFEST's reading by hand (the verdicts it allows)
 AMD_WINDOWS = [
