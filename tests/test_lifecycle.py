@@ -423,6 +423,7 @@ def test_property_runs_that_fail_or_stop_early_never_leave_the_profiler_on(
         _quiet()
         rss.append(_rss_mb())
     # the last run is a clean one that is long enough: it records one whole window
+    before = len(Records(sink).of("autoprof.window"))
     if trainer == "hf":
         _train(tmp, max_steps=6, fail_at=None)
     else:
@@ -431,7 +432,7 @@ def test_property_runs_that_fail_or_stop_early_never_leave_the_profiler_on(
     recs = Records(sink)
     windows = recs.of("autoprof.window")
     # the last run records one whole window of its own (3 consecutive steps; its exact numbers are the unit tests')
-    assert windows and len(windows[-1]["steps"]) == 3
+    assert len(windows) == before + 1 and len(windows[-1]["steps"]) == 3, windows
     _whole_runs(windows)
     assert max(rss) - rss[0] < 200, f"RSS grew over the runs: {rss}"
 
