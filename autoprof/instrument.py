@@ -25,7 +25,7 @@ import wrapt
 from autoprof import emit as _emit
 from autoprof.config import SCHEDULE_KEYS, SWITCH, ConfigError, check_schedule_value, user_stacklevel
 from autoprof.schedule import Phase, Place, Schedule
-from autoprof.session import SECTIONS_SEEN, SESSION, Target, Window
+from autoprof.session import SECTIONS_SEEN, SESSION, Target, Window, rank_chosen
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -573,8 +573,6 @@ class Steps:
         try:
             target = self._ins.target or self._ins.get_target()
             if target.calls and target.current is None:
-                from autoprof.session import rank_chosen
-
                 SESSION.cut(target, "a new run began")
                 target.restart(not rank_chosen())
         except Exception as e:

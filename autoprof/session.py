@@ -88,35 +88,30 @@ class Target:
     def __init__(self, name: str, schedule: Schedule) -> None:
         self.name = name
         self.schedule = schedule
-        self.calls = 0  # outermost calls by the owner thread
-        self.pos = 0  # position in the schedule; stays put while a window cannot open (deferred)
-        self.done = False
         self.owner: int | None = None
         self.window = 0  # index of the next window
-        self.first_call_ns: int | None = None
         self.framework: str | None = None  # the trainer integration that drives it (its records say so)
         self.label: int | None = None  # the number the driving trainer gives the step being entered (else calls)
-        self.recent_ns: list[int] = []
-        self.reference: list[Any] = []  # its first window's summary, filled by that window's analysis (drift)
-        self.current: Any = None  # the owner's step in progress (instrument._Step), None between steps
-        self.rewind = False  # this cycle's window was dropped: its next step starts the cycle's warmup again
         self.warned_foreign = False
         self.warned_yield = False
         self.warned_abandoned = False
-        self.warned_incomplete = False
         self.lock = threading.Lock()
+        self.restart(done=False)
 
     def restart(self, done: bool) -> None:
-        """Start the schedule over, as on a first call (a trainer's new run, a forked child): its first call is cold
-        again, its windows count from the next index. ``done``: a rank that is not chosen stays on the idle path."""
-        self.calls = 0
-        self.pos = 0
+        """Start the schedule over, as on a first call (its creation, a trainer's new run, a forked child): its first
+        call is cold again, its windows count from the next index. ``done``: a rank that is not chosen stays on the
+        idle path."""
+        self.calls = 0  # outermost calls by the owner thread
+        self.pos = 0  # position in the schedule; stays put while a window cannot open (deferred)
         self.done = done
-        self.first_call_ns = None
-        self.recent_ns = []
-        self.reference = []  # a new list: a window of the previous run still being analysed keeps its own
-        self.rewind = False
-        self.current = None
+        self.first_call_ns: int | None = None
+        self.recent_ns: list[int] = []
+        # its first window's summary, filled by that window's analysis (drift); a new list: a window of the previous
+        # run still being analysed keeps its own
+        self.reference: list[Any] = []
+        self.rewind = False  # this cycle's window was dropped: its next step starts the cycle's warmup again
+        self.current: Any = None  # the owner's step in progress (instrument._Step), None between steps
         self.warned_incomplete = False  # a window cut short is said once a run
 
     def account(self, wall_ns: int) -> None:
