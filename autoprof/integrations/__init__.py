@@ -11,6 +11,7 @@ without its package raises one ``ImportError`` line that names the extra. Nothin
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -53,3 +54,27 @@ def split_options(options: dict[str, Any]) -> dict[str, int]:
     if settings:
         configure(**settings)
     return schedule
+
+
+def watch_raises(owner: Any, attr: str, on_raise: Callable[[Any, BaseException], None]) -> None:
+    """Wrap ``owner.attr`` (a trainer's entry point, on its class or module) once with a pass-through: when a call
+    raises, ``on_raise(its first argument, the exception)`` runs first (a failure in it is swallowed), then the
+    exception goes on unchanged; what the call returns is untouched. The trainers call no hook of theirs on every
+    failure, so this is how an integration hears that a run ended by raising."""
+    fn = getattr(owner, attr, None)
+    if fn is None or getattr(fn, "_autoprof_watch", False):
+        return
+
+    @functools.wraps(fn)
+    def watched(first: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(first, *args, **kwargs)
+        except BaseException as e:
+            try:
+                on_raise(first, e)
+            except Exception:
+                pass
+            raise
+
+    watched._autoprof_watch = True  # type: ignore[attr-defined]
+    setattr(owner, attr, watched)

@@ -20,11 +20,10 @@ without callbacks is covered too), ``teardown``. A window cut short that way is 
 
 from __future__ import annotations
 
-import functools
 import sys
 from typing import Any
 
-from autoprof.integrations import failed, guarded, missing, split_options
+from autoprof.integrations import failed, guarded, missing, split_options, watch_raises
 
 try:
     import lightning.pytorch as _pl
@@ -293,30 +292,16 @@ class AutoprofCallback(_pl.Callback):
 
 
 def _watch_entry() -> None:
-    """Wrap Lightning's one handler of ``fit``/``validate``/``test``/``predict`` (``trainer.call._call_and_handle_interrupt``)
-    once: when the run raises, the trainer's autoprof profiler and callbacks stop their steps and windows, even with no
-    callback to carry ``on_exception``. What the run returns or raises is untouched."""
-    call = getattr(getattr(_pl, "trainer", None), "call", None)
-    handler = getattr(call, "_call_and_handle_interrupt", None)
-    if handler is None or getattr(handler, "_autoprof_watch", False):
-        return
+    """Watch Lightning's one handler of ``fit``/``validate``/``test``/``predict`` (``trainer.call._call_and_handle_interrupt``,
+    :func:`~autoprof.integrations.watch_raises`): when the run raises, the trainer's autoprof profiler and callbacks
+    stop their steps and windows, even with no callback to carry ``on_exception``."""
+    watch_raises(getattr(getattr(_pl, "trainer", None), "call", None), "_call_and_handle_interrupt", _run_raised)
 
-    @functools.wraps(handler)
-    def watched(trainer: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return handler(trainer, *args, **kwargs)
-        except BaseException as e:
-            try:
-                owners = [getattr(trainer, "profiler", None), *list(getattr(trainer, "callbacks", None) or ())]
-                for owner in owners:
-                    if isinstance(owner, (AutoprofProfiler, AutoprofCallback)):
-                        guarded(FRAMEWORK, "run raised", owner._stages.stop, None, f"the run raised {type(e).__name__}", True)
-            except Exception:
-                pass
-            raise
 
-    watched._autoprof_watch = True  # type: ignore[attr-defined]
-    setattr(call, "_call_and_handle_interrupt", watched)  # noqa: B010
+def _run_raised(trainer: Any, e: BaseException) -> None:
+    for owner in [getattr(trainer, "profiler", None), *list(getattr(trainer, "callbacks", None) or ())]:
+        if isinstance(owner, (AutoprofProfiler, AutoprofCallback)):
+            guarded(FRAMEWORK, "run raised", owner._stages.stop, None, f"the run raised {type(e).__name__}", True)
 
 
 __all__ = ["AutoprofCallback", "AutoprofProfiler"]

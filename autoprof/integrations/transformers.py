@@ -16,10 +16,9 @@ a pass-through wrapper installed once on the class that returns and raises exact
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
-from autoprof.integrations import guarded, missing, split_options
+from autoprof.integrations import guarded, missing, split_options, watch_raises
 
 try:
     import transformers as _transformers
@@ -94,29 +93,17 @@ class AutoprofCallback(_TrainerCallback):
 
 
 def _watch_train() -> None:
-    """Wrap ``transformers.Trainer.train`` once (subclasses that call it are covered): when it raises, each
-    ``AutoprofCallback`` of that trainer stops its step and window; what ``train`` returns or raises is untouched."""
-    cls = _transformers.Trainer
-    train = cls.train
-    if getattr(train, "_autoprof_watch", False):
-        return
+    """Watch ``transformers.Trainer.train`` (subclasses that call it are covered; see
+    :func:`~autoprof.integrations.watch_raises`): when it raises, each ``AutoprofCallback`` of that trainer stops its
+    step and window."""
+    watch_raises(_transformers.Trainer, "train", _train_raised)
 
-    @functools.wraps(train)
-    def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return train(self, *args, **kwargs)
-        except BaseException as e:
-            try:
-                handler = getattr(self, "callback_handler", None)
-                for callback in list(getattr(handler, "callbacks", ())):
-                    if isinstance(callback, AutoprofCallback):
-                        callback._guarded("train raised", callback._over, f"Trainer.train raised {type(e).__name__}", True)
-            except Exception:
-                pass
-            raise
 
-    watched._autoprof_watch = True  # type: ignore[attr-defined]
-    setattr(cls, "train", watched)  # noqa: B010
+def _train_raised(trainer: Any, e: BaseException) -> None:
+    handler = getattr(trainer, "callback_handler", None)
+    for callback in list(getattr(handler, "callbacks", ())):
+        if isinstance(callback, AutoprofCallback):
+            callback._guarded("train raised", callback._over, f"Trainer.train raised {type(e).__name__}", True)
 
 
 __all__ = ["AutoprofCallback"]
