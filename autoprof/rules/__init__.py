@@ -57,17 +57,30 @@ class Rule:
         """Its findings, each checked against its vocabulary; raises :class:`RuleError` (the whole call's findings
         dropped) on anything else."""
         found = self.check(trace, config)
-        if not isinstance(found, list):
-            raise RuleError(f"returned {type(found).__name__}, not a list of autoprof.Finding")
-        for f in found:
-            if not isinstance(f, Finding):
-                raise RuleError(f"returned {type(f).__name__}, not an autoprof.Finding")
-            allowed = self.verdicts.get(f.rule)
-            if allowed is None:
-                raise RuleError(f"returned a finding of rule {f.rule!r}, which it did not declare (declared: {', '.join(self.verdicts)})")
-            if f.verdict not in allowed:
-                raise RuleError(f"returned verdict {f.verdict!r} for {f.rule}, not one it declared ({', '.join(allowed)})")
+        for f in findings_of(found):
+            check_declared(f, self.verdicts)
         return found
+
+
+def findings_of(found: Any) -> list[Finding]:
+    """What a rule returned, as a list of :class:`Finding` (a copy); :class:`RuleError` when it is not one (types read
+    with ``type()``: a user's object cannot pass for a list or a finding)."""
+    if not issubclass(type(found), list):
+        raise RuleError(f"returned {type(found).__name__}, not a list of autoprof.Finding")
+    items = list.copy(found)
+    for f in items:
+        if not issubclass(type(f), Finding):
+            raise RuleError(f"returned {type(f).__name__}, not an autoprof.Finding")
+    return items
+
+
+def check_declared(f: Finding, verdicts: Mapping[str, tuple[str, ...]]) -> None:
+    """:class:`RuleError` unless ``f``'s rule id and verdict are ones the rule declared (rule id -> its verdicts)."""
+    allowed = verdicts.get(f.rule)
+    if allowed is None:
+        raise RuleError(f"returned a finding of rule {shown(f.rule)}, which it did not declare (declared: {', '.join(verdicts)})")
+    if f.verdict not in allowed:
+        raise RuleError(f"returned verdict {shown(f.verdict)} for {f.rule}, not one it declared ({', '.join(allowed)})")
 
 
 def of_module(module: ModuleType) -> Rule:
@@ -271,23 +284,17 @@ def _config_copy(config: Config | None) -> Config | None:
 def _accepted(found: Any, rule_id: str, verdicts: tuple[str, ...]) -> tuple[list[Finding], list[tuple[str, BaseException]]]:
     """A user's rule's findings that keep the contract, as plain :class:`Finding` copies; :class:`RuleError` when
     the call returned what it may not at all (the whole call is dropped)."""
-    if not issubclass(type(found), list):
-        raise RuleError(f"returned {type(found).__name__}, not a list of autoprof.Finding")
     kept: list[Finding] = []
     refused: list[str] = []
-    items = list.copy(found)
+    items = findings_of(found)
+    declared = {rule_id: verdicts}
     for f in items:
-        if not issubclass(type(f), Finding):
-            raise RuleError(f"returned {type(f).__name__}, not an autoprof.Finding")
         try:
             plain = checked_finding(f)
         except FindingRefusedError as e:
             refused.append(str(e))
             continue
-        if plain.rule != rule_id:
-            raise RuleError(f"returned a finding of rule {shown(plain.rule)}, which it did not declare (declared: {rule_id})")
-        if plain.verdict not in verdicts:
-            raise RuleError(f"returned verdict {shown(plain.verdict)} for {rule_id}, not one it declared ({', '.join(verdicts)})")
+        check_declared(plain, declared)
         kept.append(plain)
     if not refused:
         return kept, []
