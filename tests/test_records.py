@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import structlog
 import torch
 from conftest import validate_record
@@ -184,9 +185,13 @@ def test_unwritable_trace_dir_becomes_an_error_record(records: Any, tmp_path: Pa
     assert records.of("autoprof.window", target="diskfull")[0]["trace_path"] is None
 
 
-def test_a_failing_sink_never_raises(tmp_path: Path) -> None:
+def test_a_failing_sink_never_raises_and_says_so_once(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     autoprof.configure(sink=str(tmp_path / "missing-dir" / "x.jsonl"), background=False)
-    emit.emit("autoprof.warning", "warning", target=None, window=None, message="m", reason="r")  # must not raise
+    for _ in range(3):  # must not raise
+        emit.emit("autoprof.warning", "warning", target=None, window=None, message="m", reason="r")
+    err = capfd.readouterr().err
+    assert len(err.splitlines()) == 1 and "missing-dir" in err, err  # reported once, naming the sink
+    assert not (tmp_path / "missing-dir").exists()  # and nothing was created behind the user's back
 
 
 def test_kineto_lines_do_not_interleave_with_the_records(tmp_path: Any) -> None:
