@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,31 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers' models come from c
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parent.parent
+
+#: Modules marked ``offline`` (``pytestmark = pytest.mark.offline``) never import torch: their results are the same on
+#: every torch release, so CI runs them on one release only (``-m "not offline"`` on the others). The Pythons such a
+#: test starts (the CLI, dask workers) find a torch that refuses to load (tests/_offline). With
+#: AUTOPROF_TESTS_OFFLINE_ONLY=1 only those modules are collected and torch refuses to load in this process too, so
+#: a wrong mark fails there (.ci/run does it on one leg).
+OFFLINE_MARK = "pytestmark = pytest.mark.offline"
+OFFLINE_SHIM = Path(__file__).resolve().parent / "_offline"
+OFFLINE_ONLY = os.environ.get("AUTOPROF_TESTS_OFFLINE_ONLY") == "1"
+if OFFLINE_ONLY:
+    sys.path.insert(0, str(OFFLINE_SHIM))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if OFFLINE_ONLY and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return OFFLINE_MARK not in collection_path.read_text()
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _offline_subprocesses_have_no_torch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("offline") is not None:
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(OFFLINE_SHIM), os.environ.get("PYTHONPATH")) if p))
+
+
 SHARED_TRACES = Path(os.environ.get("AUTOPROF_SHARED_TRACES", REPO.parent / "shared" / "traces"))
 
 

@@ -217,6 +217,8 @@ def test_rccl_kernels_are_communication(kernel: str, kind: str) -> None:
 
 from test_rules_gpu import findings, load  # noqa: E402  # the real traces, loaded once per session as there
 
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 # file, its device's peak, the MANIFEST's reading by hand (the verdicts it allows)
 AMD_WINDOWS = [
     ("amd/mi300x_qwen05b_inference.json.gz", "MI300X", {"memory-bound", "mixed"}),

@@ -6,6 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 PACKAGE = Path(__file__).resolve().parent.parent / "autoprof"
 THIRD_PARTY = ("torch", "structlog", "wrapt", "orjson", "lightning", "pytorch_lightning", "transformers", "plotly", "fsspec", "distributed")
 

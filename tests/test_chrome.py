@@ -17,6 +17,8 @@ from autoprof.trace import chrome, jsonstream
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import Trace
 
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 
 def _write(tmp_path: Path, doc: Any, name: str = "t.json", gz: bool = False) -> Path:
     p = tmp_path / name

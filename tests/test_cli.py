@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, shared_trace, validate_record
 
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 
 def cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}

@@ -12,6 +12,8 @@ from autoprof.rules import regime
 from autoprof.rules._work import is_roofline_op, memory_by_kind, op_work
 from autoprof.trace.model import SHAPED_OPS, causal_flag
 
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 F32, BF16, I64 = "float", "c10::BFloat16", "long int"
 
 

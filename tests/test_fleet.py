@@ -21,6 +21,8 @@ from autoprof import _fleet, engine
 from autoprof.cli import _records
 from autoprof.config import Config
 
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 RANKS = 8
 SLOW = 5  # the straggler: it waits least in the all-reduce, the others wait for it
 

@@ -21,6 +21,8 @@ import autoprof
 from autoprof import _fleet, cli, engine, htmlreport
 from autoprof.config import Config
 
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 # -- traces ------------------------------------------------------------------------------------------------
 
 

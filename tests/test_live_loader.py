@@ -14,9 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from autoprof.rules._common import launches_by_host, view
 from autoprof.trace import chrome, live
 from autoprof.trace.model import Trace
+
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 
 TRAIN, STOPPER = 1, 1  # torch's thread ids: the training thread stopped the profiler
 TRAIN_SYS, WATCHDOG_SYS = 4242, 5151  # system thread ids

@@ -8,6 +8,8 @@ import pytest
 
 from autoprof import _pace
 
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Any:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from autoprof.rules import regime
 from autoprof.trace import chrome
+
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 
 PEAK = {"autoprof_cpu_peak_flops": 100e9, "autoprof_cpu_peak_bytes_per_s": 20e9}  # ridge: 5 FLOP/byte
 

@@ -14,6 +14,8 @@ from autoprof.rules.sync import profiler_flush_ns
 from autoprof.trace import chrome
 from autoprof.trace.model import KERNEL
 
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 _cache: dict[str, Any] = {}
 
 

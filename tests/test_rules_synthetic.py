@@ -15,6 +15,8 @@ from autoprof.rules import run_rules
 from autoprof.rules._common import device_step_ns, step_times_ns
 from autoprof.rules.sync import profiler_flush_ns
 
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 GEMM = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params)"
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int, Functor)"
 MM_DIMS, MM_TYPES = [[4096, 4096], [4096, 4096]], ["float", "float"]

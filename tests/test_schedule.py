@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from autoprof.schedule import Phase, Place, Schedule
 
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 
 def spelled_out(s: Schedule, calls: int) -> list[tuple[Phase, int]]:
     """The phase and cycle of each of the first ``calls`` calls, listed the slow way (cycle -1: outside any)."""

@@ -14,6 +14,8 @@ from autoprof.emit import build_record
 from autoprof.findings import SCHEMA_VERSION, Finding, record_schema
 from autoprof.vocabulary import VOCABULARY
 
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 
 def _finding_record(rule: str, verdict: str) -> dict[str, Any]:
     f = Finding(rule, verdict, "info", "m", "a")
