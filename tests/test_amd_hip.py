@@ -268,3 +268,26 @@ def test_mi210_device_only_window_its_flush_is_not_a_blocking_call() -> None:
     assert 1.2e6 <= profiler_flush_ns(load(rel)) <= 1.4e6
     ev = fs["bound_regime"].evidence
     assert ev["blocked_us"] == 0.0 and ev["device_busy_share"] >= 0.85 and ev["host_active_share"] < 0.3
+
+
+def test_mi210_device_only_window_is_read_by_its_kernels_names_as_the_manifest_reads_it() -> None:
+    # device events only, no op to cost: batch norms, elementwise ops and transposes ~68% of the kernel time,
+    # MIOpen's implicit-GEMM convolutions and Tensile GEMMs ~32% (issue 33, item 2)
+    fs = findings("amd/mi210_gpu_only.json.gz")
+    r, f = fs["bound_regime"], fs["roofline"]
+    ev = r.evidence
+    assert r.verdict == "memory-bound" and ev["roofline_bound"] == "memory", r.message
+    assert ev["classified_by_name_share"] == 1.0 and ev["uncosted_share"] == 0.0
+    assert 0.6 <= ev["by_name_memory_share"] <= 0.75 and 0.25 <= ev["by_name_compute_share"] <= 0.4
+    assert {"norm", "elementwise", "transpose", "gemm"} <= set(ev["by_name_families"])
+    # the roofline's finding is the same split, not a second reading
+    assert f.verdict == "memory-bound" and f.evidence["ops"] == []
+    assert (f.evidence["memory_bound_share"], f.evidence["compute_bound_share"]) == (ev["memory_bound_share"], ev["compute_bound_share"])
+
+
+def test_qwen_kernels_queued_before_the_window_are_read_by_name() -> None:
+    # 31% of the kernel time has no launch in the window (queued before it began): GEMM, attention, elementwise
+    # kernels alike, now read by their names; the costed ops keep the cost model's reading
+    ev = findings("amd/mi300x_qwen05b_inference.json.gz")["bound_regime"].evidence
+    assert 0.25 <= ev["classified_by_name_share"] <= 0.35 and ev["uncosted_share"] < 0.02
+    assert {"gemm", "attention", "elementwise"} <= set(ev["by_name_families"])

@@ -31,16 +31,31 @@ def findings(rel: str) -> dict[str, Finding]:
     return {f.rule: f for f in fs}
 
 
-@pytest.mark.parametrize("rel", ["hta/a100_rank3_of8_train.json.gz", "hta/v100_single_ns_resolution.json.gz"])
-def test_busy_devices_whose_work_the_roofline_cannot_cost_are_not_called_compute_bound(rel: str) -> None:
-    # device-bound, but most device time is in kernels nothing can cost (fbgemm and NCCL kernels; convolutions
-    # recorded without shapes): "compute-bound" would be a guess (issue 21)
-    f = findings(rel)["bound_regime"]
-    assert f.verdict == "mixed" and "device-bound" in f.message and "cannot cost" in f.message
+def test_a_busy_device_mostly_in_collectives_and_uncosted_kernels_is_not_called_compute_bound() -> None:
+    # device-bound, but 37% of its kernel time is NCCL's (the peers' time, never costed) and no bound leads the
+    # rest: "compute-bound" would be a guess (issue 21). fbgemm's embedding kernels are read by name (issue 33).
+    f = findings("hta/a100_rank3_of8_train.json.gz")["bound_regime"]
+    assert f.verdict == "mixed" and "device-bound" in f.message and "no bound leading" in f.message
     ev = f.evidence
-    assert ev["reading"] == "device" and ev["roofline_bound"] == "unknown" and ev["uncosted_share"] > 0.5
+    assert ev["reading"] == "device" and ev["roofline_bound"] == "mixed"
     assert ev["device_busy_share"] >= regime.DEVICE_BUSY_COMPUTE
+    assert ev["uncosted_share"] > 0.35  # the NCCL kernels stay uncosted
+    assert 0.1 < ev["classified_by_name_share"] < 0.3 and ev["by_name_families"]["embedding"] > 0.1
     # the seed's evidence: Self CPU and Self device totals in the same range
+    assert ev["self_cpu_total_us"] > 0 and ev["self_device_total_us"] > 0
+    assert 0.5 <= ev["cpu_to_device_ratio"] <= 2.0
+
+
+def test_convolutions_recorded_without_shapes_are_read_by_their_kernels_names() -> None:
+    # a conv net in fp32 on a V100: cuDNN's convolution kernels (implicit GEMM, winograd, wgrad/dgrad) and sgemms
+    # under aten::convolution ops that carry no shapes, 63% of the kernel time: FLOP-bound by their class
+    f = findings("hta/v100_single_ns_resolution.json.gz")["bound_regime"]
+    ev = f.evidence
+    assert f.verdict == "compute-bound" and ev["roofline_bound"] == "compute", f.message
+    assert "read by kernel name" in f.message
+    assert ev["classified_by_name_share"] > 0.6 and ev["by_name_compute_share"] > 0.6
+    assert set(ev["by_name_families"]) >= {"conv", "gemm"} and ev["uncosted_share"] < 0.05
+    assert ev["memory_bound_share"] > 0.3  # batch norms and elementwise ops, costed from their shapes
     assert ev["self_cpu_total_us"] > 0 and ev["self_device_total_us"] > 0
     assert 0.5 <= ev["cpu_to_device_ratio"] <= 2.0
 

@@ -251,6 +251,7 @@ def test_a_slow_first_recorded_step_offline() -> None:
         s.step(k, base, dur).op("aten::mm", base + 10, dur - 20, [[64, 64], [64, 64]], ["float", "float"])
     c = s.findings()["cold_first_step"]
     assert c.verdict == "cold-start" and c.evidence["first_step_ms"] == 5.0
+    assert "CUDA" not in c.advice and "lazy initialisation" in c.advice  # a CPU window: no GPU advice
     steady = Synth(gpu=None)
     for k in range(4):
         steady.step(k, k * 1000, 1000).op("aten::mm", k * 1000 + 10, 980)
@@ -554,6 +555,7 @@ def test_a_cold_first_call_is_measured_against_the_devices_steady_step() -> None
     assert "cold_first_step" not in _live_findings(_enqueue_only(), first_us=20_000)
     cold = _live_findings(_enqueue_only(), first_us=500_000)["cold_first_step"]
     assert cold.evidence["steady_step_ms"] == 13.9 and cold.evidence["steady_clock"] == "device"
+    assert "lazy CUDA/cuDNN init" in cold.advice
     assert cold.evidence["ratio"] == pytest.approx(500 / 13.9, rel=1e-3)
 
 

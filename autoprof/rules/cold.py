@@ -29,7 +29,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
         clock = "device" if device > steady else "host"
         steady = max(steady, device)
         if first >= COLD_RATIO * steady and first - steady >= MIN_EXTRA_NS:
-            return [_finding(first, steady, 0, "the program's first call", live=True, clock=clock)]
+            return [_finding(first, steady, 0, "the program's first call", live=True, clock=clock, on_device=bool(device))]
         return []
     steps = trace.steps
     if len(steps) < 3:
@@ -40,20 +40,20 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
         where = "the program's first step" if steps[0].number <= 1 else f"the first recorded step (#{steps[0].number})"
         on_device = [dev or 0 for dev in device_step_ns(trace)]
         clock = "device" if statistics.median(on_device) > statistics.median(step.dur_ns for step in steps) else "host"
-        return [_finding(d, int(rest), steps[0].number, where, live=False, clock=clock)]
+        return [_finding(d, int(rest), steps[0].number, where, live=False, clock=clock, on_device=any(on_device))]
     return []
 
 
-def _finding(first: int, steady: int, number: int, where: str, live: bool, clock: str) -> Finding:
+def _finding(first: int, steady: int, number: int, where: str, live: bool, clock: str, on_device: bool) -> Finding:
     cold = number <= 1
+    init = "lazy CUDA/cuDNN init" if on_device else "lazy initialisation"  # no CUDA on a CPU window
     return Finding(
         RULE,
         COLD_START if cold else SLOW_FIRST_RECORDED,
         "info",
         f"{'cold first step' if cold else 'slow first step'}: {where} took {ms(first):.3f} ms, "
         f"{first / steady:.1f}x the steady {ms(steady):.3f} ms",
-        "Expected once (lazy CUDA/cuDNN init, allocator growth, compilation): exclude it from "
-        "measurements and warm up before timing or profiling."
+        f"Expected once ({init}, allocator growth, compilation): exclude it from measurements and warm up before timing or profiling."
         if cold
         else "The profiler's first active step often carries start-up cost: add a warmup step.",
         {

@@ -286,11 +286,9 @@ def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], 
         compute_work_share=share(compute * busy / roof.total_ns, window),
         memory_work_share=share(memory * busy / roof.total_ns, window),
         unknown_work_share=share(uncosted * busy / roof.total_ns, window),
+        **roofline.by_name_evidence(roof),  # how much of compute and memory the kernels' names gave
     )
-    split = (
-        f"{percent(compute, roof.total_ns)} of its time in FLOP-bound kernels, {percent(memory, roof.total_ns)} "
-        f"bandwidth-bound, {percent(uncosted, roof.total_ns)} not costed"
-    )
+    split = roofline.split_text(compute, memory, uncosted, roof.total_ns) + roofline.by_name_text(roof)
     if verdict == COMPUTE_BOUND:
         return verdict, f"compute-bound: {head}; FLOP-bound by the roofline ({split})", _ADVICE[COMPUTE_BOUND]
     if verdict == MEMORY_BOUND:

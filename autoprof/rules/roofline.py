@@ -6,6 +6,12 @@ recorded shapes and dtypes: FLOPs and bytes (``_work.op_work``), arithmetic inte
 roofline it could reach (``min(peak_flops, intensity × peak_bandwidth)``), the fraction reached, the bound
 (compute when the intensity is at or above the ridge ``peak_flops / peak_bandwidth``, else memory), and the
 time lost against the roofline. Per window: device time split into compute-bound, memory-bound and unknown.
+
+The cost model comes first: a kernel under an op it costs is that op's. A kernel with no costed op above it (a CUDA
+graph's replay, a trace of device events only, an op without shapes or of a kind the model does not cost) is read by
+its name's family (``_kernels``: GEMM, convolution and attention kernels FLOP-bound, elementwise, reduction, copy,
+norm and the like bandwidth-bound), and its time is said apart (``by_name``); a name the table does not know stays
+unknown.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from typing import Any, NamedTuple
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.peaks import Peak, peak_for
-from autoprof.rules._common import View, has_ancestor, op_self_ns, share, us, view
+from autoprof.rules._common import View, duration, has_ancestor, op_self_ns, percent, share, us, view
+from autoprof.rules._kernels import COMPUTE, TF32_MARKERS, Family, kernel_family
 from autoprof.rules._work import WorkCache, is_roofline_op, memory_by_kind
 from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace
 
@@ -25,15 +32,49 @@ COMPUTE_BOUND = "compute-bound"
 MEMORY_BOUND = "memory-bound"
 MIXED = "mixed"
 VERDICTS = {RULE: (COMPUTE_BOUND, MEMORY_BOUND, MIXED)}
-DECIDES = 0.5  # share of the window's device time one bound must hold to decide
-_TF32_MARKERS = ("tf32", "s1688", "tensorop_s")
+#: A bound names the split when its share is at least this many times each other share (time not costed among
+#: them): the bound_regime reading's ``MARGIN``, so that both name the same split alike.
+MARGIN = 1.5
+_LOW_PRECISION = ("bf16", "fp16", "fp8", "int8")
 
-_ADVICE = {
-    "memory": "Memory-bound: fuse it with its neighbours (torch.compile), keep data in lower precision "
-    "(bf16/fp16), or avoid materialising intermediates.",
-    "compute": "Compute-bound: use tensor cores (bf16/fp16, or TF32 via torch.backends.cuda.matmul.allow_tf32) "
-    "and shapes that are multiples of 8/16.",
-}
+
+def advice(bound: str, dtype: str, peak: Peak, on_device: bool) -> str:
+    """One line of advice for an op of this bound. On a device: tensor (matrix) cores, TF32 only where the device
+    has it, lower precision only for an op not already in it; on a CPU none of these (no tensor cores, no TF32)."""
+    if not on_device:
+        if bound == "memory":
+            return "Memory-bound: fuse it with its neighbours (torch.compile) or avoid materialising intermediates."
+        return (
+            "Compute-bound: the math itself takes the time: do less of it (a better algorithm, fewer or smaller "
+            "matmuls) or give it more cores (torch.set_num_threads)."
+        )
+    low = dtype in _LOW_PRECISION
+    if bound == "memory":
+        precision = "" if low else ", keep data in lower precision (bf16/fp16)"
+        return f"Memory-bound: fuse it with its neighbours (torch.compile){precision}, or avoid materialising intermediates."
+    if low:
+        return f"Compute-bound in {dtype}: fewer FLOPs (a better algorithm, less work per step) and shapes that are multiples of 8/16."
+    tf32 = ", or TF32 via torch.backends.cuda.matmul.allow_tf32" if "tf32" in peak.flops and dtype != "tf32" else ""
+    return f"Compute-bound: use the tensor (matrix) cores (bf16/fp16{tf32}) and shapes that are multiples of 8/16."
+
+
+def bound_of(compute: float, memory: float, unknown: float) -> str:
+    """The bound a split names: "compute" or "memory" when that share leads each other by ``MARGIN``; "unknown"
+    when time not costed leads so (never called compute); else "mixed"."""
+    ranked = sorted((("compute", compute), ("memory", memory), ("unknown", unknown)), key=lambda item: -item[1])
+    (lead, top), (_, second) = ranked[0], ranked[1]
+    if top <= 0 or top < MARGIN * second:
+        return "mixed"
+    return lead
+
+
+def split_text(compute: float, memory: float, unknown: float, whole: float, on_device: bool = True) -> str:
+    """The split as both readings print it."""
+    what = "kernels" if on_device else "ops"
+    return (
+        f"{percent(compute, whole)} of its time in FLOP-bound {what}, {percent(memory, whole)} bandwidth-bound, "
+        f"{percent(unknown, whole)} not costed"
+    )
 
 
 @dataclass
@@ -47,6 +88,7 @@ class OpStat:
     flops: float = 0.0
     bytes: float = 0.0
     ideal_ns: float = 0.0
+    on_device: bool = True
 
     def record(self, peak: Peak, pf: float) -> dict[str, Any]:
         t = self.time_ns / 1e9
@@ -73,7 +115,7 @@ class OpStat:
             "above_peak": above,
             "bound": self.bound,
             "lost_us": us(max(self.time_ns - self.ideal_ns, 0)),
-            "advice": _ADVICE[self.bound],
+            "advice": advice(self.bound, self.dtype, peak, self.on_device),
         }
 
 
@@ -89,24 +131,31 @@ class Roofline:
     by_kind: dict[str, list[int]] = field(default_factory=dict)
     #: Per step index: [compute-bound ns, memory-bound ns] of its ops (the report's step breakdown).
     by_step: dict[int, list[int]] = field(default_factory=dict)
+    #: Kernels no costed op explains, classified by their name's family (``_kernels``): family -> [kernels,
+    #: time]. Their time is in ``compute_ns`` or ``memory_ns`` (by the family's bound) and in the two below.
+    by_name: dict[str, list[int]] = field(default_factory=dict)
+    by_name_compute_ns: int = 0
+    by_name_memory_ns: int = 0
+    on_device: bool = True
 
     @property
     def by_kind_ns(self) -> int:
         return sum(t for _, t in self.by_kind.values())
 
     @property
+    def by_name_ns(self) -> int:
+        return self.by_name_compute_ns + self.by_name_memory_ns
+
+    @property
     def unknown_ns(self) -> int:
         return max(self.total_ns - self.compute_ns - self.memory_ns, 0)
 
     def decided(self) -> str | None:
-        """'memory' or 'compute' when one bound holds most of the window's device time."""
+        """'memory' or 'compute' when that bound leads the split (:func:`bound_of`, the bound_regime's rule)."""
         if self.total_ns <= 0:
             return None
-        if self.memory_ns >= DECIDES * self.total_ns:
-            return "memory"
-        if self.compute_ns >= DECIDES * self.total_ns:
-            return "compute"
-        return None
+        bound = bound_of(self.compute_ns, self.memory_ns, self.unknown_ns)
+        return bound if bound in ("compute", "memory") else None
 
 
 def analyze(trace: Trace, config: Config | None = None) -> Roofline | None:
@@ -125,19 +174,54 @@ def _analyze(trace: Trace, config: Config | None) -> Roofline | None:
         total = sum(dur for dur, c, inside in zip(trace.d_dur, trace.d_cat, win.device_in) if c == KERNEL_CODE and inside)
     else:
         total = op_self_ns(trace, win)
-    roof = Roofline(peak, total)
-    roof_ids = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
-    if not roof_ids or total <= 0:
+    roof = Roofline(peak, total, on_device=on_device)
+    if total <= 0:
         return roof
-    timed = _timed_on_device(trace, win, roof_ids) if on_device else _timed_on_host(trace, win, roof_ids)
-    for (nid, shapes_text, dtype), group in _grouped(trace, timed, roof.by_kind, win.host_step, roof.by_step).items():
-        _place(roof, trace.names[nid], shapes_text, dtype, group)
+    roof_ids = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
+    kernels_of: dict[int, list[int]] = {}  # op -> the device events of its kernels
+    loose: list[int] = []  # kernels under no roofline op of the window
+    timed = _timed_on_device(trace, win, roof_ids, kernels_of, loose) if on_device else _timed_on_host(trace, win, roof_ids)
+    uncosted: list[int] = []  # op calls the cost model could not cost
+    for (nid, shapes_text, dtype), group in _grouped(trace, timed, roof.by_kind, win.host_step, roof.by_step, uncosted).items():
+        if not _place(roof, trace.names[nid], shapes_text, dtype, group):
+            uncosted.extend(group.members)
     roof.memory_ns += roof.by_kind_ns
+    if on_device:  # the cost model first: only kernels it left uncosted are read by their names
+        _classify(trace, win, roof, loose + [j for i in uncosted for j in kernels_of.get(i, ())])
     # Ops run concurrently on several streams can sum past the busy time: keep the split within it.
     if roof.compute_ns + roof.memory_ns > total:
         scale = total / (roof.compute_ns + roof.memory_ns)
         roof.compute_ns, roof.memory_ns = int(roof.compute_ns * scale), int(roof.memory_ns * scale)
+        roof.by_name_compute_ns, roof.by_name_memory_ns = int(roof.by_name_compute_ns * scale), int(roof.by_name_memory_ns * scale)
     return roof
+
+
+def _classify(trace: Trace, win: View, roof: Roofline, kernels: list[int]) -> None:
+    """Kernels no costed op explains, by their name's family: their time to the family's bound (and to their
+    step's), apart in ``by_name``; a kernel of no known family stays unknown."""
+    families: dict[int, Family | None] = {}
+    names, d_name, d_dur, step_of = trace.names, trace.d_name, trace.d_dur, win.device_step
+    for j in kernels:
+        nid = d_name[j]
+        if nid not in families:
+            families[nid] = kernel_family(names[nid])
+        family = families[nid]
+        if family is None:
+            continue
+        dur = d_dur[j]
+        entry = roof.by_name.setdefault(family.name, [0, 0])
+        entry[0] += 1
+        entry[1] += dur
+        compute = family.bound == COMPUTE
+        if compute:
+            roof.compute_ns += dur
+            roof.by_name_compute_ns += dur
+        else:
+            roof.memory_ns += dur
+            roof.by_name_memory_ns += dur
+        k = step_of[j]
+        if k >= 0:
+            roof.by_step.setdefault(k, [0, 0])[0 if compute else 1] += dur
 
 
 class _Timed(NamedTuple):
@@ -148,16 +232,20 @@ class _Timed(NamedTuple):
     tf32: bool
 
 
-def _timed_on_device(trace: Trace, win: View, roof_ids: set[int]) -> list[_Timed]:
+def _timed_on_device(trace: Trace, win: View, roof_ids: set[int], kernels_of: dict[int, list[int]], loose: list[int]) -> list[_Timed]:
     """The window's kernels, each counted at the outermost roofline op above the call that launched it (linear
-    → addmm, layer_norm → native_layer_norm)."""
-    tf32_ids = {nid for nid, n in enumerate(trace.names) if any(m in n.lower() for m in _TF32_MARKERS)}
+    → addmm, layer_norm → native_layer_norm). Each op's kernels (device event indices) go to ``kernels_of``; the
+    kernels under no roofline op of the window (or launched by nothing recorded) to ``loose``."""
+    tf32_ids = {nid for nid, n in enumerate(trace.names) if any(m in n.lower() for m in TF32_MARKERS)}
     h_name, parent = trace.h_name, trace.h_parent
     top_of: dict[int, int] = {}  # launching call -> that op, or -1
     kernel_ns: dict[int, int] = {}  # op -> its kernels' time
     tf32_ops: set[int] = set()  # ops that ran a TF32 tensor-op kernel
-    for launch, cat, inside, dur, kernel in zip(trace.d_launch_host, trace.d_cat, win.device_in, trace.d_dur, trace.d_name):
-        if cat != KERNEL_CODE or not inside or launch < 0:
+    for j, (launch, cat, inside, dur, kernel) in enumerate(zip(trace.d_launch_host, trace.d_cat, win.device_in, trace.d_dur, trace.d_name)):
+        if cat != KERNEL_CODE or not inside:
+            continue
+        if launch < 0:
+            loose.append(j)
             continue
         top = top_of.get(launch)
         if top is None:
@@ -168,11 +256,19 @@ def _timed_on_device(trace: Trace, win: View, roof_ids: set[int]) -> list[_Timed
                 p = parent[p]
             top_of[launch] = top
         if top < 0:
+            loose.append(j)
             continue
         kernel_ns[top] = kernel_ns.get(top, 0) + dur
+        kernels_of.setdefault(top, []).append(j)
         if kernel in tf32_ids:
             tf32_ops.add(top)
-    return [_Timed(i, t, i in tf32_ops) for i, t in sorted(kernel_ns.items()) if trace.h_cat[i] == CPU_OP_CODE and win.host_in[i]]
+    timed = []
+    for i, t in sorted(kernel_ns.items()):
+        if trace.h_cat[i] == CPU_OP_CODE and win.host_in[i]:
+            timed.append(_Timed(i, t, i in tf32_ops))
+        else:  # an op outside the window: its kernels are no op's of it
+            loose.extend(kernels_of.pop(i))
+    return timed
 
 
 def _timed_on_host(trace: Trace, win: View, roof_ids: set[int]) -> list[_Timed]:
@@ -192,15 +288,21 @@ class _Group:
     time_ns: int
     work: tuple[float, float]
     steps: dict[int, int] = field(default_factory=dict)  # step index -> time
+    members: list[int] = field(default_factory=list)  # the op calls (host event indices)
 
 
 def _grouped(
-    trace: Trace, timed: list[_Timed], by_kind: dict[str, list[int]], step_of: Any, by_step: dict[int, list[int]]
+    trace: Trace,
+    timed: list[_Timed],
+    by_kind: dict[str, list[int]],
+    step_of: Any,
+    by_step: dict[int, list[int]],
+    uncosted: list[int],
 ) -> dict[tuple[int, str, str], _Group]:
     """Calls and time per (op name id, shapes, dtype): a window repeats the same few, each is costed once. Calls
     that cannot be costed but are bandwidth-bound by their kind go to ``by_kind`` (name -> [calls, time]) and to
-    their step's memory-bound time in ``by_step``; a group keeps its time per step (``step_of``: host event ->
-    step index) for :func:`_place`."""
+    their step's memory-bound time in ``by_step``; the others that cannot be costed to ``uncosted``; a group
+    keeps its time per step (``step_of``: host event -> step index) for :func:`_place`."""
     cache = WorkCache()
     shapes_get = trace.shapes.get
     groups: dict[tuple[int, str, str], _Group] = {}
@@ -220,6 +322,8 @@ def _grouped(
                 entry[0] += 1
                 entry[1] += t
                 by_step.setdefault(step_of[i], [0, 0])[1] += t
+            else:
+                uncosted.append(i)
             continue
         dtype = dtype or "fp32"
         if dtype == "fp32" and tf32:
@@ -230,23 +334,24 @@ def _grouped(
             group = groups[key] = _Group(0, 0, work)
         group.calls += 1
         group.time_ns += t
+        group.members.append(i)
         k = step_of[i]
         group.steps[k] = group.steps.get(k, 0) + t
     return groups
 
 
-def _place(roof: Roofline, name: str, shapes_text: str, dtype: str, group: _Group) -> None:
+def _place(roof: Roofline, name: str, shapes_text: str, dtype: str, group: _Group) -> bool:
     """Cost a group against the peak: its bound (intensity against the ridge), ideal time, and its share of the
-    compute- or memory-bound time."""
+    compute- or memory-bound time. False when it cannot be costed (no peak for its dtype, no bytes)."""
     peak = roof.peak
     peak_flops = peak.flops_for(dtype)
     flops, nbytes = group.work
     if not peak_flops or nbytes <= 0:
-        return
+        return False
     bound = "compute" if flops / nbytes >= peak_flops / peak.bytes_per_s else "memory"
     stat = roof.ops.get((name, shapes_text, dtype))
     if stat is None:
-        stat = roof.ops[(name, shapes_text, dtype)] = OpStat(name, shapes_text, dtype, bound)
+        stat = roof.ops[(name, shapes_text, dtype)] = OpStat(name, shapes_text, dtype, bound, on_device=roof.on_device)
     calls = group.calls
     stat.calls += calls
     stat.time_ns += group.time_ns
@@ -260,36 +365,69 @@ def _place(roof: Roofline, name: str, shapes_text: str, dtype: str, group: _Grou
     column = 0 if bound == "compute" else 1
     for k, t in group.steps.items():
         roof.by_step.setdefault(k, [0, 0])[column] += t
+    return True
+
+
+def by_name_evidence(roof: Roofline) -> dict[str, Any]:
+    """The time read by kernel name, as a share of the kernel time: in all, FLOP-bound, bandwidth-bound, and per
+    family (the largest first). Both readings carry these keys."""
+    whole = roof.total_ns
+    families = sorted(roof.by_name.items(), key=lambda item: -item[1][1])
+    return {
+        "classified_by_name_share": share(roof.by_name_ns, whole),
+        "by_name_compute_share": share(roof.by_name_compute_ns, whole),
+        "by_name_memory_share": share(roof.by_name_memory_ns, whole),
+        "by_name_families": {name: share(t, whole) for name, (_, t) in families[:8]},
+    }
+
+
+def by_name_text(roof: Roofline) -> str:
+    """The message's note on time read by kernel name ("" when none was)."""
+    if not roof.by_name_ns:
+        return ""
+    return f"; {percent(roof.by_name_ns, roof.total_ns)} of the kernel time read by kernel name (no costed op above those kernels)"
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
+    """The split of the device's kernel time (on a CPU, of the ops' own time), named by the rule the bound_regime
+    reading names it by, and the ops that lose the most time against their roofline."""
     roof = analyze(trace, config)
-    if roof is None or not roof.ops:
+    if roof is None or not (roof.ops or roof.by_name_ns):
         return []  # (ops bandwidth-bound by kind alone give no per-op figures to report)
     by_time = sorted(roof.ops.values(), key=lambda s: -s.time_ns)[:10]
     by_lost = sorted(roof.ops.values(), key=lambda s: -(s.time_ns - s.ideal_ns))[:5]
-    top = by_lost[0]
-    pf_top = roof.peak.flops_for(top.dtype) or 0.0
-    top_rec = top.record(roof.peak, pf_top)
     decided = roof.decided()
     verdict = {"compute": COMPUTE_BOUND, "memory": MEMORY_BOUND}.get(decided or "", MIXED)
+    whole = "the device's kernel time" if roof.on_device else "the ops' own time"
+    split = split_text(roof.compute_ns, roof.memory_ns, roof.unknown_ns, roof.total_ns, roof.on_device)
     msg = (
-        f"roofline of the ops' own time ({roof.peak.name}): {share(roof.compute_ns, roof.total_ns):.0%} compute-bound, "
-        f"{share(roof.memory_ns, roof.total_ns):.0%} memory-bound, {share(roof.unknown_ns, roof.total_ns):.0%} unknown; "
-        f"most time lost in {top.name} {top.shapes} ({top.bound}-bound, "
-        + (
+        f"roofline ({roof.peak.name}) of {whole} ({duration(roof.total_ns)}): {split}{by_name_text(roof)}; "
+        "a breakdown of the work, not the window's limit (bound_regime names that)"
+    )
+    families = sorted(roof.by_name, key=lambda n: -roof.by_name[n][1])
+    if by_lost:
+        top = by_lost[0]
+        top_rec = top.record(roof.peak, roof.peak.flops_for(top.dtype) or 0.0)
+        msg += f"; most time lost in {top.name} {top.shapes} ({top.bound}-bound, " + (
             "above the calibrated peak: cache-resident data)"
             if top_rec["above_peak"]
             else f"{(top_rec['roofline_fraction_ratio'] or 0):.0%} of its roofline)"
         )
-    )
+        tip = str(top_rec["advice"])
+        subjects = tuple(f"{s.name} {s.shapes}" for s in by_lost)
+    else:  # only kernels read by their names: no op to name
+        tip = (
+            "Read by the kernels' names, not costed: profile with record_shapes=True (eager ops, not a CUDA graph's "
+            "replay) to have each op's FLOPs, bytes and fraction of its roofline."
+        )
+        subjects = tuple(f"{name} kernels" for name in families[:5])
     return [
         Finding(
             RULE,
             verdict,
             "info",
             msg,
-            _ADVICE[top.bound],
+            tip,
             {
                 "peak": roof.peak.name,
                 "peak_source": roof.peak.source,
@@ -299,11 +437,13 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
                 "compute_bound_share": share(roof.compute_ns, roof.total_ns),
                 "memory_bound_share": share(roof.memory_ns, roof.total_ns),
                 "unknown_share": share(roof.unknown_ns, roof.total_ns),
+                "roofline_bound": bound_of(roof.compute_ns, roof.memory_ns, roof.unknown_ns),
                 "memory_by_kind_share": share(roof.by_kind_ns, roof.total_ns),
                 "memory_by_kind_ops": sorted(roof.by_kind, key=lambda n: -roof.by_kind[n][1])[:5],
+                **by_name_evidence(roof),
                 "ops": [s.record(roof.peak, roof.peak.flops_for(s.dtype) or 0.0) for s in by_time],
                 "top_lost": [s.record(roof.peak, roof.peak.flops_for(s.dtype) or 0.0) for s in by_lost],
             },
-            tuple(f"{s.name} {s.shapes}" for s in by_lost),
+            subjects,
         )
     ]
