@@ -16,6 +16,8 @@ from autoprof.rules._kernels import COMPUTE, FAMILIES, MEMORY, kernel_family, ke
 from autoprof.trace import chrome
 from autoprof.trace.model import KERNEL_CODE
 
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 # (trace, a kernel's own name there (kernel_head), its family, its bound): every family against a real name
 REAL = [
     ("hta/a100_rank0_of16_compiled_cudagraphs.json.gz", "ampere_sgemm_128x64_nn", "gemm", COMPUTE),
