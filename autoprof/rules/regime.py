@@ -245,13 +245,10 @@ def work_verdict(compute_ns: float, memory_ns: float, uncosted_ns: float) -> tup
     compute-bound or memory-bound time when it leads the other two shares by ``MARGIN``; ``mixed`` when none
     does, or when time the roofline cannot cost leads (that is never called compute). Also the bound it names:
     "compute", "memory", "uncosted" or "mixed"."""
-    ranked = sorted((("compute", compute_ns), ("memory", memory_ns), ("uncosted", uncosted_ns)), key=lambda item: -item[1])
-    (lead, top), (_, second) = ranked[0], ranked[1]
-    if top <= 0 or top < MARGIN * second:
-        return MIXED, "mixed"
-    if lead == "uncosted":
-        return MIXED, "uncosted"
-    return (COMPUTE_BOUND if lead == "compute" else MEMORY_BOUND), lead
+    bound = roofline.bound_of(compute_ns, memory_ns, uncosted_ns)  # one rule: the roofline finding names the same
+    if bound in ("mixed", "unknown"):
+        return MIXED, "uncosted" if bound == "unknown" else "mixed"
+    return (COMPUTE_BOUND if bound == "compute" else MEMORY_BOUND), bound
 
 
 def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], busy: int, window: int) -> tuple[str, str, str]:
@@ -320,8 +317,8 @@ CALL_FLOOR_NS = 5_000
 WORK_CREDIT = 20
 #: The verdict names the largest share when it holds at least this much of the step ...
 LEADS = 0.40
-#: ... and at least this many times the next share; otherwise ``mixed``.
-MARGIN = 1.5
+#: ... and at least this many times the next share; otherwise ``mixed`` (the roofline's margin, one rule for both).
+MARGIN = roofline.MARGIN
 #: Names of collective calls on the host (gloo, NCCL/RCCL, c10d): time in them is waiting for peers or moving data.
 COLLECTIVE_PREFIXES = COLLECTIVE_CALL_PREFIXES
 
