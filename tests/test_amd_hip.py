@@ -241,7 +241,11 @@ def test_qwen_on_mi300x_is_device_bound_and_costed_its_gemms_as_tracelens_reads_
     rel = "amd/mi300x_qwen05b_inference.json.gz"
     r = findings(rel)["bound_regime"]
     ev = r.evidence
-    assert ev["device_busy_share"] >= regime.DEVICE_SATURATED and "device-bound" in r.message
+    # 13 ms of kernels launched before the window (their correlation ids precede the step's first call; the step's
+    # torch.cuda.synchronize() waits for them) are not its work: the window on the device is the rest (issue 33)
+    assert 12_500 <= ev["device_outside_us"] <= 13_500 and 33_000 <= ev["device_window_us"] <= 34_500
+    assert ev["device_busy_share"] >= regime.DEVICE_BUSY_COMPUTE and ev["device_busy_share"] > ev["host_active_share"]
+    assert r.verdict in ("memory-bound", "mixed") and ev["reading"] == "device"
     assert ev["roofline_shares"] is not None and ev["roofline_bound"] in ("memory", "mixed")
     assert ev["roofline_shares"]["memory"] > ev["roofline_shares"]["compute"]  # bandwidth-heavy: elementwise and copies
     # torch.cuda.synchronize() inside the step (13 ms) is waiting, not host work; the last one is the profiler's
@@ -257,7 +261,9 @@ def test_qwen_on_mi300x_is_device_bound_and_costed_its_gemms_as_tracelens_reads_
 
 def test_bert_on_mi300x_stays_overhead_bound_with_its_copy_apart() -> None:
     ev = findings("amd/mi300x_bert_small_inference.json.gz")["bound_regime"].evidence
-    assert ev["device_busy_share"] < 0.2 and ev["host_active_share"] > 0.9
+    # host activity is its ops and runtime calls (49 %), not the Python frames around them (96 %, issue 33)
+    assert ev["device_busy_share"] < 0.2 and 0.4 < ev["host_active_share"] < 0.6
+    assert findings("amd/mi300x_bert_small_inference.json.gz")["bound_regime"].verdict == "overhead-bound"
     assert set(ev["blocked_by_call_us"]) == {"hipDeviceSynchronize", "hipMemcpyWithStream"}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 from array import array
@@ -128,16 +129,24 @@ def share(part: float, whole: float) -> float:
 
 @dataclass
 class View:
-    """Per-trace derived facts, computed once and shared by the rules."""
+    """Per-trace derived facts, computed once and shared by the rules.
+
+    The window: with steps, host events inside the steps' spans; device work launched from them (by
+    correlation), and device work with no recorded launch placed by time in the step it starts in, unless its
+    correlation id is below the window's first runtime call's (it was launched before the window, in the
+    profiler's warmup or before it started, and its launch is not in the trace). The device's time on work that is
+    not the window's (queued before it, or launched between steps) is ``device_foreign``: neither the window's
+    work nor its idle time, it is left out of the window's length on the device (:attr:`device_window_ns`)."""
 
     host_step: array[int]  # host event -> step index or -1
     device_step: array[int]  # device event -> step index or -1 (by launch correlation)
     host_in: list[bool]  # host event inside the analyzed window
-    device_in: list[bool]  # device event launched from inside the window
+    device_in: list[bool]  # device event of the window (launched from inside it)
     start_ns: int
     end_ns: int  # the host window's end
     device_end_ns: int  # last end of window device work (the GPU lane runs behind)
     device_busy: Intervals  # merged intervals of kernels, memcpys and memsets of the window
+    device_foreign: Intervals = dataclasses.field(default_factory=list)  # device work in the window's span, not its own
 
     @property
     def host_window_ns(self) -> int:
@@ -147,6 +156,11 @@ class View:
     def window_ns(self) -> int:
         """Host window extended to the end of the device work it launched."""
         return max(self.end_ns, self.device_end_ns) - self.start_ns
+
+    @property
+    def device_window_ns(self) -> int:
+        """:attr:`window_ns` less the device's time on work that is not the window's (``device_foreign``)."""
+        return self.window_ns - total(self.device_foreign)
 
 
 def view(trace: Trace) -> View:
@@ -159,6 +173,7 @@ def _view_of(trace: Trace) -> View:
     ds = trace.step_of_device(hs)
     start, end = trace.span_ns()
     if trace.steps:
+        _drop_queued_before(trace, hs, ds)
         host_in = [k >= 0 for k in hs]
         device_in = [k >= 0 for k in ds]
     else:
@@ -169,11 +184,28 @@ def _view_of(trace: Trace) -> View:
             host_in[flush] = False
             ts, dur = trace.h_ts, trace.h_dur
             end = max([ts[flush]] + [ts[i] + dur[i] for i in range(trace.n_host) if i != flush])
-    busy: Intervals = [
-        (t, t + d) for t, d, c, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, device_in) if inside and c in DEVICE_WORK_CODES
-    ]
+    busy: Intervals = []
+    other: Intervals = []
+    for t, d, c, inside in zip(trace.d_ts, trace.d_dur, trace.d_cat, device_in):
+        if c in DEVICE_WORK_CODES:
+            (busy if inside else other).append((t, t + d))
+    busy = merge(busy)
     dev_end = max((e for _, e in busy), default=0)
-    return View(hs, ds, host_in, device_in, start, end, dev_end, merge(busy))
+    hi = max(end, dev_end)
+    foreign = subtract(merge([(max(s, start), min(e, hi)) for s, e in other if s < hi and e > start]), busy)
+    return View(hs, ds, host_in, device_in, start, end, dev_end, busy, foreign)
+
+
+def _drop_queued_before(trace: Trace, host_step: array[int], device_step: array[int]) -> None:
+    """Device work with no recorded launch whose correlation id is below that of every runtime call of the window
+    was launched before the window (the ids count the runtime calls in order): out of its steps. Work whose launch
+    is simply not recorded (``cuGraphLaunch``'s kernels) has a later id and keeps its place by time."""
+    first = min((c for c, k, cat in zip(trace.h_corr, host_step, trace.h_cat) if k >= 0 and c > 0 and cat in LAUNCH_CODES), default=0)
+    if first <= 0:
+        return
+    for d, (k, h, c) in enumerate(zip(device_step, trace.d_launch_host, trace.d_corr)):
+        if k >= 0 and h < 0 and 0 < c < first:
+            device_step[d] = -1
 
 
 def profiler_flush_index(trace: Trace) -> int:
@@ -277,8 +309,10 @@ def shape_of(trace: Trace, i: int) -> tuple[list[Any], list[Any]]:
 
 def device_step_ns(trace: Trace) -> list[int | None]:
     """Per step of ``trace.steps``, the device's time for it (ns, on the device's clock): the step's own span on
-    the device lane (the ``ProfilerStep#N`` annotation torch puts there) where the trace has one, else from the
-    first start to the last end of the device work the step launched; None for a step with neither. A host step
+    the device lane (the ``ProfilerStep#N`` annotation torch puts there) where the trace has one and it holds the
+    step's device work, else from the first start to the last end of the device work the step launched; None for
+    a step with neither. An annotation shorter than the time the step's own work keeps the device busy is not the
+    step's span (an MI300X DDP trace's is 18 µs for ~19 ms of work): the work's span stands instead. A host step
     only enqueues work: on a device its call can return in 0.3 ms while its kernels run 14 ms. Computed once per
     trace."""
     return trace.derive(_device_step_ns)
@@ -292,8 +326,7 @@ def _device_step_ns(trace: Trace) -> list[int | None]:
     annotation = DEVICE_CODE[GPU_USER_ANNOTATION]
     by_name = {trace.name_id(f"ProfilerStep#{s.number}"): k for k, s in enumerate(steps)}
     by_name.pop(-1, None)
-    first: list[int | None] = [None] * len(steps)
-    last: list[int] = [0] * len(steps)
+    work: list[Intervals] = [[] for _ in steps]
     device_step = view(trace).device_step
     for d, (nid, cat) in enumerate(zip(trace.d_name, trace.d_cat)):
         if cat == annotation:
@@ -303,13 +336,10 @@ def _device_step_ns(trace: Trace) -> list[int | None]:
         elif cat in DEVICE_WORK_CODES:
             k = device_step[d]
             if k >= 0:
-                start, end = trace.d_ts[d], trace.d_ts[d] + trace.d_dur[d]
-                f = first[k]
-                first[k] = start if f is None or start < f else f
-                last[k] = max(last[k], end)
-    for k, f in enumerate(first):
-        if out[k] is None and f is not None:
-            out[k] = last[k] - f
+                work[k].append((trace.d_ts[d], trace.d_ts[d] + trace.d_dur[d]))
+    for k, spans in enumerate(work):
+        if spans and (out[k] is None or (out[k] or 0) < total(merge(spans))):
+            out[k] = max(e for _, e in spans) - min(s for s, _ in spans)
     return out
 
 

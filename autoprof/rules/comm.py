@@ -3,9 +3,11 @@ kernels are the runtime table's (:func:`autoprof.rules._runtime.is_collective_ke
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import duration, merge, noise_floor, percent, share, subtract, total, us, view
+from autoprof.rules._common import Intervals, duration, merge, noise_floor, percent, share, subtract, total, us, view
 from autoprof.rules._runtime import collective_kind, is_collective_kernel
 from autoprof.trace.model import KERNEL_CODE, Trace
 
@@ -17,17 +19,48 @@ VERDICTS = {RULE: (EXPOSED, OVERLAPPED, WAITING_FOR_PEER)}
 EXPOSED_WARN = 0.20  # of the window
 
 
-def check(trace: Trace, config: Config | None = None) -> list[Finding]:
+@dataclass(frozen=True)
+class Exposure:
+    """The window's collective kernels on the device: their merged spans, the part of them no compute kernel
+    overlaps (``exposed``: the device runs nothing but communication), and their time per collective kind."""
+
+    comm: Intervals
+    exposed: Intervals
+    by_kind: dict[str, int]
+    kernel_names: tuple[str, ...]
+
+    @property
+    def comm_ns(self) -> int:
+        return total(self.comm)
+
+    @property
+    def exposed_ns(self) -> int:
+        return total(self.exposed)
+
+
+def exposure(trace: Trace) -> Exposure:
+    """The window's collective kernels and their exposed time (computed once per trace: the regime's device
+    reading counts the exposed time as communication)."""
+    return trace.derive(_exposure_of)
+
+
+def _exposure_of(trace: Trace) -> Exposure:
     win = view(trace)
     nccl = {nid for nid, name in enumerate(trace.names) if is_collective_kernel(name)}
     comm, compute, by_kind = _kernel_spans(trace, win.device_in, nccl)
-    if not comm:
-        return []
     kernel_ids = {nid for nid, c in zip(trace.d_name, trace.d_cat) if c == KERNEL_CODE}
     comm_m = merge(comm)
-    exposed = total(subtract(comm_m, merge(compute)))
-    comm_t = total(comm_m)
-    window = win.window_ns
+    names = tuple(sorted({trace.names[nid].split("(")[0][:60] for nid in kernel_ids & nccl})[:4])
+    return Exposure(comm_m, subtract(comm_m, merge(compute)), by_kind, names)
+
+
+def check(trace: Trace, config: Config | None = None) -> list[Finding]:
+    found = exposure(trace)
+    if not found.comm:
+        return []
+    exposed = found.exposed_ns
+    comm_t = found.comm_ns
+    window = view(trace).device_window_ns  # the window on the device: the regime's device reading's too
     if comm_t < noise_floor(config) * window:
         return []  # a finding about nothing (22 µs of NCCL in a 66 ms window) is noise in a log pipeline
     warn = exposed >= EXPOSED_WARN * window
@@ -45,9 +78,9 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
                 "exposed_comm_share": share(exposed, comm_t),
                 "exposed_window_share": share(exposed, window),
                 "rank": trace.rank,
-                "collectives_us": {kind: us(ns) for kind, ns in sorted(by_kind.items(), key=lambda item: -item[1])},
+                "collectives_us": {kind: us(ns) for kind, ns in sorted(found.by_kind.items(), key=lambda item: -item[1])},
             },
-            tuple(sorted({trace.names[nid].split("(")[0][:60] for nid in kernel_ids & nccl})[:4]),
+            found.kernel_names,
         )
     ]
 

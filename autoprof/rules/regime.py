@@ -1,21 +1,33 @@
-"""Bound regime: is the window limited by the host (overhead), the device (compute), input or syncs?
+"""Bound regime: is the window limited by the host (overhead), the device (compute), communication, input or syncs?
 
-Device windows (kernels present) compare, over the window extended to the end of the device work it
-launched (the GPU lane runs behind the host):
+The window (``View``, rules/_common.py): host events inside the steps; device work launched from them (by
+correlation), or, with no recorded launch, placed by time unless its correlation id precedes the window's first
+runtime call (launched before the window: the profiler's warmup). The device's time on work that is not the
+window's (queued before it, launched between steps) is neither its work nor its idle time: the window on the
+device (``device_window_us``) is the window extended to the end of its device work, less that time
+(``device_outside_us``). Device windows (kernels present) compare:
 
-- ``device_busy_share``: union of kernels, memcpys and memsets launched from the window's steps;
+- ``device_busy_share``: union of the window's kernels, memcpys and memsets, of the window on the device;
+- ``comm_share``: exposed communication, the time collective kernels (NCCL/RCCL) run with no compute kernel
+  beside them (the ``exposed_communication`` rule's computation, :func:`autoprof.rules.comm.exposure`);
+  ``work_share`` is the busy share less it: the device's own work;
 - ``input_share``: host time in ``enumerate(DataLoader)``;
 - ``blocked_share``: host time waiting in synchronizing calls (``_runtime.BLOCKING_CALLS``, CUDA and HIP), reported
   apart;
-- ``host_active_share``: union of host ops and runtime calls, less blocked and input time.
+- ``host_active_share``: union of op dispatch (``cpu_op``) and runtime and driver calls, less blocked and input
+  time; the Python frames of a ``with_stack`` trace enclose them and are no activity of their own;
+- ``idle_host_wait_share``: of the device's idle time, the part in which it waits for the host (a gap whose next
+  work was launched only after it opened, and the gaps before the first and after the last work).
 
-Verdicts, first match wins: input-bound (input ≥ 25 %); device-bound when the device is saturated (busy ≥
-90 %) or busy ≥ 60 % and at least as long as the host is active; overhead-bound when the host is active for
-longer than the device is busy (the device waits on the host's launches); sync-bound (blocked ≥ 30 %); otherwise
-``mixed``. A device-bound window is named by where the device's time goes by the roofline (:func:`work_verdict`,
-the rule both readings share): compute-bound or memory-bound when that share leads the others by ``MARGIN``,
-``mixed`` when none does or when time the roofline cannot cost leads. Device busy time is all device work inside
-the window (work a previous step queued that still runs keeps the device as busy as the window's own).
+Verdicts, first match wins: input-bound (input ≥ 25 %); communication-bound when exposed communication is at
+least ``COMM_SHARE_MIN`` (40 %) of the window on the device and more than both the device's own work and its
+idle time; device-bound when the device's own work is ≥ 90 %, or ≥ 60 % and at least as long as the host is
+active or the host has queued the work ahead (less than ``HOST_WAIT_SHARE`` of the device's idle time waits for
+the host: the host is not the limit); overhead-bound when the host is active for longer than the device is busy
+and the device waits for the host's launches; sync-bound (blocked ≥ 30 %); otherwise ``mixed``. A device-bound
+window is named by where the device's time goes by the roofline (:func:`work_verdict`, the rule both readings
+share): compute-bound or memory-bound when that share leads the others by ``MARGIN``, ``mixed`` when none does
+or when time the roofline cannot cost leads.
 
 CPU-only windows are read in one order, each second once: waiting for input, in blocking calls, in
 collectives on the step's thread, then op work the roofline explains (an op call whose work at the calibrated
@@ -34,7 +46,7 @@ from typing import Any
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules import roofline
+from autoprof.rules import comm, roofline
 from autoprof.rules._common import (
     COMPILE_WRAPPER_PREFIXES,
     DATALOADER_PREFIX,
@@ -55,7 +67,6 @@ from autoprof.rules._runtime import BLOCKING_CALLS, COLLECTIVE_CALL_PREFIXES
 from autoprof.rules._work import is_roofline_op
 from autoprof.trace.model import (
     CPU_OP_CODE,
-    CUDA_RUNTIME_CODE,
     DEVICE_WORK_CODES,
     LAUNCH_CODES,
     PYTHON_FUNCTION_CODE,
@@ -86,6 +97,8 @@ _ADVICE = {
     "prefetch_factor) or move preprocessing off the training loop.",
     SYNC_BOUND: "The host waits in synchronizing calls: remove .item()/.cpu()/print of device tensors "
     "from the step, use non_blocking copies from pinned memory.",
+    COMMUNICATION_BOUND: "The device waits in collectives: look at the slowest rank first (a straggler makes the "
+    "others wait), then overlap communication with compute (DDP bucket_cap_mb, FSDP prefetching) or send less.",
     MIXED: "No single limit dominates: look at the other findings for this window.",
 }
 _CPU_ADVICE = {
@@ -106,10 +119,26 @@ _CPU_ADVICE = {
 
 def _self_totals(trace: Trace, win: View) -> tuple[int, int]:
     """Self time of the program's own host events (a collective's span on the backend's thread is waiting, not the
-    program's CPU time) and the device time of the window."""
-    host = sum(compress(trace.h_self, win.host_in))
-    host -= sum(trace.h_self[i] for i in trace.host_named(_collective_ids(trace)) if win.host_in[i])
+    program's CPU time) and the device time of the window. The Python frames of a ``with_stack`` trace are not
+    events of their own here: the self times are those of the tree without them, as the profiler's table gives."""
+    host_in, cat = win.host_in, trace.h_cat
+    host = _self_without_frames(trace, host_in) if PYTHON_FUNCTION_CODE in cat else sum(compress(trace.h_self, host_in))
+    host -= sum(trace.h_self[i] for i in trace.host_named(_collective_ids(trace)) if host_in[i] and cat[i] != PYTHON_FUNCTION_CODE)
     return host, sum(compress(trace.d_dur, win.device_in))
+
+
+def _self_without_frames(trace: Trace, host_in: list[bool]) -> int:
+    """The sum of the self times of the window's host events in their tree without Python frames: the time of
+    the outermost ones (every other's lies inside its nearest enclosing event, which loses it from its self time)."""
+    cat, parent, dur = trace.h_cat, trace.h_parent, trace.h_dur
+    under = [False] * trace.n_host  # inside an event that is not a Python frame (parents precede their children)
+    out = 0
+    for i in range(trace.n_host):
+        p = parent[i]
+        under[i] = p >= 0 and (under[p] or cat[p] != PYTHON_FUNCTION_CODE)
+        if host_in[i] and cat[i] != PYTHON_FUNCTION_CODE and not under[i]:
+            out += dur[i]
+    return out
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
@@ -151,10 +180,12 @@ def _wait_spans(trace: Trace, win: View, loading: set[int], blocking: set[int]) 
 
 
 def _host_spans(trace: Trace, win: View) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
-    """Merged spans of blocking runtime calls, of data loading, and of host activity (ops, runtime calls, Python
-    functions). Only top-level activity spans are kept: a child lies inside its parent."""
+    """Merged spans of blocking runtime calls, of data loading, and of host activity: op dispatch (``cpu_op``) and
+    runtime and driver calls. The Python frames a ``with_stack`` trace records (``python_function``) enclose them
+    and span the whole step: they are not activity of their own. Only top-level activity spans are kept: a child
+    lies inside its parent."""
     blocked, inp = _wait_spans(trace, win, *_wait_ids(trace))
-    active_cats = {CPU_OP_CODE, CUDA_RUNTIME_CODE, PYTHON_FUNCTION_CODE}
+    active_cats = {CPU_OP_CODE, *LAUNCH_CODES}
     ts, dur, parent, cat, host_in = trace.h_ts, trace.h_dur, trace.h_parent, trace.h_cat, win.host_in
     active = [
         (t, t + d)
@@ -173,45 +204,125 @@ def wait_spans(trace: Trace) -> dict[str, list[tuple[int, int]]]:
 
 
 def _busy_in_window(trace: Trace, win: View) -> int:
-    """Device work of any step inside the window [start, end of the device work it launched]."""
+    """The device's time on the window's own work: kernels, copies and memsets launched from its steps (work
+    launched before the window or between its steps is not the window's: ``View.device_foreign``)."""
+    return total(win.device_busy)
+
+
+@dataclass
+class DeviceReading:
+    """Where a device window's time goes, in ns: the host's shares are of the window (``window_ns``), the device's
+    of the window on the device (``device_window_ns``: less its time on work that is not the window's)."""
+
+    window_ns: int
+    device_window_ns: int
+    busy_ns: int  # the window's device work, collectives included
+    exposed_comm_ns: int  # collective kernels with no compute kernel beside them
+    active_ns: int  # host: op dispatch and runtime calls, less blocked and input time
+    blocked_ns: int
+    input_ns: int
+    idle_ns: int  # the device runs nothing of the window's (nor anything else)
+    host_wait_ns: int  # idle time in which the device waits for the host's next launch
+
+    @property
+    def own_ns(self) -> int:
+        """The device's own work: busy time less exposed communication (the device waits for its peers there)."""
+        return max(self.busy_ns - self.exposed_comm_ns, 0)
+
+    @property
+    def queued_ahead(self) -> bool:
+        """The host has queued the device's work ahead of it: most of the device's idle time passes with its next
+        work already launched (waiting on another stream, an event, a peer), not waiting for the host."""
+        return self.idle_ns > 0 and self.host_wait_ns < HOST_WAIT_SHARE * self.idle_ns
+
+
+#: Exposed communication names the verdict when it holds at least this much of the window on the device, and more
+#: than the device's own work and than its idle time (the largest part of the device's time).
+COMM_SHARE_MIN = 0.40
+#: The device waits for the host when at least this share of its idle time passes before its next work is launched;
+#: below it the host has queued the work ahead and is not the limit.
+HOST_WAIT_SHARE = 0.5
+
+
+def _host_wait_ns(trace: Trace, win: View, lo: int, hi: int) -> int:
+    """Idle time of the device in [lo, hi] spent waiting for the host: each gap between the window's device work
+    (and work not of the window, which is no idle time) whose next work was launched only after the gap opened,
+    and the gaps before the first and after the last work (nothing was queued)."""
+    occupied = merge(win.device_busy + win.device_foreign)
+    launch_at: dict[int, int] = {}  # start of own device work -> earliest launch of work starting then
+    h_ts = trace.h_ts
+    for t, c, inside, h in zip(trace.d_ts, trace.d_cat, win.device_in, trace.d_launch_host):
+        if inside and c in DEVICE_WORK_CODES:
+            when = h_ts[h] if h >= 0 else -1  # no recorded launch: queued by the driver, not waiting for the host
+            launch_at[t] = min(launch_at.get(t, when), when)
+    if not occupied:
+        return hi - lo
+    wait = max(occupied[0][0] - lo, 0) + max(hi - occupied[-1][1], 0)
+    for (_, g0), (g1, _) in zip(occupied, occupied[1:]):
+        if launch_at.get(g1, -1) >= g0:
+            wait += g1 - g0
+    return wait
+
+
+def _device_reading(trace: Trace, win: View) -> tuple[DeviceReading, int]:
+    """The device reading's figures, and the host's time in collectives (reported apart: on a device the
+    collective's time is its kernels')."""
     lo, hi = win.start_ns, win.start_ns + win.window_ns
-    spans = [
-        (max(t, lo), min(t + d, hi))
-        for t, d, c in zip(trace.d_ts, trace.d_dur, trace.d_cat)
-        if c in DEVICE_WORK_CODES and t < hi and t + d > lo
-    ]
-    return total(merge(spans))
+    blocked_iv, input_iv, active_iv = _host_spans(trace, win)
+    active = total(subtract(active_iv, merge(blocked_iv + input_iv)))
+    busy = _busy_in_window(trace, win)
+    exposed = comm.exposure(trace).exposed_ns
+    host_comm = total(subtract(subtract(_collective_spans(trace, win), input_iv), blocked_iv))
+    reading = DeviceReading(
+        window_ns=win.window_ns,
+        device_window_ns=win.device_window_ns,
+        busy_ns=busy,
+        exposed_comm_ns=exposed,
+        active_ns=active,
+        blocked_ns=total(blocked_iv),
+        input_ns=total(input_iv),
+        idle_ns=max(win.device_window_ns - busy, 0),
+        host_wait_ns=_host_wait_ns(trace, win, lo, hi),
+    )
+    return reading, host_comm
 
 
 def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Config | None = None) -> Finding:
-    window = win.window_ns
-    busy = _busy_in_window(trace, win)
-    blocked_iv, input_iv, active_iv = _host_spans(trace, win)
-    active = total(subtract(active_iv, merge(blocked_iv + input_iv)))
-    blocked, inp = total(blocked_iv), total(input_iv)
+    reading, host_comm = _device_reading(trace, win)
+    window, busy, on_device = reading.window_ns, reading.busy_ns, reading.device_window_ns
     by_call = blocked_by_call(trace)
     evidence.update(
         window_us=us(window),
+        device_window_us=us(on_device),
+        device_outside_us=us(total(win.device_foreign)),
         device_busy_us=us(busy),
-        device_busy_share=share(busy, window),
-        host_active_us=us(active),
-        host_active_share=share(active, window),
-        blocked_us=us(blocked),
-        blocked_share=share(blocked, window),
+        device_busy_share=share(busy, on_device),
+        host_active_us=us(reading.active_ns),
+        host_active_share=share(reading.active_ns, window),
+        blocked_us=us(reading.blocked_ns),
+        blocked_share=share(reading.blocked_ns, window),
         blocked_by_call_us={k: us(n) for k, n in sorted(by_call.items(), key=lambda item: -item[1])},
-        input_us=us(inp),
-        input_share=share(inp, window),
+        input_us=us(reading.input_ns),
+        input_share=share(reading.input_ns, window),
+        device_idle_share=share(reading.idle_ns, on_device),
+        idle_host_wait_share=share(reading.host_wait_ns, reading.idle_ns),
     )
-    # The keys every reading carries (the CPU reading's names): the device's busy time is its work, the host's
-    # active time its overhead; collectives on the host as on the CPU (the device's NCCL time:
-    # exposed_communication).
-    comm = total(subtract(subtract(_collective_spans(trace, win), merge(input_iv)), merge(blocked_iv)))
-    evidence.update(comm_us=us(comm), comm_share=share(comm, window), work_share=share(busy, window), overhead_share=share(active, window))
+    # The keys every reading carries (the CPU reading's names): communication is the collective kernels' exposed
+    # time (the exposed_communication rule's), work the device's own busy time, overhead the host's active time;
+    # the host's time in collective calls is reported apart.
+    evidence.update(
+        comm_us=us(reading.exposed_comm_ns),
+        comm_share=share(reading.exposed_comm_ns, on_device),
+        host_comm_us=us(host_comm),
+        host_comm_share=share(host_comm, window),
+        work_share=share(reading.own_ns, on_device),
+        overhead_share=share(reading.active_ns, window),
+    )
     evidence["reading"] = "device"
-    verdict, msg = _device_judge(window, busy, active, blocked, inp, by_call)
+    verdict, msg = _device_judge(reading, by_call)
     advice = _ADVICE.get(verdict, "")
     if verdict == DEVICE_BOUND:
-        verdict, msg, advice = _device_work(trace, config, evidence, busy, window)
+        verdict, msg, advice = _device_work(trace, config, evidence, reading.own_ns, on_device)
     severity = "info" if verdict in (COMPUTE_BOUND, MEMORY_BOUND, MIXED) else "warning"
     return Finding(RULE, verdict, severity, msg, advice, evidence)
 
@@ -219,25 +330,38 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
 DEVICE_BOUND = "device"  # the judge's word for a device-bound window, before the roofline names its verdict
 
 
-def _device_judge(window: int, busy: int, active: int, blocked: int, inp: int, by_call: dict[str, int]) -> tuple[str, str]:
-    """The device reading's verdict and message: input first, then a busy device (``DEVICE_BOUND``, named by the
-    roofline next), host work above device work, blocking calls; else mixed."""
-    if inp >= INPUT_SHARE_MIN * window:
-        return INPUT_BOUND, f"input-bound: data loading takes {percent(inp, window)} of the window"
-    if busy >= DEVICE_SATURATED * window or (busy >= DEVICE_BUSY_COMPUTE * window and busy >= active):
-        return DEVICE_BOUND, f"the device is busy {percent(busy, window)} of the window, the host {percent(active, window)}"
-    if active > busy:
+def _device_judge(r: DeviceReading, by_call: dict[str, int]) -> tuple[str, str]:
+    """The device reading's verdict and message: input first, then exposed communication leading the device's
+    time, then a busy device (``DEVICE_BOUND``, named by the roofline next), host work above device work while
+    the device waits for the host, blocking calls; else mixed. The device's figures are shares of the window on
+    the device, the host's of the window."""
+    window, on_device, busy, own, active, comm_ns = r.window_ns, r.device_window_ns, r.busy_ns, r.own_ns, r.active_ns, r.exposed_comm_ns
+    if r.input_ns >= INPUT_SHARE_MIN * window:
+        return INPUT_BOUND, f"input-bound: data loading takes {percent(r.input_ns, window)} of the window"
+    if comm_ns >= COMM_SHARE_MIN * on_device and comm_ns > own and comm_ns > r.idle_ns:
+        return COMMUNICATION_BOUND, (
+            f"communication-bound: collective kernels run with no compute beside them {percent(comm_ns, on_device)} "
+            f"of the window; the device's own work takes {percent(own, on_device)}, it idles {percent(r.idle_ns, on_device)}"
+        )
+    if own >= DEVICE_SATURATED * on_device or (own >= DEVICE_BUSY_COMPUTE * on_device and (own >= active or r.queued_ahead)):
+        return DEVICE_BOUND, f"the device is busy {percent(own, on_device)} of the window, the host {percent(active, window)}"
+    if active > busy and not r.queued_ahead:
         return OVERHEAD_BOUND, (
             f"overhead-bound: the host works {percent(active, window)} of the window preparing and "
-            f"launching work, the device is busy only {percent(busy, window)}"
+            f"launching work, the device is busy only {percent(busy, on_device)}"
         )
-    if blocked >= SYNC_SHARE_MIN * window:
+    if r.blocked_ns >= SYNC_SHARE_MIN * window:
         top = max(by_call.items(), key=lambda item: item[1])[0] if by_call else "synchronizing calls"
         return SYNC_BOUND, (
-            f"sync-bound: the host waits {percent(blocked, window)} of the window in synchronizing calls "
-            f"(most in {top}) while the device is busy only {percent(busy, window)}"
+            f"sync-bound: the host waits {percent(r.blocked_ns, window)} of the window in synchronizing calls "
+            f"(most in {top}) while the device is busy only {percent(busy, on_device)}"
         )
-    return MIXED, f"mixed: device busy {percent(busy, window)}, host active {percent(active, window)}"
+    if active > busy:  # the host works more than the device, yet the device's work was queued ahead of it
+        return MIXED, (
+            f"mixed: host active {percent(active, window)}, device busy {percent(busy, on_device)}, but the device's "
+            f"idle time passes with its next work already queued (waiting for the host {percent(r.host_wait_ns, r.idle_ns)} of it)"
+        )
+    return MIXED, f"mixed: device busy {percent(busy, on_device)}, host active {percent(active, window)}"
 
 
 def work_verdict(compute_ns: float, memory_ns: float, uncosted_ns: float) -> tuple[str, str]:
