@@ -291,9 +291,9 @@ def test_mi210_device_only_window_is_read_by_its_kernels_names_as_the_manifest_r
     assert (f.evidence["memory_bound_share"], f.evidence["compute_bound_share"]) == (ev["memory_bound_share"], ev["compute_bound_share"])
 
 
-def test_qwen_kernels_queued_before_the_window_are_read_by_name() -> None:
-    # 31% of the kernel time has no launch in the window (queued before it began): GEMM, attention, elementwise
-    # kernels alike, now read by their names; the costed ops keep the cost model's reading
+def test_qwen_kernels_queued_before_the_window_are_not_read_at_all() -> None:
+    # 31% of the kernel time has no launch in the window (queued before it began): those kernels are out of the
+    # window (issue 33, item 8), so nothing is left for the name table; the window's own kernels are costed by shapes
     ev = findings("amd/mi300x_qwen05b_inference.json.gz")["bound_regime"].evidence
-    assert 0.25 <= ev["classified_by_name_share"] <= 0.35 and ev["uncosted_share"] < 0.02
-    assert {"gemm", "attention", "elementwise"} <= set(ev["by_name_families"])
+    assert ev["classified_by_name_share"] < 0.01 and ev["uncosted_share"] < 0.02, ev
+    assert ev["device_outside_us"] > 10_000  # the 13 ms queued before the window
