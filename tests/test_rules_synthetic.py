@@ -265,6 +265,42 @@ def test_compiled_regions_without_ids_as_before_torch_2_5() -> None:
     assert "recompilation" not in fs  # no ids: nothing to say about versions
 
 
+def _compiled_mlp(peaks: bool) -> Synth:
+    """Three steps of a compiled region whose graph calls three extern addmm of a small MLP (8 rows, 64 wide), each
+    slowed to 60 µs by its call cost and threads contending: 180 µs of op time against a 75 µs wrapper."""
+    s = Synth(gpu=None)
+    if peaks:
+        s.meta.update(autoprof_cpu_peak_flops=100e9, autoprof_cpu_peak_bytes_per_s=20e9)
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000).x("cpu_op", "TorchDynamo Cache Lookup", base + 5, 20)
+        s.x("cpu_op", "Torch-Compiled Region: 0/0", base + 30, 250)
+        s.x("cpu_op", "AOTDispatcher Runtime Wrapper Prologue", base + 35, 10)
+        s.x("user_annotation", "## Call CompiledFxGraph abc ##", base + 60, 195)
+        for j, (k_in, n) in enumerate(((32, 64), (64, 64), (64, 10))):
+            s.op("aten::addmm", base + 65 + j * 62, 60, [[n], [8, k_in], [k_in, n], [], []], ["float"] * 3 + ["Scalar"] * 2)
+    return s
+
+
+def test_a_compiled_graph_of_small_extern_ops_is_compile_overhead() -> None:
+    # issue 33: the addmm calls' own time (180 µs) is no compute the wrapper buys back: at the calibrated peak their
+    # work takes a fraction of a call's fixed cost, and eager mode would make the same calls
+    over = _compiled_mlp(peaks=True).findings()["compile_overhead"]
+    ev = over.evidence
+    assert ev["compute_reading"] == "roofline" and ev["compute_per_call_us"] == 0.0 and ev["op_time_per_call_us"] == 180.0
+    assert ev["wrapper_per_call_us"] == 75.0  # lookup 20 + region 250 - graph 195
+    assert "less than a call's fixed cost" in over.message
+    # without a calibrated peak, each op's time beyond the call floor: 3 × 55 µs, more than the wrapper
+    assert "compile_overhead" not in _compiled_mlp(peaks=False).findings()
+
+
+def test_compile_keeps_the_regimes_call_floor_and_work_credit() -> None:
+    from autoprof.rules import compile as compile_rule
+    from autoprof.rules import regime
+
+    assert (compile_rule.CALL_FLOOR_NS, compile_rule.WORK_CREDIT) == (regime.CALL_FLOOR_NS, regime.WORK_CREDIT)
+
+
 def test_no_compiled_region_no_compile_findings() -> None:
     fs = busy_gpu().findings()
     assert not {"recompilation", "compilation_in_window", "compile_overhead"} & set(fs)
