@@ -355,6 +355,71 @@ def test_an_unfused_bias_add_in_the_users_code_fires() -> None:
     assert u.verdict == "unfused" and u.evidence["unfused_count"] == 3 and u.evidence["shape_checked_count"] == 3
 
 
+def _bias_steps(add_us: float, step_us: float = 170) -> Synth:
+    """Three CPU steps of ``step_us``: ``x @ w + b`` on [8, 64] x [64, 64], the add taking ``add_us``."""
+    s = Synth(gpu=None)
+    for k in range(3):
+        base = k * step_us
+        s.step(k, base, step_us).op("aten::mm", base + 10, 50, [[8, 64], [64, 64]], ["float", "float"])
+        s.op("aten::add", base + 70, add_us, [[8, 64], [64], []], ["float", "float", "Scalar"])
+    return s
+
+
+def test_an_unfused_bias_add_states_what_fusing_saves_not_what_the_adds_take() -> None:
+    # issue 33: the adds take 7% of a CPU step, but addmm copies the bias into its output (an op call of its own,
+    # expand + copy_): fusing saves the add's time beyond a call's fixed cost, less the copy's share of its bytes
+    u = _bias_steps(12).findings()["unfused_bias_add"]
+    ev = u.evidence
+    assert ev["separate_add_share"] == pytest.approx(12 / 170, abs=1e-3)
+    seed = (64 + 512) / (512 + 64 + 512)  # the copy reads the bias and writes the output; the add reads both
+    assert ev["fusion_saves_us"] == pytest.approx(3 * 7 * (1 - seed), abs=1e-3) and ev["fusion_saves_share"] < 0.02
+    assert ev["saving_side"] == "host" and "saves about 2% of the steps' time" in u.message and "is 7%" in u.message
+    # a 6 µs add (4% of the step) saves 0.5 µs a step: below the noise floor, no finding
+    assert "unfused_bias_add" not in _bias_steps(6).findings()
+
+
+def test_an_unfused_bias_add_on_a_busy_device_saves_the_add_kernels_time_less_the_seeding_copy() -> None:
+    s = Synth()
+    for k in range(3):  # the seed at 2048 on a GPU: a 340 µs GEMM, a 12 µs add kernel; the host returns at once
+        base = k * 400
+        s.step(k, base, 60).op("aten::mm", base + 5, 20, [[2048, 2048], [2048, 2048]], MM_TYPES)
+        s.launch(GEMM, base + 10, base + 20, 340)
+        s.op("aten::add", base + 30, 15, [[2048, 2048], [2048], []], ["float", "float", "Scalar"])
+        s.launch(ELEMENTWISE, base + 35, base + 362, 12)
+    ev = s.findings()["unfused_bias_add"].evidence
+    assert ev["saving_side"] == "device" and ev["fusion_saves_most_us"] == 36.0  # all of it with a bias epilogue
+    assert ev["fusion_saves_us"] == pytest.approx(36 * (1 - (2048 + 2048**2) / (2 * 2048**2 + 2048)), abs=1e-3)
+    assert ev["fusion_saves_most_share"] < 0.04 < ev["separate_add_share"]  # the adds' host time says nothing here
+
+
+def _compiled_addmm(seed: str | None) -> Synth:
+    """A compiled region whose graph runs one addmm a step: on a CPU with an aten::copy_ of the bias inside it
+    (``seed="copy"``), on a GPU with a Memcpy DtoD before its GEMM (``"dtod"``) or only a GEMM (``"epilogue"``)."""
+    s = Synth(gpu=None if seed in (None, "copy") else "NVIDIA H200")
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000).x("cpu_op", "Torch-Compiled Region: 0/0", base + 5, 900)
+        s.x("user_annotation", "## Call CompiledFxGraph abc ##", base + 10, 880)
+        s.op("aten::addmm", base + 20, 850, [[512], [512, 512], [512, 512], [], []], ["float"] * 3 + ["Scalar"] * 2)
+        if seed == "copy":
+            s.op("aten::copy_", base + 30, 20, [[512, 512], [512, 512], []], ["float", "float", "Scalar"])
+        elif seed == "dtod":
+            s.launch("Memcpy DtoD (Device -> Device)", base + 30, base + 40, 5, cat="gpu_memcpy", call="cudaMemcpyAsync")
+        if seed in ("dtod", "epilogue"):
+            s.launch(GEMM, base + 60, base + 70, 600)
+    return s
+
+
+def test_compiled_addmm_is_said_only_where_the_trace_shows_the_seeding_copy() -> None:
+    cpu = _compiled_addmm("copy").findings()["compiled_addmm"]
+    assert cpu.evidence["copy_seeded_count"] == 3 and "aten::copy_" in cpu.message and cpu.severity == "info"
+    gpu = _compiled_addmm("dtod").findings()["compiled_addmm"]
+    assert gpu.evidence["dtod_seeded_count"] == 3 and "Memcpy DtoD" in gpu.message
+    # no copy in the trace: the GEMM takes the bias in its epilogue (cuBLASLt), or the CPU's addmm showed none
+    assert "compiled_addmm" not in _compiled_addmm("epilogue").findings()
+    assert "compiled_addmm" not in _compiled_addmm(None).findings()
+
+
 def test_the_mask_add_inside_sdpa_math_is_not_the_users() -> None:
     s = Synth(gpu=None)
     for k in range(3):
