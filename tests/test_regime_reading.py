@@ -136,3 +136,43 @@ def test_without_a_calibrated_peak_op_self_time_beyond_the_call_floor_is_work() 
 def test_every_cpu_verdict_has_its_advice() -> None:
     for verdict in ("compute-bound", "memory-bound", "overhead-bound", "input-bound", "sync-bound", "communication-bound", "mixed"):
         assert regime._CPU_ADVICE[verdict]
+
+
+def test_metadata_ops_are_overhead_however_long_they_take() -> None:
+    # issue 33: views, slices, selects, scalar reads and allocations move no data; at 9 µs a call on a loaded machine
+    # their time beyond the call floor was read as op work (40% of the step here: mixed)
+    d = Doc()
+    names = ("aten::view", "aten::slice", "aten::select", "aten::as_strided", "aten::item", "aten::empty", "aten::resize_")
+
+    def step(t: float) -> None:
+        for j in range(100):
+            d.op(names[j % len(names)], t + 10 + j * 9.5, 9.0)
+
+    d.each_step(step)
+    verdict, ev, msg = d.verdict()
+    assert verdict == "overhead-bound" and ev["work_share"] == 0 and ev["overhead_share"] > 0.95
+    assert ev["op_call_count"] == ev["small_op_call_count"] == 300 and "300 of the window's 300 op calls" in msg
+
+
+def test_a_gather_the_roofline_cannot_cost_is_bandwidth_bound_work() -> None:
+    d = Doc()
+    d.each_step(lambda t: d.op("aten::index", t + 10, 900, [[4096, 1024], []], ["float", "TensorList"]))
+    verdict, ev, _ = d.verdict()
+    assert verdict == "memory-bound" and ev["memory_work_share"] > 0.85 and ev["unknown_work_share"] == 0
+
+
+def test_small_calls_count_every_op_call_below_the_floor_costed_or_not() -> None:
+    # issue 33: "75 op calls below a call's fixed cost" in a window of 12,084 calls counted only the costed ones
+    d = Doc()
+
+    def step(t: float) -> None:
+        for j in range(50):  # costed: 16-element muls, nanoseconds of math each
+            d.op("aten::mul", t + 10 + j * 9, 4.0, [[16], []], ["float", "Scalar"])
+        for j in range(100):  # not costed, each within the call floor
+            d.op("aten::ones_like", t + 500 + j * 4.5, 4.0)
+        d.op("aten::_cdist_forward", t + 960, 30.0)  # not costed, 25 µs beyond the floor: op work
+
+    d.each_step(step)
+    verdict, ev, msg = d.verdict()
+    assert ev["op_call_count"] == 3 * 151 and ev["small_op_call_count"] == 3 * 150
+    assert verdict == "overhead-bound" and "450 of the window's 453 op calls" in msg

@@ -98,6 +98,23 @@ def test_compiled_cudagraphs_sync_bound_memcpy_named_and_final_sync() -> None:
     assert 150 <= profiler_flush_ns(load("hta/a100_rank0_of16_compiled_cudagraphs.json.gz")) / 1e6 <= 165  # ~158 ms
 
 
+@pytest.mark.parametrize(
+    "rel", ["hta/a100_rank3_of8_train.json.gz", "hta/v100_single_ns_resolution.json.gz", "amd/mi300x_qwen05b_inference.json.gz"]
+)
+def test_waits_while_the_device_stays_busy_are_no_blocking_finding(rel: str) -> None:
+    # 77 ms / 53 ms / 13 ms of host time in cudaMemcpyAsync / hipDeviceSynchronize (11-28% of the window), but the
+    # device is busy through nearly all of it (device-bound windows): the host waited for work that ran anyway
+    fs = findings(rel)
+    assert "blocking_calls" not in fs
+    assert fs["bound_regime"].evidence["blocked_share"] > 0.1 and fs["bound_regime"].evidence["device_busy_share"] > 0.8
+
+
+def test_waits_with_the_device_idle_are_named_and_the_overlapped_rest_said_apart() -> None:
+    b = findings("hta/a100_rank0_of16_compiled_cudagraphs.json.gz")["blocking_calls"]
+    assert 0.3 < b.evidence["idle_wait_share"] < 0.45 < b.evidence["blocked_share"]  # 465 of 770 ms with the device idle
+    assert "overlapped device work" in b.message
+
+
 def test_v100_final_sync_is_the_profilers_flush_in_the_window_record() -> None:
     trace = load("hta/v100_single_ns_resolution.json.gz")
     found, _ = engine.analyze_trace(trace)

@@ -89,12 +89,43 @@ def test_blocking_copies_are_sync_bound_and_the_final_sync_is_the_profilers_flus
     assert r.verdict == "sync-bound" and r.evidence["blocked_share"] >= 0.3
     assert "cudaMemcpyAsync" in r.message
     b = fs["blocking_calls"]
-    assert b.verdict == "host-blocked" and b.evidence["copy_kinds_ms"] and "pinned" in b.advice
+    assert b.verdict == "host-blocked" and b.evidence["copy_kinds_ms"]
+    # a 5 µs copy gains nothing from pinned memory: the wait is for the queued work, as a synchronization's is
+    assert b.evidence["copy_device_us_per_copy"] == 5.0 and "pinned" not in b.advice and ".item()" in b.advice
     # the profiler's own flush is no finding (issue 21): the window record states it once
     assert "final_device_sync" not in fs and not any("flush" in f.message for f in fs.values())
     trace = s.trace()
     assert engine.window_summary(trace, list(fs.values()))["profiler_flush_ms"] == 2.0
     assert profiler_flush_ns(trace) == 2_000_000
+
+
+def _waiting_copies(copy_us: float, gemm_us: float) -> Synth:
+    """Three 1 ms steps: a GEMM of ``gemm_us``, then a device→host copy of ``copy_us`` whose call blocks from 200 µs
+    to 900 µs into the step."""
+    s = Synth()
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000).op("aten::mm", base + 10, 20, MM_DIMS, MM_TYPES).launch(GEMM, base + 15, base + 30, gemm_us)
+        s.launch("Memcpy DtoH (Device -> Pageable)", base + 200, base + 890 - copy_us, copy_us, cat="gpu_memcpy", call="cudaMemcpyAsync")
+        s.events[-2]["dur"] = 700
+    return s
+
+
+def test_a_wait_while_the_device_stays_busy_costs_nothing() -> None:
+    # the host waits 70% of each step in cudaMemcpyAsync, but the GEMM keeps the device busy through the wait: the
+    # host waited for work that ran anyway (issue 33: a100_rank3_of8_train's 77 ms, 1 ms of it with the device idle)
+    fs = _waiting_copies(5, 860).findings()
+    assert "blocking_calls" not in fs
+    idle = _waiting_copies(5, 100).findings()["blocking_calls"]  # the same wait, the device idle but for the copy
+    assert idle.evidence["blocked_ms"] == 2.1 and idle.evidence["idle_wait_ms"] == 2.085 and idle.evidence["busy_wait_ms"] == 0.015
+    assert "while the device is idle" in idle.message and "72%" in idle.message
+
+
+def test_pinned_memory_advice_only_for_copies_long_enough_to_gain_from_it() -> None:
+    small = _waiting_copies(3, 100).findings()["blocking_calls"]
+    assert "pinned" not in small.advice and "queued" in small.advice and "3 µs" in small.advice
+    large = _waiting_copies(400, 100).findings()["blocking_calls"]
+    assert large.evidence["copy_device_us_per_copy"] == 400.0 and "pinned memory" in large.advice
 
 
 def test_a_sync_inside_the_steps_is_the_models_not_the_profilers_flush() -> None:
@@ -236,6 +267,42 @@ def test_compiled_regions_without_ids_as_before_torch_2_5() -> None:
     assert "recompilation" not in fs  # no ids: nothing to say about versions
 
 
+def _compiled_mlp(peaks: bool) -> Synth:
+    """Three steps of a compiled region whose graph calls three extern addmm of a small MLP (8 rows, 64 wide), each
+    slowed to 60 µs by its call cost and threads contending: 180 µs of op time against a 75 µs wrapper."""
+    s = Synth(gpu=None)
+    if peaks:
+        s.meta.update(autoprof_cpu_peak_flops=100e9, autoprof_cpu_peak_bytes_per_s=20e9)
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000).x("cpu_op", "TorchDynamo Cache Lookup", base + 5, 20)
+        s.x("cpu_op", "Torch-Compiled Region: 0/0", base + 30, 250)
+        s.x("cpu_op", "AOTDispatcher Runtime Wrapper Prologue", base + 35, 10)
+        s.x("user_annotation", "## Call CompiledFxGraph abc ##", base + 60, 195)
+        for j, (k_in, n) in enumerate(((32, 64), (64, 64), (64, 10))):
+            s.op("aten::addmm", base + 65 + j * 62, 60, [[n], [8, k_in], [k_in, n], [], []], ["float"] * 3 + ["Scalar"] * 2)
+    return s
+
+
+def test_a_compiled_graph_of_small_extern_ops_is_compile_overhead() -> None:
+    # issue 33: the addmm calls' own time (180 µs) is no compute the wrapper buys back: at the calibrated peak their
+    # work takes a fraction of a call's fixed cost, and eager mode would make the same calls
+    over = _compiled_mlp(peaks=True).findings()["compile_overhead"]
+    ev = over.evidence
+    assert ev["compute_reading"] == "roofline" and ev["compute_per_call_us"] == 0.0 and ev["op_time_per_call_us"] == 180.0
+    assert ev["wrapper_per_call_us"] == 75.0  # lookup 20 + region 250 - graph 195
+    assert "less than a call's fixed cost" in over.message
+    # without a calibrated peak, each op's time beyond the call floor: 3 × 55 µs, more than the wrapper
+    assert "compile_overhead" not in _compiled_mlp(peaks=False).findings()
+
+
+def test_compile_keeps_the_regimes_call_floor_and_work_credit() -> None:
+    from autoprof.rules import compile as compile_rule
+    from autoprof.rules import regime
+
+    assert (compile_rule.CALL_FLOOR_NS, compile_rule.WORK_CREDIT) == (regime.CALL_FLOOR_NS, regime.WORK_CREDIT)
+
+
 def test_no_compiled_region_no_compile_findings() -> None:
     fs = busy_gpu().findings()
     assert not {"recompilation", "compilation_in_window", "compile_overhead"} & set(fs)
@@ -289,6 +356,71 @@ def test_an_unfused_bias_add_in_the_users_code_fires() -> None:
         _mm_add(s, k * 1000, None)
     u = s.findings()["unfused_bias_add"]
     assert u.verdict == "unfused" and u.evidence["unfused_count"] == 3 and u.evidence["shape_checked_count"] == 3
+
+
+def _bias_steps(add_us: float, step_us: float = 170) -> Synth:
+    """Three CPU steps of ``step_us``: ``x @ w + b`` on [8, 64] x [64, 64], the add taking ``add_us``."""
+    s = Synth(gpu=None)
+    for k in range(3):
+        base = k * step_us
+        s.step(k, base, step_us).op("aten::mm", base + 10, 50, [[8, 64], [64, 64]], ["float", "float"])
+        s.op("aten::add", base + 70, add_us, [[8, 64], [64], []], ["float", "float", "Scalar"])
+    return s
+
+
+def test_an_unfused_bias_add_states_what_fusing_saves_not_what_the_adds_take() -> None:
+    # issue 33: the adds take 7% of a CPU step, but addmm copies the bias into its output (an op call of its own,
+    # expand + copy_): fusing saves the add's time beyond a call's fixed cost, less the copy's share of its bytes
+    u = _bias_steps(12).findings()["unfused_bias_add"]
+    ev = u.evidence
+    assert ev["separate_add_share"] == pytest.approx(12 / 170, abs=1e-3)
+    seed = (64 + 512) / (512 + 64 + 512)  # the copy reads the bias and writes the output; the add reads both
+    assert ev["fusion_saves_us"] == pytest.approx(3 * 7 * (1 - seed), abs=1e-3) and ev["fusion_saves_share"] < 0.02
+    assert ev["saving_side"] == "host" and "saves about 2% of the steps' time" in u.message and "is 7%" in u.message
+    # a 6 µs add (4% of the step) saves 0.5 µs a step: below the noise floor, no finding
+    assert "unfused_bias_add" not in _bias_steps(6).findings()
+
+
+def test_an_unfused_bias_add_on_a_busy_device_saves_the_add_kernels_time_less_the_seeding_copy() -> None:
+    s = Synth()
+    for k in range(3):  # the seed at 2048 on a GPU: a 340 µs GEMM, a 12 µs add kernel; the host returns at once
+        base = k * 400
+        s.step(k, base, 60).op("aten::mm", base + 5, 20, [[2048, 2048], [2048, 2048]], MM_TYPES)
+        s.launch(GEMM, base + 10, base + 20, 340)
+        s.op("aten::add", base + 30, 15, [[2048, 2048], [2048], []], ["float", "float", "Scalar"])
+        s.launch(ELEMENTWISE, base + 35, base + 362, 12)
+    ev = s.findings()["unfused_bias_add"].evidence
+    assert ev["saving_side"] == "device" and ev["fusion_saves_most_us"] == 36.0  # all of it with a bias epilogue
+    assert ev["fusion_saves_us"] == pytest.approx(36 * (1 - (2048 + 2048**2) / (2 * 2048**2 + 2048)), abs=1e-3)
+    assert ev["fusion_saves_most_share"] < 0.04 < ev["separate_add_share"]  # the adds' host time says nothing here
+
+
+def _compiled_addmm(seed: str | None) -> Synth:
+    """A compiled region whose graph runs one addmm a step: on a CPU with an aten::copy_ of the bias inside it
+    (``seed="copy"``), on a GPU with a Memcpy DtoD before its GEMM (``"dtod"``) or only a GEMM (``"epilogue"``)."""
+    s = Synth(gpu=None if seed in (None, "copy") else "NVIDIA H200")
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000).x("cpu_op", "Torch-Compiled Region: 0/0", base + 5, 900)
+        s.x("user_annotation", "## Call CompiledFxGraph abc ##", base + 10, 880)
+        s.op("aten::addmm", base + 20, 850, [[512], [512, 512], [512, 512], [], []], ["float"] * 3 + ["Scalar"] * 2)
+        if seed == "copy":
+            s.op("aten::copy_", base + 30, 20, [[512, 512], [512, 512], []], ["float", "float", "Scalar"])
+        elif seed == "dtod":
+            s.launch("Memcpy DtoD (Device -> Device)", base + 30, base + 40, 5, cat="gpu_memcpy", call="cudaMemcpyAsync")
+        if seed in ("dtod", "epilogue"):
+            s.launch(GEMM, base + 60, base + 70, 600)
+    return s
+
+
+def test_compiled_addmm_is_said_only_where_the_trace_shows_the_seeding_copy() -> None:
+    cpu = _compiled_addmm("copy").findings()["compiled_addmm"]
+    assert cpu.evidence["copy_seeded_count"] == 3 and "aten::copy_" in cpu.message and cpu.severity == "info"
+    gpu = _compiled_addmm("dtod").findings()["compiled_addmm"]
+    assert gpu.evidence["dtod_seeded_count"] == 3 and "Memcpy DtoD" in gpu.message
+    # no copy in the trace: the GEMM takes the bias in its epilogue (cuBLASLt), or the CPU's addmm showed none
+    assert "compiled_addmm" not in _compiled_addmm("epilogue").findings()
+    assert "compiled_addmm" not in _compiled_addmm(None).findings()
 
 
 def test_the_mask_add_inside_sdpa_math_is_not_the_users() -> None:

@@ -5,7 +5,10 @@ Wrapper per call = ``TorchDynamo Cache Lookup`` before the region + the region's
 ``## Call CompiledFxGraph <hash> ##`` inside it (everything that is not the compiled graph: Pregraph
 bytecode, AOTDispatcher Runtime Wrapper Prologue/Epilogue, guards). Without that annotation the
 kernel-launching ops inside the region stand for the graph. Compute = device time launched from the
-region where there is a device, else the self time of the ops inside the graph call.
+region where there is a device; on a CPU, the op work of the graph's ops as the regime's CPU reading counts it (an
+op's time, at most ``WORK_CREDIT`` times its roofline time, and nothing for an op whose work would take less than
+a call's fixed cost): an extern op's own call cost, and the time it loses to threads contending on a loaded
+machine, are no compute that the wrapper's cost buys back. Without a CPU peak, each op's time beyond the call floor.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 
 from autoprof.config import Config
 from autoprof.findings import Finding
+from autoprof.peaks import Peak, peak_for
 from autoprof.rules._common import (
     COMPILE_WRAPPER_PREFIXES,
     descendants,
@@ -26,6 +30,7 @@ from autoprof.rules._common import (
     us,
     view,
 )
+from autoprof.rules._work import WorkCache, is_roofline_op
 from autoprof.trace.model import CPU_OP_CODE, Trace
 
 RULE_OVERHEAD = "compile_overhead"
@@ -41,6 +46,10 @@ VERDICTS = {RULE_OVERHEAD: (WRAPPER_EXCEEDS_COMPUTE,), RULE_RECOMPILE: (RECOMPIL
 _REGION = re.compile(r"^Torch-Compiled Region(?:: ([0-9]{1,18})/([0-9]{1,18}))?$")
 _LOOKUP = "TorchDynamo Cache Lookup"
 _CALL = "## Call CompiledFxGraph"
+#: As the regime's CPU reading (``regime.CALL_FLOOR_NS``, ``regime.WORK_CREDIT``; a test keeps them equal): a call's
+#: fixed cost, and the most an op is credited as work, in multiples of its roofline time.
+CALL_FLOOR_NS = 5_000
+WORK_CREDIT = 20
 _COMPILE_WORK = (
     "entire_frame_compile",
     "inductor_compile",
@@ -70,6 +79,8 @@ class _Cost:
     wrapper_ns: float
     compute_ns: float
     on_device: bool
+    measured_ns: float = 0.0  # on a CPU: the graph's ops' own time per call, of which compute_ns is the work
+    reading: str = "device"  # how compute was read: "device", "roofline" (CPU, costed) or "op_time" (CPU, no peak)
 
 
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
@@ -118,20 +129,50 @@ def _gather(trace: Trace) -> _Seen:
 
 def _measure(trace: Trace, seen: _Seen) -> _Cost:
     """Wrapper = the cache lookup just before the region + the region's span - the compiled graph's span;
-    compute = the device time launched from the region, else the self time of the ops in the graph."""
+    compute = the device time launched from the region, else the op work of the graph's ops (:class:`_HostWork`)."""
     by_device = launches_by_host(trace) if trace.n_device else {}
     lookup_ts = {tid: [trace.h_ts[j] for j in calls] for tid, calls in seen.lookups.items()}
-    wrapper_total = compute_total = 0
+    host = _HostWork(trace)
+    wrapper_total = compute_total = measured_total = 0.0
     for region, _frame, _compile_id in seen.regions:
         graph, graph_host = _graph_of(trace, region)
         if by_device:
-            compute = sum(trace.d_dur[d] for d in launched_under(trace, region, by_device))
+            compute_total += sum(trace.d_dur[d] for d in launched_under(trace, region, by_device))
         else:
-            compute = sum(trace.h_self[j] for j in graph if _is_op(trace, j))
+            for j in graph:
+                if _is_op(trace, j) and not _is_op(trace, trace.h_parent[j]):  # the graph's outermost ops
+                    measured_total += trace.h_dur[j]
+                    compute_total += host.work_ns(j)
         wrapper_total += _lookup_before(trace, region, seen.lookups, lookup_ts) + max(trace.h_dur[region] - graph_host, 0)
-        compute_total += compute
     calls = len(seen.regions)
-    return _Cost(calls, wrapper_total / calls, compute_total / calls, bool(by_device))
+    reading = "device" if by_device else "roofline" if host.peak is not None else "op_time"
+    return _Cost(calls, wrapper_total / calls, compute_total / calls, bool(by_device), measured_total / calls, reading)
+
+
+class _HostWork:
+    """An op call's work on a CPU, as the regime's CPU reading counts it: its time, at most ``WORK_CREDIT`` times
+    its roofline time, and none when that roofline time is below a call's fixed cost; an op the roofline cannot
+    cost, its time beyond the call floor (also every op's without a calibrated peak)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.peak: Peak | None = peak_for(trace.device_properties, trace.metadata, None)
+        self.cache = WorkCache()
+
+    def work_ns(self, i: int) -> float:
+        trace = self.trace
+        t = trace.h_dur[i]
+        name = trace.host_name(i)
+        if self.peak is not None and is_roofline_op(name):
+            shapes = trace.shapes.get(i)
+            dims = shapes[0] if shapes and type(shapes[0]) is list else []
+            types = shapes[1] if shapes and type(shapes[1]) is list else []
+            work, dtype, _ = self.cache.get(trace.h_name[i], name, dims, types)
+            peak_flops = self.peak.flops_for(dtype or "fp32")
+            if work is not None and peak_flops:
+                ideal = max(work[0] / peak_flops, work[1] / self.peak.bytes_per_s) * 1e9
+                return 0.0 if ideal < CALL_FLOOR_NS else min(float(t), WORK_CREDIT * ideal)
+        return float(max(t - CALL_FLOOR_NS, 0))
 
 
 def _lookup_before(trace: Trace, region: int, lookups: dict[int, list[int]], lookup_ts: dict[int, list[int]]) -> int:
@@ -157,7 +198,7 @@ def _graph_of(trace: Trace, region: int) -> tuple[range, int]:
 
 def _is_op(trace: Trace, i: int) -> bool:
     """An op of the graph (not one of the compile wrappers)."""
-    return trace.h_cat[i] == CPU_OP_CODE and not trace.host_name(i).startswith(COMPILE_WRAPPER_PREFIXES)
+    return i >= 0 and trace.h_cat[i] == CPU_OP_CODE and not trace.host_name(i).startswith(COMPILE_WRAPPER_PREFIXES)
 
 
 def _overhead_finding(cost: _Cost, frames: list[str]) -> Finding:
@@ -166,7 +207,7 @@ def _overhead_finding(cost: _Cost, frames: list[str]) -> Finding:
         WRAPPER_EXCEEDS_COMPUTE,
         "warning",
         f"compile overhead: each compiled call spends {duration(cost.wrapper_ns)} in the compiled-region "
-        f"wrapper (cache lookup, guards, AOT wrappers) against {duration(cost.compute_ns)} of compute it wraps",
+        f"wrapper (cache lookup, guards, AOT wrappers) against {_compute_text(cost)}",
         "The ops are too small for torch.compile to pay off: compile a larger region (the whole "
         "step or model), batch more work per call, or leave this function eager.",
         {
@@ -175,10 +216,23 @@ def _overhead_finding(cost: _Cost, frames: list[str]) -> Finding:
             "compute_per_call_us": us(cost.compute_ns),
             "wrapper_to_compute_ratio": round(cost.wrapper_ns / cost.compute_ns, 3) if cost.compute_ns else None,
             "compute_side": "device" if cost.on_device else "cpu",
+            "compute_reading": cost.reading,
+            **({} if cost.on_device else {"op_time_per_call_us": us(cost.measured_ns)}),
             "regions": frames[:10],
         },
         tuple(frames[:5]),
     )
+
+
+def _compute_text(cost: _Cost) -> str:
+    if cost.on_device:
+        return f"{duration(cost.compute_ns)} of compute it wraps"
+    if cost.compute_ns <= 0:
+        return (
+            "no op work worth a call: at the calibrated peak each op it wraps would take less than a call's fixed "
+            f"cost (their {duration(cost.measured_ns)} is per-call cost, which eager mode pays too)"
+        )
+    return f"{duration(cost.compute_ns)} of op work it wraps (its ops take {duration(cost.measured_ns)})"
 
 
 def _recompiled(regions: list[tuple[int, int, int]]) -> list[Finding]:

@@ -7,18 +7,40 @@ first input has the matmul's output shape. Only ops the user's code called count
 backward nodes are skipped (there an mm followed by an add is gradient accumulation, not a bias), and so are
 matmuls inside another op's decomposition (the mask add of ``aten::_scaled_dot_product_attention_math``);
 ``aten::linear`` on a >2-D input is the one enclosing op kept (the user can flatten the input).
+
+What fusing saves is not the add's time: ``addmm`` still copies the bias into its output before the GEMM (on a CPU an
+``aten::copy_`` of the expanded bias, itself an op call; on a GPU a ``Memcpy DtoD``, unless cuBLASLt takes the
+bias in its epilogue). The estimate (:func:`_savings`): on a CPU, the add's time beyond a call's fixed cost, less
+the copy's share of its bytes; on a device, the add kernels' time less that share, up to all of it (epilogue), or,
+where the host is the limit, the add's host time less a call's fixed cost (H200: addmm's host call takes 22-27 µs,
+the mm's 16-19 µs), up to all of it.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
+from math import prod
 from typing import Any
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import has_ancestor, launched_under, launches_by_host, noise_floor, share, steps_ns, us, view
+from autoprof.rules._common import (
+    descendants,
+    device_step_ns,
+    has_ancestor,
+    launched_under,
+    launches_by_host,
+    noise_floor,
+    percent,
+    share,
+    step_times_ns,
+    steps_ns,
+    us,
+    view,
+)
 from autoprof.rules._flops import matmul_out_shape
-from autoprof.trace.model import CPU_OP_CODE, GPU_MEMCPY, KERNEL, Trace
+from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, GPU_MEMCPY, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"
 RULE_COMPILED = "compiled_addmm"
@@ -30,6 +52,9 @@ _PRODUCERS = frozenset({"aten::mm", "aten::matmul"})
 _CONSUMERS = frozenset({"aten::add", "aten::add_"})
 _VIEW_OPS = frozenset({"aten::_unsafe_view", "aten::view", "aten::reshape", "aten::squeeze", "aten::unsqueeze"})
 _COMPILED_MARKERS = ("Torch-Compiled Region", "## Call CompiledFxGraph", "CompiledFunction")
+#: A call's fixed cost on the host (dispatch, allocation, the profiler's bookkeeping: as ``regime.CALL_FLOOR_NS``):
+#: addmm's seeding copy is an op call too, so the add's share of it is not saved.
+CALL_FLOOR_NS = 5_000
 
 
 def _next_op(trace: Trace, i: int, view_ids: set[int]) -> int:
@@ -73,15 +98,64 @@ class _Pairs:
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     found = _gather(trace)
     findings: list[Finding] = []
-    window = steps_ns(trace, view(trace))
-    separate_add = sum(trace.h_dur[j] for _, j in found.pairs)  # roughly what one fused GEMM saves
-    if found.pairs and separate_add >= noise_floor(config) * window:  # below the floor: a finding about nothing
-        findings.append(_unfused(trace, found, window, separate_add))
+    if found.pairs:
+        saves = _savings(trace, found.pairs)
+        if saves.most_ns >= noise_floor(config) * saves.window_ns:  # below the floor: a finding about nothing
+            findings.append(_unfused(trace, found, saves))
     compiled_ids = {nid for nid, name in enumerate(trace.names) if name.startswith(_COMPILED_MARKERS)}
     compiled = [i for i in found.addmm if has_ancestor(trace, i, compiled_ids)]
     if compiled:
-        findings.append(_compiled_addmm(trace, compiled))
+        finding = _compiled_addmm(trace, compiled)
+        if finding is not None:
+            findings.append(finding)
     return findings
+
+
+@dataclass
+class _Savings:
+    """What fusing the window's pairs would save (ns): ``least_ns`` where addmm seeds its output with a copy of the
+    bias, ``most_ns`` without one (a GPU's bias epilogue); ``side``: whose time it is ("host" or "device"), and the
+    steps' time it is a share of."""
+
+    least_ns: float
+    most_ns: float
+    side: str
+    window_ns: int
+    adds_ns: int  # the adds' own time on that side
+
+
+def _seed_ratio(trace: Trace, add: int) -> float:
+    """The seeding copy's bytes against the add's: the copy reads the bias and writes the output, the add reads both
+    and writes the output (a [M, N] + [N] bias: about one half). One half where the shapes were not recorded."""
+    shapes = trace.shapes.get(add)
+    dims = shapes[0] if shapes and type(shapes[0]) is list else []
+    tensors = [d for d in dims[:2] if type(d) is list and all(type(x) is int for x in d)]
+    if len(tensors) < 2:
+        return 0.5
+    out, bias = prod(tensors[0]), prod(tensors[1])
+    return (bias + out) / (out + bias + out) if out else 0.5
+
+
+def _savings(trace: Trace, pairs: list[tuple[int, int]]) -> _Savings:
+    """On a CPU, each add's time beyond a call's fixed cost less the seeding copy's share of it. On a device, where
+    the device is the limit (its steps' time at least the host's), the add kernels' time, less the seeding copy's
+    share of it, up to all of it; where the host is, the adds' host time less a call's fixed cost, up to all of it."""
+    win = view(trace)
+    by_host = launches_by_host(trace) if win.device_busy else {}
+    device_ns = {j: sum(trace.d_dur[d] for d in launched_under(trace, j, by_host) if trace.d_cat[d] in DEVICE_WORK_CODES) for _, j in pairs}
+    host = [trace.h_dur[j] for _, j in pairs]
+    if not any(device_ns.values()):
+        least = sum(max(t - CALL_FLOOR_NS, 0) * (1 - _seed_ratio(trace, j)) for t, (_, j) in zip(host, pairs))
+        return _Savings(least, least, "host", steps_ns(trace, win), sum(host))
+    steps = step_times_ns(trace)
+    window = int(statistics.median(steps)) * len(steps) if steps else int(win.window_ns)
+    device_steps = [d for d in device_step_ns(trace) if d is not None]
+    if sum(device_steps) >= sum(s.dur_ns for s in trace.steps) or not trace.steps:
+        kernels = sum(device_ns.values())
+        least = sum(t * (1 - _seed_ratio(trace, j)) for j, t in device_ns.items())
+        return _Savings(least, kernels, "device", window, kernels)
+    least = sum(max(t - CALL_FLOOR_NS, 0) for t in host)
+    return _Savings(least, sum(host), "host", window, sum(host))
 
 
 class _Ids:
@@ -154,20 +228,33 @@ class _OutputShapes:
         return self.last_out is not None and add_dims[0] == self.last_out
 
 
-def _unfused(trace: Trace, found: _Pairs, window: int, separate_add: int) -> Finding:
+def _unfused(trace: Trace, found: _Pairs, saves: _Savings) -> Finding:
     pairs = found.pairs
+    window = saves.window_ns
     spent = sum(trace.h_dur[i] + trace.h_dur[j] for i, j in pairs)
+    separate_add = sum(trace.h_dur[j] for _, j in pairs)
     h_parent, h_name = trace.h_parent, trace.h_name
     parent_ids = {h_name[p] for p in {h_parent[i] for i, _ in pairs} if p >= 0}
     advice = "Use torch.addmm(b, x, w) or nn.Linear (one fused GEMM with the bias in its epilogue), or torch.compile the function."
     if trace.name_id("aten::linear") in parent_ids:
         advice += " Under aten::linear this is a >2-D input: flatten it to 2-D before the Linear."
+    what = "device" if saves.side == "device" else "host"
+    if saves.least_ns == saves.most_ns:
+        saving = f"about {percent(saves.least_ns, window)}"
+    else:
+        saving = f"{percent(saves.least_ns, window)}–{percent(saves.most_ns, window)}"
+    if saves.side == "device":
+        how = "the add kernels' time, less a Memcpy DtoD where the GEMM seeds its output with the bias"
+    elif trace.has_device:
+        how = "the adds' host time, less a call's fixed cost: the fused GEMM's call costs more than the mm's"
+    else:
+        how = "addmm still copies the bias into its output, an op call of its own"
     return Finding(
         RULE_UNFUSED,
         UNFUSED,
         "warning",
-        f"unfused bias add: {len(pairs)} matmul results feed a separate add; the adds take "
-        f"{share(separate_add, window):.1%} of the steps' time",
+        f"unfused bias add: {len(pairs)} matmul results feed a separate add; fusing them saves {saving} of the "
+        f"steps' time ({how}; the adds' {what} time is {percent(saves.adds_ns, window)})",
         advice,
         {
             "unfused_count": len(pairs),
@@ -176,6 +263,11 @@ def _unfused(trace: Trace, found: _Pairs, window: int, separate_add: int) -> Fin
             "unfused_time_share": share(spent, window),
             "separate_add_us": us(separate_add),
             "separate_add_share": share(separate_add, window),
+            "fusion_saves_us": us(saves.least_ns),
+            "fusion_saves_share": share(saves.least_ns, window),
+            "fusion_saves_most_us": us(saves.most_ns),
+            "fusion_saves_most_share": share(saves.most_ns, window),
+            "saving_side": saves.side,
             "fused_addmm_count": len(found.addmm),
             "input_shapes": _first_shapes(trace, pairs),
             "parents": sorted(trace.names[nid] for nid in parent_ids)[:5],
@@ -196,13 +288,15 @@ def _first_shapes(trace: Trace, pairs: list[tuple[int, int]]) -> list[str]:
     return shapes
 
 
-def _compiled_addmm(trace: Trace, compiled: list[int]) -> Finding:
-    """Compiled addmm: on a GPU, a DtoD memcpy seeds the output with the bias, then one GEMM kernel."""
+def _compiled_addmm(trace: Trace, compiled: list[int]) -> Finding | None:
+    """Compiled addmm calls that seed their output with the bias before the GEMM, where the trace shows it: on a GPU
+    a ``Memcpy DtoD`` then one GEMM kernel (with cuBLASLt's bias epilogue there is no copy, and nothing to say), on a
+    CPU an ``aten::copy_`` inside the addmm. None where no call shows it."""
     evidence: dict[str, Any] = {"compiled_addmm_count": len(compiled)}
     subjects: set[str] = set()
+    seeded = 0
     if trace.has_device:
         by_host = launches_by_host(trace)
-        seeded = 0
         for i in compiled:
             launched = launched_under(trace, i, by_host)
             launched.sort(key=lambda d: trace.d_ts[d])
@@ -214,16 +308,19 @@ def _compiled_addmm(trace: Trace, compiled: list[int]) -> Finding:
                     seeded += 1
                     subjects.update(name for name, c in zip(names, cats) if c == KERNEL)
         evidence["dtod_seeded_count"] = seeded
-        msg = f"compiled addmm: {len(compiled)} calls fused at the dispatcher level" + (
-            f"; {seeded} seed the output with the bias by a Memcpy DtoD, then run one GEMM kernel with a bias epilogue" if seeded else ""
-        )
+        how = "seed the output with the bias by a Memcpy DtoD, then run one GEMM kernel"
     else:
-        msg = f"compiled addmm: {len(compiled)} calls fused at the dispatcher level (extern addmm in the compiled graph)"
+        copy_id = trace.name_id("aten::copy_")
+        seeded = sum(1 for i in compiled if any(trace.h_name[j] == copy_id and trace.h_parent[j] == i for j in descendants(trace, i)))
+        evidence["copy_seeded_count"] = seeded
+        how = "copy the bias into the output (aten::copy_), then run the GEMM on it"
+    if not seeded:
+        return None
     return Finding(
         RULE_COMPILED,
         DISPATCHER_FUSED,
         "info",
-        msg,
+        f"compiled addmm: {seeded} of {len(compiled)} calls are fused at the dispatcher level only: they {how}",
         "Nothing to do: this is the expected shape of a compiled linear layer.",
         evidence,
         tuple(sorted(subjects)[:5]) or ("aten::addmm",),

@@ -443,6 +443,19 @@ WORK_CREDIT = 20
 LEADS = 0.40
 #: ... and at least this many times the next share; otherwise ``mixed`` (the roofline's margin, one rule for both).
 MARGIN = roofline.MARGIN
+#: Ops that move no data: views and metadata (a new shape, stride or offset over the same storage), allocation
+#: without a fill, and reading one scalar out. Their time is the call's own (dispatch, the profiler's bookkeeping),
+#: never op work, however long a call takes on a loaded machine. (A ``reshape`` that must copy runs a ``clone``
+#: inside it, which the roofline costs.)
+METADATA_OPS = frozenset(
+    "aten::" + name
+    for name in (
+        "view", "_unsafe_view", "view_as", "reshape", "_reshape_alias", "as_strided", "slice", "select", "narrow",
+        "expand", "expand_as", "t", "transpose", "permute", "squeeze", "unsqueeze", "flatten", "unflatten", "alias",
+        "detach", "detach_", "lift_fresh", "split", "split_with_sizes", "chunk", "unbind", "diagonal", "item",
+        "_local_scalar_dense", "empty", "empty_like", "empty_strided", "resize_", "set_", "result_type",
+    )
+) | {"detach"}  # fmt: skip
 #: Names of collective calls on the host (gloo, NCCL/RCCL, c10d): time in them is waiting for peers or moving data.
 COLLECTIVE_PREFIXES = COLLECTIVE_CALL_PREFIXES
 
@@ -460,7 +473,7 @@ class HostReading:
     memory_ns: int = 0  # op calls whose work is bandwidth-bound
     unknown_ns: int = 0  # self time beyond the call floor of ops the roofline cannot cost
     op_calls: int = 0
-    small_calls: int = 0  # roofline-costed op calls whose work is below the call floor
+    small_calls: int = 0  # op calls whose work is below the call floor (costed below it, uncosted within it, metadata)
     flops: float = 0.0
     ideal_ns: float = 0.0  # time the costed work would take at the peaks
     work_time_ns: int = 0  # measured time of the same work
@@ -544,7 +557,11 @@ def _host_waits(trace: Trace, win: View, reading: HostReading) -> set[int]:
 def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], config: Config | None) -> None:
     """Op work the roofline explains: an outermost costed op call counts with its whole time when its work at
     the calibrated peak would take at least a call's fixed cost, as compute or memory by its intensity; below
-    that it is overhead. Ops the roofline cannot cost count their self time beyond the call floor."""
+    that it is overhead. Ops bandwidth-bound by their kind whose bytes the shapes do not give (``aten::index``,
+    ``cat``, the optimizers' ``_foreach_*``: the roofline's ``by_kind``) count their time beyond the call floor as
+    bandwidth-bound work. Ops the roofline cannot cost count their self time beyond the call floor; metadata ops
+    (:data:`METADATA_OPS`) count none. Every op call whose work is below the call floor is a small call, costed or
+    not."""
     roof = roofline.analyze(trace, config)
     costed: set[int] = set()
     if roof is not None:
@@ -562,14 +579,23 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
                 reading.work_time_ns += st.time_ns
             else:
                 reading.small_calls += st.calls
+        for calls, spent in roof.by_kind.values():  # per name: [calls, time]
+            reading.op_calls += calls
+            if spent > calls * CALL_FLOOR_NS:
+                reading.memory_ns += spent - calls * CALL_FLOOR_NS
+            else:
+                reading.small_calls += calls
     wrappers = {nid for nid, n in enumerate(trace.names) if n.startswith(COMPILE_WRAPPER_PREFIXES)}
     skip = costed | waits | wrappers
     above = costed | waits
+    metadata = {trace.name_id(n) for n in METADATA_OPS} - {-1}
     for i, (c, inside, nid, self_ns) in enumerate(zip(trace.h_cat, win.host_in, trace.h_name, trace.h_self)):
         if c != CPU_OP_CODE or not inside or nid in skip or has_ancestor(trace, i, above):
             continue
         reading.op_calls += 1
-        if self_ns > CALL_FLOOR_NS:
+        if self_ns <= CALL_FLOOR_NS or nid in metadata:
+            reading.small_calls += 1
+        else:
             reading.unknown_ns += self_ns - CALL_FLOOR_NS
     # Work measured in ops can exceed the step time where ops overlap (threads): keep the split within it.
     room = max(reading.window_ns - reading.input_ns - reading.blocked_ns - reading.comm_ns, 0)
@@ -677,7 +703,8 @@ def _cpu_message(verdict: str, reading: HostReading, bound: str | None = None) -
     if verdict == OVERHEAD_BOUND:
         return (
             f"overhead-bound (CPU): {sh['overhead']:.0%} of the step is framework overhead: Python, dispatch and "
-            f"{reading.small_calls} op calls whose work would take less than a call's fixed cost; op work takes {sh['work']:.0%}"
+            f"{reading.small_calls:,} of the window's {reading.op_calls:,} op calls, whose work would take less than a call's "
+            f"fixed cost; op work takes {sh['work']:.0%}"
         )
     if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
         kind = "FLOP-bound ops" if verdict == COMPUTE_BOUND else "bandwidth-bound ops"
