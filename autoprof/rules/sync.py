@@ -61,7 +61,9 @@ def _blocked(trace: Trace) -> Finding | None:
     spans = _blocking_spans(trace)
     if not spans or window <= 0:
         return None
-    busy = view(trace).device_busy
+    win = view(trace)
+    # the device is not idle while it runs work queued before the window either (the wait is for that work)
+    busy = merge(win.device_busy + win.device_foreign)
     by_call = {name: total(iv) for name, iv in spans.items()}
     idle_by_call = {name: total(subtract(iv, busy)) for name, iv in spans.items()}
     total_blocked = total(merge([s for iv in spans.values() for s in iv]))
