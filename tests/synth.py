@@ -73,3 +73,23 @@ def cpu_rank_doc(rank: int, world: int, wait_us: float) -> dict[str, Any]:
         s.op("aten::mm", t0 + 100, 19_000 - wait_us, dims=[[64, 64], [64, 64]], types=["float", "float"])
         s.x("user_annotation", "gloo:all_reduce", t0 + 19_200 - wait_us, wait_us + 500, tid=9)
     return {"traceEvents": s.events, "distributedInfo": {"rank": rank, "world_size": world, "backend": "gloo"}}
+
+
+# -- the host's own work and input between steps (issue 33, item 7) ----------------------------------------------
+
+GEMM = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params)"
+LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def prefetching_trainer_gpu(fetch_us: float = 1000, fetch_tid: int = 1) -> Synth:
+    """A trainer's three 1 ms steps on a GPU (one GEMM each, busy 800 µs), each batch fetched before its step begins
+    (``enumerate(DataLoader)`` for ``fetch_us`` µs on thread ``fetch_tid``, between the steps: the Hugging Face
+    Trainer's prefetch before ``on_step_begin``; the first step's fetch is before the window)."""
+    s = Synth()
+    period = 1000 + fetch_us + 20
+    for k in range(3):
+        base = k * period
+        s.x("user_annotation", LOADER, base - fetch_us - 10, fetch_us, tid=fetch_tid)
+        s.step(k, base, 1000).op("aten::mm", base + 10, 40, [[4096, 4096], [4096, 4096]], ["float", "float"])
+        s.launch(GEMM, base + 20, base + 50, 800)
+    return s

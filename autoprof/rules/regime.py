@@ -4,7 +4,8 @@ Device windows (kernels present) compare, over the window extended to the end of
 launched (the GPU lane runs behind the host):
 
 - ``device_busy_share``: union of kernels, memcpys and memsets launched from the window's steps;
-- ``input_share``: host time in ``enumerate(DataLoader)``;
+- ``input_share``: host time in ``enumerate(DataLoader)``, in the steps and between them on the steps' thread (a
+  trainer fetches the next batch before its step begins);
 - ``blocked_share``: host time waiting in synchronizing calls (``_runtime.BLOCKING_CALLS``, CUDA and HIP), reported
   apart;
 - ``host_active_share``: union of host ops and runtime calls, less blocked and input time.
@@ -143,11 +144,27 @@ def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:
 
 
 def _wait_spans(trace: Trace, win: View, loading: set[int], blocking: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Merged spans of blocking runtime calls and of data loading in the window (both readings use these)."""
+    """Merged spans of blocking runtime calls and of data loading in the window (both readings use these).
+
+    Data loading counts inside the steps (any thread) and, on the steps' own threads, between the window's steps:
+    a trainer (Hugging Face, Lightning's callbacks) fetches the next batch before its step begins, so its wait for
+    data lies between the steps, not in them."""
     ts, dur, cat, host_in = trace.h_ts, trace.h_dur, trace.h_cat, win.host_in
     blocked = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(blocking) if cat[i] in LAUNCH_CODES and host_in[i]]
-    inp = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(loading) if host_in[i]]
+    threads, tid, lo, hi = {s.tid for s in trace.steps}, trace.h_tid, win.start_ns, win.end_ns
+    inp = [
+        (ts[i], ts[i] + dur[i]) if host_in[i] else (max(ts[i], lo), min(ts[i] + dur[i], hi))
+        for i in trace.host_named(loading)
+        if host_in[i] or (tid[i] in threads and ts[i] < hi and ts[i] + dur[i] > lo)
+    ]
     return merge(blocked), merge(inp)
+
+
+def between_steps(trace: Trace, spans: list[tuple[int, int]]) -> int:
+    """The part of merged ``spans`` that lies between the window's steps (outside every step's span)."""
+    if not trace.steps:
+        return 0
+    return total(subtract(spans, merge([(s.start_ns, s.end_ns) for s in trace.steps])))
 
 
 def _host_spans(trace: Trace, win: View) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
@@ -201,6 +218,7 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
         blocked_by_call_us={k: us(n) for k, n in sorted(by_call.items(), key=lambda item: -item[1])},
         input_us=us(inp),
         input_share=share(inp, window),
+        input_between_steps_us=us(between_steps(trace, input_iv)),
     )
     # The keys every reading carries (the CPU reading's names): the device's busy time is its work, the host's
     # active time its overhead; collectives on the host as on the CPU (the device's NCCL time:
@@ -208,7 +226,7 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
     comm = total(subtract(subtract(_collective_spans(trace, win), merge(input_iv)), merge(blocked_iv)))
     evidence.update(comm_us=us(comm), comm_share=share(comm, window), work_share=share(busy, window), overhead_share=share(active, window))
     evidence["reading"] = "device"
-    verdict, msg = _device_judge(window, busy, active, blocked, inp, by_call)
+    verdict, msg = _device_judge(window, busy, active, blocked, inp, by_call, between_steps(trace, input_iv))
     advice = _ADVICE.get(verdict, "")
     if verdict == DEVICE_BOUND:
         verdict, msg, advice = _device_work(trace, config, evidence, busy, window)
@@ -219,11 +237,21 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
 DEVICE_BOUND = "device"  # the judge's word for a device-bound window, before the roofline names its verdict
 
 
-def _device_judge(window: int, busy: int, active: int, blocked: int, inp: int, by_call: dict[str, int]) -> tuple[str, str]:
+def _between_note(between: int, inp: int) -> str:
+    """What an input-bound message adds when some of the wait lies between the steps (a trainer's prefetch)."""
+    if between <= 0:
+        return ""
+    return f" ({percent(between, inp)} of it between the steps: the loop fetches each batch before its step begins)"
+
+
+def _device_judge(
+    window: int, busy: int, active: int, blocked: int, inp: int, by_call: dict[str, int], between: int = 0
+) -> tuple[str, str]:
     """The device reading's verdict and message: input first, then a busy device (``DEVICE_BOUND``, named by the
-    roofline next), host work above device work, blocking calls; else mixed."""
+    roofline next), host work above device work, blocking calls; else mixed. ``between``: the part of ``inp``
+    between the steps."""
     if inp >= INPUT_SHARE_MIN * window:
-        return INPUT_BOUND, f"input-bound: data loading takes {percent(inp, window)} of the window"
+        return INPUT_BOUND, f"input-bound: data loading takes {percent(inp, window)} of the window" + _between_note(between, inp)
     if busy >= DEVICE_SATURATED * window or (busy >= DEVICE_BUSY_COMPUTE * window and busy >= active):
         return DEVICE_BOUND, f"the device is busy {percent(busy, window)} of the window, the host {percent(active, window)}"
     if active > busy:
@@ -335,6 +363,7 @@ class HostReading:
 
     window_ns: int
     input_ns: int = 0
+    input_between_ns: int = 0  # the part of input_ns between the steps (added to window_ns: the loop's period)
     blocked_ns: int = 0
     comm_ns: int = 0
     compute_ns: int = 0  # op calls whose work is FLOP-bound at the calibrated peak
@@ -416,6 +445,8 @@ def _host_waits(trace: Trace, win: View, reading: HostReading) -> set[int]:
     blocked = subtract(blocked, inp)
     coll = subtract(subtract(_collective_spans(trace, win, comm), inp), blocked)
     reading.input_ns, reading.blocked_ns, reading.comm_ns = total(inp), total(blocked), total(coll)
+    reading.input_between_ns = between_steps(trace, inp)  # outside the steps' time: the window grows by it
+    reading.window_ns += reading.input_between_ns
     if trace.steps and coll:  # per step, for a comparison across ranks that one preempted step cannot sway
         per_step = [sum(max(min(e, s.end_ns) - max(b, s.start_ns), 0) for b, e in coll) for s in trace.steps]
         reading.comm_step_median_ns = int(statistics.median(per_step))
@@ -507,6 +538,7 @@ def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, An
         window_us=us(w),
         input_us=us(reading.input_ns),
         input_share=share(reading.input_ns, w),
+        input_between_steps_us=us(reading.input_between_ns),
         blocked_us=us(reading.blocked_ns),
         blocked_share=share(reading.blocked_ns, w),
         comm_us=us(reading.comm_ns),
@@ -550,7 +582,9 @@ def _cpu_message(verdict: str, reading: HostReading, bound: str | None = None) -
         what = "mostly in ops the roofline cannot cost" if bound == "uncosted" else "with no bound leading"
         return f"mixed (CPU): op work takes {sh['work']:.0%} of the step, {what} ({split})"
     if verdict == INPUT_BOUND:
-        return f"input-bound (CPU): waiting for data (enumerate(DataLoader)) takes {sh['input']:.0%} of the step"
+        return f"input-bound (CPU): waiting for data (enumerate(DataLoader)) takes {sh['input']:.0%} of the step" + _between_note(
+            reading.input_between_ns, reading.input_ns
+        )
     if verdict == SYNC_BOUND:
         return f"sync-bound (CPU): the step waits {sh['sync']:.0%} of its time in synchronizing calls"
     if verdict == COMMUNICATION_BOUND:
