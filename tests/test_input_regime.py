@@ -1,6 +1,7 @@
-"""Input beyond ``enumerate(DataLoader)`` inside the step (issue 33, item 7): a batch fetched between the steps (the
-Hugging Face Trainer's prefetch before ``on_step_begin``) is the step's input. Synthetic traces (tests/synth.py), then a
-real Trainer and Lightning on the CPU."""
+"""Input beyond ``enumerate(DataLoader)`` inside the step (issue 33, item 7): the host busy with its own work (in-step
+preprocessing that launches nothing) is not launch overhead, and a batch fetched between the steps (the Hugging Face
+Trainer's prefetch before ``on_step_begin``) is the step's input. Synthetic traces (tests/synth.py), then a real
+Trainer and Lightning on the CPU."""
 
 from __future__ import annotations
 
@@ -11,10 +12,68 @@ from typing import Any
 import pytest
 import torch
 from conftest import Records
-from synth import LOADER, Synth, prefetching_trainer_gpu
+from synth import LOADER, Synth, host_preprocessing_gpu, prefetching_trainer_gpu, small_launches
 
 from autoprof import engine
 from autoprof.rules import regime
+
+# -- the host's own work on a device window ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["ops", "python"])
+def test_in_step_preprocessing_is_the_hosts_own_work_not_launch_overhead(how: str) -> None:
+    r = host_preprocessing_gpu(6000, how).findings()["bound_regime"]
+    ev = r.evidence
+    assert r.verdict == "overhead-bound"  # the host is the limit: the device waits for it
+    assert 0.6 < ev["host_own_work_share"] < 0.7 and ev["host_own_work_share"] >= 0.5 * ev["host_active_share"]
+    top = next(iter(ev["host_own_work_ops"]))
+    assert top == ("preprocess" if how == "ops" else "video.py(41): decode")
+    assert "its own work" in r.message and top in r.message
+    assert "CUDA graphs will not help" in r.advice and "DataLoader workers" in r.advice
+    assert "batch more work per op" not in r.advice
+
+
+def test_many_small_launches_stay_launch_overhead() -> None:
+    s = Synth()
+    for k in range(3):
+        s.step(k, k * 1000, 1000)
+        small_launches(s, k * 1000 + 10, 45)
+    r = s.findings()["bound_regime"]
+    assert r.verdict == "overhead-bound" and r.evidence["host_own_work_share"] == 0.0
+    assert "preparing and launching" in r.message and "CUDA graphs" in r.advice and "its own work" not in r.message
+
+
+def test_long_ops_that_launch_are_not_own_work_and_short_host_ops_are_dispatch() -> None:
+    s = Synth()
+    for k in range(3):
+        base = k * 1000
+        s.step(k, base, 1000)
+        s.op("aten::conv2d", base + 10, 400)  # long, but it launches: the host's dispatch of device work
+        s.launch("void cudnn::conv_kernel", base + 300, base + 420, 2)
+        for j in range(20):  # 20 host-only ops of 20 µs (views, empty): below HOST_WORK_OP_NS, dispatch overhead
+            s.op("aten::view", base + 420 + j * 25, 20)
+    r = s.findings()["bound_regime"]
+    assert r.verdict == "overhead-bound" and r.evidence["host_own_work_share"] == 0.0 and r.evidence["host_own_work_ops"] == {}
+    assert "preparing and launching" in r.message
+
+
+def test_own_work_below_half_of_the_hosts_time_is_still_launch_overhead() -> None:
+    s = host_preprocessing_gpu(1500)  # 1.5 ms decoding beside 30 launches ... and 200 more
+    for k in range(3):
+        small_launches(s, k * 10_000 + 2300, 200)
+    r = s.findings()["bound_regime"]
+    assert r.verdict == "overhead-bound"
+    assert 0 < r.evidence["host_own_work_share"] < 0.5 * r.evidence["host_active_share"]
+    assert "preparing and launching" in r.message
+
+
+def test_preprocessing_inside_the_data_loader_is_input() -> None:
+    s = host_preprocessing_gpu(6000)
+    for k in range(3):
+        s.x("user_annotation", LOADER, k * 10_000 + 5, 6010)
+    r = s.findings()["bound_regime"]
+    assert r.verdict == "input-bound" and r.evidence["host_own_work_share"] == 0.0
+
 
 # -- input between the steps ---------------------------------------------------------------------------------------
 

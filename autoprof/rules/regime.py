@@ -12,7 +12,8 @@ launched (the GPU lane runs behind the host):
 
 Verdicts, first match wins: input-bound (input ≥ 25 %); device-bound when the device is saturated (busy ≥
 90 %) or busy ≥ 60 % and at least as long as the host is active; overhead-bound when the host is active for
-longer than the device is busy (the device waits on the host's launches); sync-bound (blocked ≥ 30 %); otherwise
+longer than the device is busy (the device waits on the host's launches, or on the host's own work: long host
+events that launch nothing, ``_host_own_work``, said apart with their own advice); sync-bound (blocked ≥ 30 %); otherwise
 ``mixed``. A device-bound window is named by where the device's time goes by the roofline (:func:`work_verdict`,
 the rule both readings share): compute-bound or memory-bound when that share leads the others by ``MARGIN``,
 ``mixed`` when none does or when time the roofline cannot cost leads. Device busy time is all device work inside
@@ -60,6 +61,7 @@ from autoprof.trace.model import (
     DEVICE_WORK_CODES,
     LAUNCH_CODES,
     PYTHON_FUNCTION_CODE,
+    USER_ANNOTATION_CODE,
     Trace,
 )
 
@@ -77,6 +79,16 @@ DEVICE_BUSY_COMPUTE = 0.60
 DEVICE_SATURATED = 0.90  # busy this much of the window, the device is the bottleneck whatever the host does
 INPUT_SHARE_MIN = 0.25
 SYNC_SHARE_MIN = 0.30
+#: A host op that launches no device work (no runtime or driver call under it) and runs at least this long is the
+#: host's own work (decoding, preprocessing, math on CPU tensors), not the cost of launching: dispatching an op
+#: that launches takes a few to a few tens of µs.
+HOST_WORK_OP_NS = 50_000
+#: A Python function or user annotation that launches nothing for this long is the host's own work too (Python code
+#: between two launches takes microseconds; decoding a video or tokenizing a batch takes milliseconds).
+HOST_WORK_SPAN_NS = 1_000_000
+#: An overhead-bound window whose host's own work is at least this share of the host's active time is read as the
+#: host busy with its own work, not as launch overhead.
+HOST_WORK_LEADS = 0.5
 
 _ADVICE = {
     COMPUTE_BOUND: "The device is the bottleneck: reduce or speed up its work (mixed precision, fused "
@@ -89,6 +101,11 @@ _ADVICE = {
     "from the step, use non_blocking copies from pinned memory.",
     MIXED: "No single limit dominates: look at the other findings for this window.",
 }
+_HOST_WORK_ADVICE = (
+    "The host's own CPU work (ops that launch nothing on the device: decoding, preprocessing, math on CPU tensors) "
+    "leaves the device idle: move it off the step's path (into DataLoader workers, num_workers>0, or a separate "
+    "process), onto the device, or overlap it with the device's work; fewer launches or CUDA graphs will not help."
+)
 _CPU_ADVICE = {
     COMPUTE_BOUND: "The ops' own math dominates the step: larger gains need less work (smaller dtype, "
     "better algorithms, larger batches per GEMM) or faster hardware, not less Python.",
@@ -226,12 +243,60 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
     comm = total(subtract(subtract(_collective_spans(trace, win), merge(input_iv)), merge(blocked_iv)))
     evidence.update(comm_us=us(comm), comm_share=share(comm, window), work_share=share(busy, window), overhead_share=share(active, window))
     evidence["reading"] = "device"
+    own, own_ops = _host_own_work(trace, win, merge(blocked_iv + input_iv), active_iv)
+    evidence.update(host_own_work_us=us(own), host_own_work_share=share(own, window), host_own_work_ops=own_ops)
     verdict, msg = _device_judge(window, busy, active, blocked, inp, by_call, between_steps(trace, input_iv))
     advice = _ADVICE.get(verdict, "")
+    if verdict == OVERHEAD_BOUND and own >= HOST_WORK_LEADS * active:
+        top = next(iter(own_ops), "host code")
+        msg = (
+            f"overhead-bound: the host is busy with its own work, not launching: {percent(own, window)} of the window "
+            f"in host code that launches no device work (most in {top}), launching takes {percent(max(active - own, 0), window)}; "
+            f"the device is busy only {percent(busy, window)}"
+        )
+        advice = _HOST_WORK_ADVICE
     if verdict == DEVICE_BOUND:
         verdict, msg, advice = _device_work(trace, config, evidence, busy, window)
     severity = "info" if verdict in (COMPUTE_BOUND, MEMORY_BOUND, MIXED) else "warning"
     return Finding(RULE, verdict, severity, msg, advice, evidence)
+
+
+def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]], active: list[tuple[int, int]]) -> tuple[int, dict[str, float]]:
+    """The host's own work on the steps' threads: host events with no runtime or driver call under them (they
+    launch nothing) that run long, CPU ops of at least ``HOST_WORK_OP_NS`` and Python functions or user annotations
+    of at least ``HOST_WORK_SPAN_NS`` (a ``decode_video`` frame, a ``preprocess`` annotation), inside the host's
+    activity (``active``) and less waits (``waits``; both merged). Its time, and the outermost such events' names with
+    the most of it (µs, at most 3)."""
+    cat, parent, ts, dur, host_in, tid = trace.h_cat, trace.h_parent, trace.h_ts, trace.h_dur, win.host_in, trace.h_tid
+    launches = [False] * trace.n_host
+    for i, c in enumerate(cat):
+        if c in LAUNCH_CODES:
+            p = parent[i]
+            while p >= 0 and not launches[p]:
+                launches[p] = True
+                p = parent[p]
+    threads = {s.tid for s in trace.steps}
+    steps = {s.host_index for s in trace.steps}
+    floor = {CPU_OP_CODE: HOST_WORK_OP_NS, PYTHON_FUNCTION_CODE: HOST_WORK_SPAN_NS, USER_ANNOTATION_CODE: HOST_WORK_SPAN_NS}
+    own = [
+        i
+        for i, c in enumerate(cat)
+        if c in floor and dur[i] >= floor[c] and host_in[i] and not launches[i] and i not in steps and (not threads or tid[i] in threads)
+    ]
+    chosen = set(own)
+    by_name: dict[str, int] = {}
+    spans: list[tuple[int, int]] = []
+    for i in own:
+        p = parent[i]
+        if p in chosen:
+            continue  # inside another event of the host's own work: counted there
+        outside = subtract([(ts[i], ts[i] + dur[i])], waits)
+        part = subtract(outside, subtract(outside, active))  # within the host's activity
+        spans.extend(part)
+        name = trace.host_name(i)
+        by_name[name] = by_name.get(name, 0) + total(part)
+    top = sorted(((n, t) for n, t in by_name.items() if t > 0), key=lambda item: -item[1])[:3]
+    return total(merge(spans)), {name: us(ns) for name, ns in top}
 
 
 DEVICE_BOUND = "device"  # the judge's word for a device-bound window, before the roofline names its verdict
