@@ -51,6 +51,7 @@ def window_summary(trace: Trace, findings: Sequence[Finding], numbers: Sequence[
     verdict = next((f for f in findings if f.rule == regime.RULE), None)
     return {
         "step_device_ms": device_ms,
+        "step_period_ms": step_periods_ms(trace, numbers),
         "profiler_flush_ms": round(flush / 1e6, 4) if flush else None,
         "regime": {
             "verdict": verdict.verdict,
@@ -60,6 +61,18 @@ def window_summary(trace: Trace, findings: Sequence[Finding], numbers: Sequence[
         if verdict is not None
         else None,
     }
+
+
+def step_periods_ms(trace: Trace, numbers: Sequence[int] | None = None) -> list[float | None] | None:
+    """Each step's period on the host's clock: its start to the next recorded step's start (its own time and what the
+    loop does before the next step begins: a trainer fetches the next batch there), in the order of ``numbers``
+    (default the trace's steps); None for the last step, and for a window of fewer than two steps."""
+    steps = sorted(trace.steps, key=lambda s: s.start_ns)
+    if len(steps) < 2:
+        return None
+    by_number = {s.number: nxt.start_ns - s.start_ns for s, nxt in zip(steps, steps[1:])}
+    wanted = [s.number for s in steps] if numbers is None else numbers
+    return [round(p / 1e6, 4) if (p := by_number.get(n)) is not None else None for n in wanted]
 
 
 def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:

@@ -6,7 +6,9 @@ Each optimizer step of training is a step of the target ``<model class>.training
 ``state.global_step``. Its sections are the phases the Trainer calls back between: ``forward_backward`` (the
 micro-batches' forward and backward, and gradient clipping), ``optimizer_step`` (between ``on_pre_optimizer_step``
 and ``on_optimizer_step``) and ``after_optimizer_step`` (the scheduler, ``zero_grad``). The Trainer fetches a step's
-micro-batches before ``on_step_begin``: waiting for data falls between steps, not in them.
+micro-batches before ``on_step_begin``: waiting for data falls between steps, not in them (the bound regime counts
+the ``enumerate(DataLoader)`` time between a window's steps as input, and the window record's ``step_period_ms``
+shows the period it adds to each step).
 
 A run's end stops autoprof's profiler whatever ends it: ``on_train_end`` (the last step, ``max_steps``), and an
 exception out of ``Trainer.train`` (the Trainer calls no callback then: the callback watches ``Trainer.train`` itself,

@@ -11,7 +11,8 @@ device (``device_window_us``) is the window extended to the end of its device wo
 - ``comm_share``: exposed communication, the time collective kernels (NCCL/RCCL) run with no compute kernel
   beside them (the ``exposed_communication`` rule's computation, :func:`autoprof.rules.comm.exposure`);
   ``work_share`` is the busy share less it: the device's own work;
-- ``input_share``: host time in ``enumerate(DataLoader)``;
+- ``input_share``: host time in ``enumerate(DataLoader)``, in the steps and between them on the steps' thread (a
+  trainer fetches the next batch before its step begins);
 - ``blocked_share``: host time waiting in synchronizing calls (``_runtime.BLOCKING_CALLS``, CUDA and HIP), reported
   apart;
 - ``host_active_share``: union of op dispatch (``cpu_op``) and runtime and driver calls, less blocked and input
@@ -24,10 +25,11 @@ least ``COMM_SHARE_MIN`` (40 %) of the window on the device and more than both t
 idle time; device-bound when the device's own work is ≥ 90 %, or ≥ 60 % and at least as long as the host is
 active or the host has queued the work ahead (less than ``HOST_WAIT_SHARE`` of the device's idle time waits for
 the host: the host is not the limit); overhead-bound when the host is active for longer than the device is busy
-and the device waits for the host's launches; sync-bound (blocked ≥ 30 %); otherwise ``mixed``. A device-bound
-window is named by where the device's time goes by the roofline (:func:`work_verdict`, the rule both readings
-share): compute-bound or memory-bound when that share leads the others by ``MARGIN``, ``mixed`` when none does
-or when time the roofline cannot cost leads.
+and the device waits for the host (on its launches, or on the host's own work: long host events that launch
+nothing, ``_host_own_work``, said apart with their own advice); sync-bound (blocked ≥ 30 %); otherwise ``mixed``.
+A device-bound window is named by where the device's time goes by the roofline (:func:`work_verdict`, the rule
+both readings share): compute-bound or memory-bound when that share leads the others by ``MARGIN``, ``mixed``
+when none does or when time the roofline cannot cost leads.
 
 CPU-only windows are read in one order, each second once: waiting for input, in blocking calls, in
 collectives on the step's thread, then op work the roofline explains (an op call whose work at the calibrated
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
@@ -70,6 +72,7 @@ from autoprof.trace.model import (
     DEVICE_WORK_CODES,
     LAUNCH_CODES,
     PYTHON_FUNCTION_CODE,
+    USER_ANNOTATION_CODE,
     Trace,
 )
 
@@ -87,6 +90,16 @@ DEVICE_BUSY_COMPUTE = 0.60
 DEVICE_SATURATED = 0.90  # busy this much of the window, the device is the bottleneck whatever the host does
 INPUT_SHARE_MIN = 0.25
 SYNC_SHARE_MIN = 0.30
+#: A host op that launches no device work (no runtime or driver call under it) and runs at least this long is the
+#: host's own work (decoding, preprocessing, math on CPU tensors), not the cost of launching: dispatching an op
+#: that launches takes a few to a few tens of µs.
+HOST_WORK_OP_NS = 50_000
+#: A Python function or user annotation that launches nothing for this long is the host's own work too (Python code
+#: between two launches takes microseconds; decoding a video or tokenizing a batch takes milliseconds).
+HOST_WORK_SPAN_NS = 1_000_000
+#: An overhead-bound window whose host's own work is at least this share of the host's active time is read as the
+#: host busy with its own work, not as launch overhead.
+HOST_WORK_LEADS = 0.5
 
 _ADVICE = {
     COMPUTE_BOUND: "The device is the bottleneck: reduce or speed up its work (mixed precision, fused "
@@ -101,6 +114,11 @@ _ADVICE = {
     "others wait), then overlap communication with compute (DDP bucket_cap_mb, FSDP prefetching) or send less.",
     MIXED: "No single limit dominates: look at the other findings for this window.",
 }
+_HOST_WORK_ADVICE = (
+    "The host's own CPU work (ops that launch nothing on the device: decoding, preprocessing, math on CPU tensors) "
+    "leaves the device idle: move it off the step's path (into DataLoader workers, num_workers>0, or a separate "
+    "process), onto the device, or overlap it with the device's work; fewer launches or CUDA graphs will not help."
+)
 _CPU_ADVICE = {
     COMPUTE_BOUND: "The ops' own math dominates the step: larger gains need less work (smaller dtype, "
     "better algorithms, larger batches per GEMM) or faster hardware, not less Python.",
@@ -172,11 +190,27 @@ def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:
 
 
 def _wait_spans(trace: Trace, win: View, loading: set[int], blocking: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Merged spans of blocking runtime calls and of data loading in the window (both readings use these)."""
+    """Merged spans of blocking runtime calls and of data loading in the window (both readings use these).
+
+    Data loading counts inside the steps (any thread) and, on the steps' own threads, between the window's steps:
+    a trainer (Hugging Face, Lightning's callbacks) fetches the next batch before its step begins, so its wait for
+    data lies between the steps, not in them."""
     ts, dur, cat, host_in = trace.h_ts, trace.h_dur, trace.h_cat, win.host_in
     blocked = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(blocking) if cat[i] in LAUNCH_CODES and host_in[i]]
-    inp = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(loading) if host_in[i]]
+    threads, tid, lo, hi = {s.tid for s in trace.steps}, trace.h_tid, win.start_ns, win.end_ns
+    inp = [
+        (ts[i], ts[i] + dur[i]) if host_in[i] else (max(ts[i], lo), min(ts[i] + dur[i], hi))
+        for i in trace.host_named(loading)
+        if host_in[i] or (tid[i] in threads and ts[i] < hi and ts[i] + dur[i] > lo)
+    ]
     return merge(blocked), merge(inp)
+
+
+def between_steps(trace: Trace, spans: list[tuple[int, int]]) -> int:
+    """The part of merged ``spans`` that lies between the window's steps (outside every step's span)."""
+    if not trace.steps:
+        return 0
+    return total(subtract(spans, merge([(s.start_ns, s.end_ns) for s in trace.steps])))
 
 
 def _host_spans(trace: Trace, win: View) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
@@ -223,6 +257,9 @@ class DeviceReading:
     input_ns: int
     idle_ns: int  # the device runs nothing of the window's (nor anything else)
     host_wait_ns: int  # idle time in which the device waits for the host's next launch
+    between_ns: int = 0  # the part of input_ns between the steps (a trainer's prefetch)
+    host_own_ns: int = 0  # host work that launches nothing (``_host_own_work``)
+    host_own_ops: dict[str, float] = field(default_factory=dict)  # its outermost events with the most of it, µs
 
     @property
     def own_ns(self) -> int:
@@ -273,6 +310,7 @@ def _device_reading(trace: Trace, win: View) -> tuple[DeviceReading, int]:
     busy = _busy_in_window(trace, win)
     exposed = comm.exposure(trace).exposed_ns
     host_comm = total(subtract(subtract(_collective_spans(trace, win), input_iv), blocked_iv))
+    own, own_ops = _host_own_work(trace, win, merge(blocked_iv + input_iv), active_iv)
     reading = DeviceReading(
         window_ns=win.window_ns,
         device_window_ns=win.device_window_ns,
@@ -283,6 +321,9 @@ def _device_reading(trace: Trace, win: View) -> tuple[DeviceReading, int]:
         input_ns=total(input_iv),
         idle_ns=max(win.device_window_ns - busy, 0),
         host_wait_ns=_host_wait_ns(trace, win, lo, hi),
+        between_ns=between_steps(trace, input_iv),
+        host_own_ns=own,
+        host_own_ops=own_ops,
     )
     return reading, host_comm
 
@@ -304,6 +345,7 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
         blocked_by_call_us={k: us(n) for k, n in sorted(by_call.items(), key=lambda item: -item[1])},
         input_us=us(reading.input_ns),
         input_share=share(reading.input_ns, window),
+        input_between_steps_us=us(reading.between_ns),
         device_idle_share=share(reading.idle_ns, on_device),
         idle_host_wait_share=share(reading.host_wait_ns, reading.idle_ns),
     )
@@ -319,15 +361,70 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
         overhead_share=share(reading.active_ns, window),
     )
     evidence["reading"] = "device"
+    own, active = reading.host_own_ns, reading.active_ns
+    evidence.update(host_own_work_us=us(own), host_own_work_share=share(own, window), host_own_work_ops=reading.host_own_ops)
     verdict, msg = _device_judge(reading, by_call)
     advice = _ADVICE.get(verdict, "")
+    if verdict == OVERHEAD_BOUND and own >= HOST_WORK_LEADS * active:
+        top = next(iter(reading.host_own_ops), "host code")
+        msg = (
+            f"overhead-bound: the host is busy with its own work, not launching: {percent(own, window)} of the window "
+            f"in host code that launches no device work (most in {top}), launching takes {percent(max(active - own, 0), window)}; "
+            f"the device is busy only {percent(busy, on_device)}"
+        )
+        advice = _HOST_WORK_ADVICE
     if verdict == DEVICE_BOUND:
         verdict, msg, advice = _device_work(trace, config, evidence, reading.own_ns, on_device)
     severity = "info" if verdict in (COMPUTE_BOUND, MEMORY_BOUND, MIXED) else "warning"
     return Finding(RULE, verdict, severity, msg, advice, evidence)
 
 
+def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]], active: list[tuple[int, int]]) -> tuple[int, dict[str, float]]:
+    """The host's own work on the steps' threads: host events with no runtime or driver call under them (they
+    launch nothing) that run long, CPU ops of at least ``HOST_WORK_OP_NS`` and Python functions or user annotations
+    of at least ``HOST_WORK_SPAN_NS`` (a ``decode_video`` frame, a ``preprocess`` annotation), inside the host's
+    activity (``active``) and less waits (``waits``; both merged). Its time, and the outermost such events' names with
+    the most of it (µs, at most 3)."""
+    cat, parent, ts, dur, host_in, tid = trace.h_cat, trace.h_parent, trace.h_ts, trace.h_dur, win.host_in, trace.h_tid
+    launches = [False] * trace.n_host
+    for i, c in enumerate(cat):
+        if c in LAUNCH_CODES:
+            p = parent[i]
+            while p >= 0 and not launches[p]:
+                launches[p] = True
+                p = parent[p]
+    threads = {s.tid for s in trace.steps}
+    steps = {s.host_index for s in trace.steps}
+    floor = {CPU_OP_CODE: HOST_WORK_OP_NS, PYTHON_FUNCTION_CODE: HOST_WORK_SPAN_NS, USER_ANNOTATION_CODE: HOST_WORK_SPAN_NS}
+    own = [
+        i
+        for i, c in enumerate(cat)
+        if c in floor and dur[i] >= floor[c] and host_in[i] and not launches[i] and i not in steps and (not threads or tid[i] in threads)
+    ]
+    chosen = set(own)
+    by_name: dict[str, int] = {}
+    spans: list[tuple[int, int]] = []
+    for i in own:
+        p = parent[i]
+        if p in chosen:
+            continue  # inside another event of the host's own work: counted there
+        outside = subtract([(ts[i], ts[i] + dur[i])], waits)
+        part = subtract(outside, subtract(outside, active))  # within the host's activity
+        spans.extend(part)
+        name = trace.host_name(i)
+        by_name[name] = by_name.get(name, 0) + total(part)
+    top = sorted(((n, t) for n, t in by_name.items() if t > 0), key=lambda item: -item[1])[:3]
+    return total(merge(spans)), {name: us(ns) for name, ns in top}
+
+
 DEVICE_BOUND = "device"  # the judge's word for a device-bound window, before the roofline names its verdict
+
+
+def _between_note(between: int, inp: int) -> str:
+    """What an input-bound message adds when some of the wait lies between the steps (a trainer's prefetch)."""
+    if between <= 0:
+        return ""
+    return f" ({percent(between, inp)} of it between the steps: the loop fetches each batch before its step begins)"
 
 
 def _device_judge(r: DeviceReading, by_call: dict[str, int]) -> tuple[str, str]:
@@ -337,7 +434,8 @@ def _device_judge(r: DeviceReading, by_call: dict[str, int]) -> tuple[str, str]:
     the device, the host's of the window."""
     window, on_device, busy, own, active, comm_ns = r.window_ns, r.device_window_ns, r.busy_ns, r.own_ns, r.active_ns, r.exposed_comm_ns
     if r.input_ns >= INPUT_SHARE_MIN * window:
-        return INPUT_BOUND, f"input-bound: data loading takes {percent(r.input_ns, window)} of the window"
+        between = _between_note(r.between_ns, r.input_ns)
+        return INPUT_BOUND, f"input-bound: data loading takes {percent(r.input_ns, window)} of the window" + between
     if comm_ns >= COMM_SHARE_MIN * on_device and comm_ns > own and comm_ns > r.idle_ns:
         return COMMUNICATION_BOUND, (
             f"communication-bound: collective kernels run with no compute beside them {percent(comm_ns, on_device)} "
@@ -467,6 +565,7 @@ class HostReading:
 
     window_ns: int
     input_ns: int = 0
+    input_between_ns: int = 0  # the part of input_ns between the steps (added to window_ns: the loop's period)
     blocked_ns: int = 0
     comm_ns: int = 0
     compute_ns: int = 0  # op calls whose work is FLOP-bound at the calibrated peak
@@ -548,6 +647,8 @@ def _host_waits(trace: Trace, win: View, reading: HostReading) -> set[int]:
     blocked = subtract(blocked, inp)
     coll = subtract(subtract(_collective_spans(trace, win, comm), inp), blocked)
     reading.input_ns, reading.blocked_ns, reading.comm_ns = total(inp), total(blocked), total(coll)
+    reading.input_between_ns = between_steps(trace, inp)  # outside the steps' time: the window grows by it
+    reading.window_ns += reading.input_between_ns
     if trace.steps and coll:  # per step, for a comparison across ranks that one preempted step cannot sway
         per_step = [sum(max(min(e, s.end_ns) - max(b, s.start_ns), 0) for b, e in coll) for s in trace.steps]
         reading.comm_step_median_ns = int(statistics.median(per_step))
@@ -652,6 +753,7 @@ def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, An
         window_us=us(w),
         input_us=us(reading.input_ns),
         input_share=share(reading.input_ns, w),
+        input_between_steps_us=us(reading.input_between_ns),
         blocked_us=us(reading.blocked_ns),
         blocked_share=share(reading.blocked_ns, w),
         comm_us=us(reading.comm_ns),
@@ -695,7 +797,9 @@ def _cpu_message(verdict: str, reading: HostReading, bound: str | None = None) -
         what = "mostly in ops the roofline cannot cost" if bound == "uncosted" else "with no bound leading"
         return f"mixed (CPU): op work takes {sh['work']:.0%} of the step, {what} ({split})"
     if verdict == INPUT_BOUND:
-        return f"input-bound (CPU): waiting for data (enumerate(DataLoader)) takes {sh['input']:.0%} of the step"
+        return f"input-bound (CPU): waiting for data (enumerate(DataLoader)) takes {sh['input']:.0%} of the step" + _between_note(
+            reading.input_between_ns, reading.input_ns
+        )
     if verdict == SYNC_BOUND:
         return f"sync-bound (CPU): the step waits {sh['sync']:.0%} of its time in synchronizing calls"
     if verdict == COMMUNICATION_BOUND:
