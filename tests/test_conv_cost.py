@@ -14,6 +14,7 @@ from conftest import shared_trace
 from synth import Synth
 
 from autoprof.rules import regime, roofline
+from autoprof.rules._common import share
 from autoprof.rules._work import op_work
 from autoprof.trace import chrome
 from autoprof.trace.model import conv_args
@@ -387,16 +388,48 @@ def test_resnet18_training_is_compute_bound(records: Any) -> None:
 # -- the shared GPU traces -----------------------------------------------------------------------------------------
 
 
-def test_v100_resnet50_2021_schema_convolutions_are_said_to_be_uncostable() -> None:
-    # torch 1.8 recorded the convolutions' shapes but none of their stride, padding or output mask: not one level of
-    # a forward or backward convolution can be costed, so none is, and their kernels stay not costed
+def test_v100_resnet50_2021_schema_backward_convolutions_are_costed_forward_ones_are_not() -> None:
+    # torch 1.8 recorded the convolutions' shapes but none of their stride, padding or output mask: the forward ones
+    # cannot be costed (their output size is unknown), at any level. Each cudnn_convolution_backward has its input,
+    # grad_output and weight shapes, and its calls say its mask: 312 of the 318 call both halves, the 6 first-layer
+    # ones only the weight's
     trace = chrome.load(str(shared_trace("kineto/v100_resnet50_dataloader_workers0_2021schema.json.gz")))
     roof = roofline.analyze(trace)
     assert roof is not None
-    assert not any("conv" in name for name, _, _ in roof.ops)
+    conv = [s for s in roof.ops.values() if "conv" in s.name]
+    assert {s.name for s in conv} == {"aten::cudnn_convolution_backward"} and sum(s.calls for s in conv) == 318
+    first = [s for s in conv if s.shapes.startswith("[[32, 3, 224, 224]")]
+    assert len(first) == 1 and "output_mask=[False, True]" in first[0].shapes and first[0].calls == 6
+    # its weight's gradient only: 2·N·|w|·(output spatial) = 2·32·(64·3·7·7)·(112·112) per call
+    assert first[0].flops == 6 * 2 * 32 * (64 * 3 * 7 * 7) * 112 * 112
     names = {trace.host_name(i) for i in roof.opaque}
-    assert {"aten::conv2d", "aten::cudnn_convolution", "aten::cudnn_convolution_backward"} <= names
-    assert {"aten::cudnn_convolution_backward_input", "aten::cudnn_convolution_backward_weight"} <= names
+    assert {"aten::conv2d", "aten::convolution", "aten::_convolution", "aten::cudnn_convolution"} <= names
+    assert "aten::cudnn_convolution_backward" not in names
+    # cuDNN's fp32 backward kernels at 35-87% of the V100's 15.7 TFLOP/s (three Winograd-run 3×3 shapes above it); the
+    # forward convolutions stay not costed
+    assert all(s.bound == "compute" for s in conv)
+    assert 0.4 < share(roof.compute_ns, roof.total_ns) < 0.55 and 0.15 < share(roof.unknown_ns, roof.total_ns) < 0.3
+    (f,) = regime.check(trace)
+    assert f.verdict == "input-bound"  # data loading still takes 39% of the window
+
+
+def test_an_unrecorded_cudnn_backward_mask_is_read_from_its_calls() -> None:
+    s = Synth(gpu="Tesla V100-SXM2-16GB")
+    x, go, w = [8, 64, 28, 28], [8, 128, 14, 14], [128, 64, 3, 3]
+    types = [F, F, F] + ["GenericList"] * 3 + ["Int", "Bool", "Bool", "Bool", "GenericList"]
+    halves = {0: ("_input", "_weight"), 1: ("_weight",)}  # a middle layer, and a first layer (its input needs none)
+    for k in range(2):
+        base = k * 1000
+        s.step(k, base, 1000)
+        s.op("aten::cudnn_convolution_backward", base + 5, 900, [x, go, w] + [[]] * 8, types)
+        for j, half in enumerate(halves[k]):
+            s.op(f"aten::cudnn_convolution_backward{half}", base + 10 + j * 400, 300, [[], go, w if half == "_input" else x], [])
+            s.launch(f"cudnn_kernel{half}", base + 20 + j * 400, base + 20 + j * 450, 440)
+    roof = roofline.analyze(s.trace())
+    assert roof is not None
+    product = 2 * 8 * (128 * 64 * 9) * 196
+    got = sorted((st.shapes.split(" output_mask=")[1], st.calls, st.flops) for st in roof.ops.values())
+    assert got == [("[False, True]", 1, product), ("[True, True]", 1, 2 * product)]
 
 
 @pytest.mark.parametrize("rel", ["hta/a100_rank0_of2_convnet.json.gz", "hta/a100_alexnet_cuda_sync.json.gz"])

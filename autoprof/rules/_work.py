@@ -1,9 +1,9 @@
 """Work (FLOPs) and traffic (bytes) of an op from its recorded input shapes and dtypes. Pure; no torch.
 
 Estimates, documented in docs/rules.md: matmul-family and attention FLOPs are exact (2·M·K·N per matrix
-product, the formulas torch.utils.flop_counter uses); convolutions from their shapes and recorded stride, padding,
-dilation, groups and output mask (2·N·|weight|·output spatial per product); elementwise ops count one FLOP per output element;
-reductions and norms a small constant per input element. Bytes are each tensor input read once plus the
+product, the formulas torch.utils.flop_counter uses), and so are convolutions' (2·N·|weight|·output spatial per
+product, from their shapes and recorded stride, padding, dilation, groups and output mask); elementwise ops count
+one FLOP per output element; reductions and norms a small constant per input element. Bytes are each tensor input read once plus the
 output written once (its shape inferred from the inputs); caches and re-reads are ignored.
 """
 
@@ -278,6 +278,12 @@ CONV_BACKWARD_ONE = {
     "aten::cudnn_convolution_backward_input": (1, 0, 2),  # (input_size, grad_out, weight, ...): the input's gradient
     "aten::cudnn_convolution_backward_weight": (1, 0, 2),  # (weight_size, grad_out, input, ...): the weight's gradient
 }
+#: A backward whose output mask the trace did not record but whose own calls say it (torch 1.8's cuDNN backward
+#: calls ``cudnn_convolution_backward_input`` when the mask asks for the input's gradient, ``_weight`` for the
+#: weight's): name -> (the mask's position, the calls in mask order).
+MASK_FROM_CALLS = {
+    "aten::cudnn_convolution_backward": (10, ("aten::cudnn_convolution_backward_input", "aten::cudnn_convolution_backward_weight")),
+}
 _ARG_NAMES = ("stride", "padding", "dilation", "output_padding", "groups")
 
 
@@ -421,9 +427,11 @@ class WorkCache:
     """Per op name, the last few distinct (shapes, dtypes) and their work: a training window repeats the same
     shapes, and comparing lists is far cheaper than formatting or recomputing them."""
 
-    __slots__ = ("_by_name",)
+    __slots__ = ("_by_name", "conv_args")
 
-    def __init__(self) -> None:
+    def __init__(self, conv_args: dict[int, tuple[Any, ...]] | None = None) -> None:
+        #: Per host event, convolution arguments the trace's structure gives where it recorded none.
+        self.conv_args = conv_args or {}
         self._by_name: dict[int, list[tuple[Any, Any, bool | None, Any, tuple[float, float] | None, str | None, str]]] = {}
 
     def get(

@@ -17,7 +17,7 @@ from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.peaks import Peak, peak_for
 from autoprof.rules._common import View, op_self_ns, share, us, view
-from autoprof.rules._work import WorkCache, is_roofline_op, memory_by_kind
+from autoprof.rules._work import MASK_FROM_CALLS, WorkCache, is_roofline_op, memory_by_kind
 from autoprof.trace.model import CONV_OPS, CPU_OP_CODE, KERNEL_CODE, Trace
 
 RULE = "roofline"
@@ -133,7 +133,7 @@ def _analyze(trace: Trace, config: Config | None) -> Roofline | None:
     roof_ids = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
     if not roof_ids or total <= 0:
         return roof
-    cache = WorkCache()
+    cache = WorkCache(_conv_args_from_calls(trace))
     opaque = _uncostable_convs(trace, roof_ids, cache)
     timed = _timed_on_device(trace, win, roof_ids, opaque) if on_device else _timed_on_host(trace, win, roof_ids, opaque)
     roof.opaque = frozenset(opaque)
@@ -155,14 +155,39 @@ class _Timed(NamedTuple):
     tf32: bool
 
 
-def _shapes(trace: Trace, i: int) -> tuple[list[Any], list[Any], bool | None, Any]:
+def _shapes(trace: Trace, i: int, cache: WorkCache) -> tuple[list[Any], list[Any], bool | None, Any]:
     """A host op's recorded (input dims, input types, causal flag, convolution arguments)."""
     shp = trace.shapes.get(i)
     if not shp:
         return [], [], None, None
     dims = shp[0] if type(shp[0]) is list else []
     types = shp[1] if type(shp[1]) is list else []
-    return dims, types, shp[2] if len(shp) > 2 else None, shp[3] if len(shp) > 3 else None
+    args = cache.conv_args.get(i) or (shp[3] if len(shp) > 3 else None)
+    return dims, types, shp[2] if len(shp) > 2 else None, args
+
+
+def _conv_args_from_calls(trace: Trace) -> dict[int, tuple[Any, ...]]:
+    """Per convolution call, the arguments its own calls say where the trace did not record them (``MASK_FROM_CALLS``:
+    the output mask of torch 1.8's cuDNN backward from which of its two halves it called)."""
+    out: dict[int, tuple[Any, ...]] = {}
+    for name, (at, calls) in MASK_FROM_CALLS.items():
+        outer = trace.name_id(name)
+        if outer < 0:
+            continue
+        seen: dict[int, list[bool]] = {}
+        for k, call in enumerate(calls):
+            nid = trace.name_id(call)
+            for j in trace.host_named([nid]) if nid >= 0 else ():
+                p = trace.h_parent[j]
+                if p >= 0 and trace.h_name[p] == outer:
+                    seen.setdefault(p, [False] * len(calls))[k] = True
+        for p, mask in seen.items():
+            shp = trace.shapes.get(p)
+            args = list(shp[3] or ()) if shp and len(shp) > 3 else []
+            if len(args) > at and args[at] is not None:
+                continue  # recorded: the trace's own word
+            out[p] = tuple(args + [None] * (at + 1 - len(args)))[:at] + (tuple(mask),) + tuple(args[at + 1 :])
+    return out
 
 
 def _uncostable_convs(trace: Trace, roof_ids: set[int], cache: WorkCache) -> set[int]:
@@ -177,7 +202,7 @@ def _uncostable_convs(trace: Trace, roof_ids: set[int], cache: WorkCache) -> set
     names = trace.names
     for i in trace.host_named(conv_ids):
         nid = trace.h_name[i]
-        dims, types, causal, args = _shapes(trace, i)
+        dims, types, causal, args = _shapes(trace, i, cache)
         if cache.get(nid, names[nid], dims, types, causal, args)[0] is None:
             out.add(i)
     return out
@@ -258,7 +283,7 @@ def _grouped(
     for i, t, tf32 in timed:
         if t <= 0:
             continue
-        dims, types, causal, args = _shapes(trace, i)
+        dims, types, causal, args = _shapes(trace, i, cache)
         nid = trace.h_name[i]
         name = trace.names[nid]
         work, dtype, shapes_text = cache.get(nid, name, dims, types, causal, args)
