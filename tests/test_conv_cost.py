@@ -190,9 +190,27 @@ def test_live_values_and_chrome_text_normalize_alike() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [None, "[1, 1]", 7, [], [None, None], ["[1, x]"], ["9" * 400], [[1, [2]]], [10**30], ["[" + "1, " * 5000 + "1]"], [{"a": 1}]],
+    [
+        None,
+        "[1, 1]",
+        7,
+        [],
+        [None, None],
+        ["[1, x]"],
+        ["9" * 400],
+        [[1, [2]]],
+        [10**30],
+        ["[" + "1, " * 5000 + "1]"],
+        [{"a": 1}],
+        [list(range(40))],
+        "deep",
+    ],
 )
 def test_malformed_arguments_are_no_arguments_never_an_error(bad: Any) -> None:
+    if bad == "deep":
+        bad = [1]
+        for _ in range(5000):  # deeper than the interpreter's recursion limit
+            bad = [bad]
     assert conv_args(bad) is None
     assert op_work("aten::conv2d", [[1, 3, 8, 8], [4, 3, 3, 3]], [F, F], None, conv_args(bad)) is None
 

@@ -232,8 +232,10 @@ def _conv_arg(v: Any) -> Any:
     if t is bool or t is int:
         return v if t is bool or -_INT64_MAX <= v <= _INT64_MAX else None
     if t is list or t is tuple:
-        items = tuple(_conv_arg(x) for x in v)
-        return items if len(items) <= 16 and all(type(x) is int or type(x) is bool for x in items) else None
+        if len(v) > 16:
+            return None
+        items = tuple(x if type(x) is bool or (type(x) is int and -_INT64_MAX <= x <= _INT64_MAX) else None for x in v)
+        return None if None in items else items  # (one level: a nested list is no argument a convolution takes)
     if t is not str or not v or len(v) > 200:
         return None
     if v in ("True", "False"):
