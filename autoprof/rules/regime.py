@@ -665,8 +665,10 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
     not."""
     roof = roofline.analyze(trace, config)
     costed: set[int] = set()
+    opaque: frozenset[int] = frozenset()  # convolutions the roofline cannot cost: their time is uncosted work
     if roof is not None:
         costed = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
+        opaque = roof.opaque
         for st in roof.ops.values():
             reading.op_calls += st.calls
             if st.ideal_ns / st.calls >= CALL_FLOOR_NS:
@@ -691,7 +693,7 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
     above = costed | waits
     metadata = {trace.name_id(n) for n in METADATA_OPS} - {-1}
     for i, (c, inside, nid, self_ns) in enumerate(zip(trace.h_cat, win.host_in, trace.h_name, trace.h_self)):
-        if c != CPU_OP_CODE or not inside or nid in skip or has_ancestor(trace, i, above):
+        if c != CPU_OP_CODE or not inside or (nid in skip and i not in opaque) or _under(trace, i, above, opaque):
             continue
         reading.op_calls += 1
         if self_ns <= CALL_FLOOR_NS or nid in metadata:
@@ -707,6 +709,19 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
             int(reading.memory_ns * scale),
             int(reading.unknown_ns * scale),
         )
+
+
+def _under(trace: Trace, i: int, name_ids: set[int], opaque: frozenset[int]) -> bool:
+    """Whether an enclosing event of ``i`` has one of these names (a convolution the roofline cannot cost aside)."""
+    if not opaque:
+        return has_ancestor(trace, i, name_ids)
+    parent, names = trace.h_parent, trace.h_name
+    p = parent[i]
+    while p >= 0:
+        if names[p] in name_ids and p not in opaque:
+            return True
+        p = parent[p]
+    return False
 
 
 def _judge(reading: HostReading) -> tuple[str, str | None]:

@@ -1,7 +1,7 @@
 """Roofline: is device-bound time limited by compute or by memory bandwidth?
 
-Per op (the outermost op of a known kind: matmul family, attention, elementwise, reductions/norms), from
-recorded shapes and dtypes: FLOPs and bytes (``_work.op_work``), arithmetic intensity (FLOP/byte), time
+Per op (the outermost op of a known kind: matmul family, attention, convolutions, elementwise, reductions/norms),
+from recorded shapes and dtypes: FLOPs and bytes (``_work.op_work``), arithmetic intensity (FLOP/byte), time
 (device time of the kernels it launched; on a CPU its own duration), achieved FLOP/s and bytes/s, the
 roofline it could reach (``min(peak_flops, intensity × peak_bandwidth)``), the fraction reached, the bound
 (compute when the intensity is at or above the ridge ``peak_flops / peak_bandwidth``, else memory), and the
@@ -22,10 +22,10 @@ from typing import Any, NamedTuple
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.peaks import Peak, peak_for
-from autoprof.rules._common import View, duration, has_ancestor, op_self_ns, percent, share, us, view
+from autoprof.rules._common import View, duration, op_self_ns, percent, share, us, view
 from autoprof.rules._kernels import COMPUTE, TF32_MARKERS, Family, kernel_family
-from autoprof.rules._work import WorkCache, is_roofline_op, memory_by_kind
-from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace
+from autoprof.rules._work import MASK_FROM_CALLS, WorkCache, is_roofline_op, memory_by_kind
+from autoprof.trace.model import CONV_OPS, CPU_OP_CODE, KERNEL_CODE, Trace
 
 RULE = "roofline"
 COMPUTE_BOUND = "compute-bound"
@@ -137,6 +137,10 @@ class Roofline:
     by_name_compute_ns: int = 0
     by_name_memory_ns: int = 0
     on_device: bool = True
+    #: Convolution calls (host events) whose work the trace does not give: not roofline ops for the window, the
+    #: roofline looks through them (to a costed convolution they call) and the regime counts their own time as
+    #: uncosted op work.
+    opaque: frozenset[int] = frozenset()
 
     @property
     def by_kind_ns(self) -> int:
@@ -178,11 +182,15 @@ def _analyze(trace: Trace, config: Config | None) -> Roofline | None:
     if total <= 0:
         return roof
     roof_ids = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
+    cache = WorkCache(_conv_args_from_calls(trace))
+    opaque = _uncostable_convs(trace, roof_ids, cache)
+    roof.opaque = frozenset(opaque)
     kernels_of: dict[int, list[int]] = {}  # op -> the device events of its kernels
     loose: list[int] = []  # kernels under no roofline op of the window
-    timed = _timed_on_device(trace, win, roof_ids, kernels_of, loose) if on_device else _timed_on_host(trace, win, roof_ids)
+    on_host = not on_device
+    timed = _timed_on_host(trace, win, roof_ids, opaque) if on_host else _timed_on_device(trace, win, roof_ids, opaque, kernels_of, loose)
     uncosted: list[int] = []  # op calls the cost model could not cost
-    for (nid, shapes_text, dtype), group in _grouped(trace, timed, roof.by_kind, win.host_step, roof.by_step, uncosted).items():
+    for (nid, shapes_text, dtype), group in _grouped(trace, timed, roof.by_kind, win.host_step, roof.by_step, uncosted, cache).items():
         if not _place(roof, trace.names[nid], shapes_text, dtype, group):
             uncosted.extend(group.members)
     roof.memory_ns += roof.by_kind_ns
@@ -232,10 +240,66 @@ class _Timed(NamedTuple):
     tf32: bool
 
 
-def _timed_on_device(trace: Trace, win: View, roof_ids: set[int], kernels_of: dict[int, list[int]], loose: list[int]) -> list[_Timed]:
+def _shapes(trace: Trace, i: int, cache: WorkCache) -> tuple[list[Any], list[Any], bool | None, Any]:
+    """A host op's recorded (input dims, input types, causal flag, convolution arguments)."""
+    shp = trace.shapes.get(i)
+    if not shp:
+        return [], [], None, None
+    dims = shp[0] if type(shp[0]) is list else []
+    types = shp[1] if type(shp[1]) is list else []
+    args = cache.conv_args.get(i) or (shp[3] if len(shp) > 3 else None)
+    return dims, types, shp[2] if len(shp) > 2 else None, args
+
+
+def _conv_args_from_calls(trace: Trace) -> dict[int, tuple[Any, ...]]:
+    """Per convolution call, the arguments its own calls say where the trace did not record them (``MASK_FROM_CALLS``:
+    the output mask of torch 1.8's cuDNN backward from which of its two halves it called)."""
+    out: dict[int, tuple[Any, ...]] = {}
+    for name, (at, calls) in MASK_FROM_CALLS.items():
+        outer = trace.name_id(name)
+        if outer < 0:
+            continue
+        seen: dict[int, list[bool]] = {}
+        for k, call in enumerate(calls):
+            nid = trace.name_id(call)
+            for j in trace.host_named([nid]) if nid >= 0 else ():
+                p = trace.h_parent[j]
+                if p >= 0 and trace.h_name[p] == outer:
+                    seen.setdefault(p, [False] * len(calls))[k] = True
+        for p, mask in seen.items():
+            shp = trace.shapes.get(p)
+            args = list(shp[3] or ()) if shp and len(shp) > 3 else []
+            if len(args) > at and args[at] is not None:
+                continue  # recorded: the trace's own word
+            out[p] = tuple(args + [None] * (at + 1 - len(args)))[:at] + (tuple(mask),) + tuple(args[at + 1 :])
+    return out
+
+
+def _uncostable_convs(trace: Trace, roof_ids: set[int], cache: WorkCache) -> set[int]:
+    """The convolution calls whose shapes and recorded arguments do not give their work: the roofline looks through
+    them to the convolution they call (an old trace's cuDNN backward without its output mask, above its
+    ``cudnn_convolution_backward_input`` and ``_weight``), and a call none of whose levels can be costed stays
+    not costed (its time is the regime's uncosted op work, never overhead)."""
+    conv_ids = {nid for nid in roof_ids if trace.names[nid] in CONV_OPS}
+    out: set[int] = set()
+    if not conv_ids:
+        return out
+    names = trace.names
+    for i in trace.host_named(conv_ids):
+        nid = trace.h_name[i]
+        dims, types, causal, args = _shapes(trace, i, cache)
+        if cache.get(nid, names[nid], dims, types, causal, args)[0] is None:
+            out.add(i)
+    return out
+
+
+def _timed_on_device(
+    trace: Trace, win: View, roof_ids: set[int], opaque: set[int], kernels_of: dict[int, list[int]], loose: list[int]
+) -> list[_Timed]:
     """The window's kernels, each counted at the outermost roofline op above the call that launched it (linear
-    → addmm, layer_norm → native_layer_norm). Each op's kernels (device event indices) go to ``kernels_of``; the
-    kernels under no roofline op of the window (or launched by nothing recorded) to ``loose``."""
+    → addmm, layer_norm → native_layer_norm, conv2d → cudnn_convolution; a convolution that cannot be costed is
+    looked through). Each op's kernels (device event indices) go to ``kernels_of``; the kernels under no roofline
+    op of the window (or launched by nothing recorded) to ``loose``."""
     tf32_ids = {nid for nid, n in enumerate(trace.names) if any(m in n.lower() for m in TF32_MARKERS)}
     h_name, parent = trace.h_name, trace.h_parent
     top_of: dict[int, int] = {}  # launching call -> that op, or -1
@@ -251,7 +315,7 @@ def _timed_on_device(trace: Trace, win: View, roof_ids: set[int], kernels_of: di
         if top is None:
             top, p = -1, launch
             while p >= 0:
-                if h_name[p] in roof_ids:
+                if h_name[p] in roof_ids and p not in opaque:
                     top = p
                 p = parent[p]
             top_of[launch] = top
@@ -271,13 +335,24 @@ def _timed_on_device(trace: Trace, win: View, roof_ids: set[int], kernels_of: di
     return timed
 
 
-def _timed_on_host(trace: Trace, win: View, roof_ids: set[int]) -> list[_Timed]:
-    """Without a device: the outermost roofline ops' own durations."""
+def _timed_on_host(trace: Trace, win: View, roof_ids: set[int], opaque: set[int]) -> list[_Timed]:
+    """Without a device: the outermost roofline ops' own durations (conv2d → convolution → _convolution →
+    mkldnn_convolution counts once, at conv2d; a convolution that cannot be costed is looked through)."""
     return [
         _Timed(i, trace.h_dur[i], False)
         for i in trace.host_named(roof_ids)
-        if trace.h_cat[i] == CPU_OP_CODE and win.host_in[i] and not has_ancestor(trace, i, roof_ids)
+        if i not in opaque and trace.h_cat[i] == CPU_OP_CODE and win.host_in[i] and not _costed_ancestor(trace, i, roof_ids, opaque)
     ]
+
+
+def _costed_ancestor(trace: Trace, i: int, roof_ids: set[int], opaque: set[int]) -> bool:
+    parent, names = trace.h_parent, trace.h_name
+    p = parent[i]
+    while p >= 0:
+        if names[p] in roof_ids and p not in opaque:
+            return True
+        p = parent[p]
+    return False
 
 
 @dataclass
@@ -298,24 +373,21 @@ def _grouped(
     step_of: Any,
     by_step: dict[int, list[int]],
     uncosted: list[int],
+    cache: WorkCache | None = None,
 ) -> dict[tuple[int, str, str], _Group]:
     """Calls and time per (op name id, shapes, dtype): a window repeats the same few, each is costed once. Calls
     that cannot be costed but are bandwidth-bound by their kind go to ``by_kind`` (name -> [calls, time]) and to
     their step's memory-bound time in ``by_step``; the others that cannot be costed to ``uncosted``; a group
     keeps its time per step (``step_of``: host event -> step index) for :func:`_place`."""
-    cache = WorkCache()
-    shapes_get = trace.shapes.get
+    cache = cache or WorkCache()
     groups: dict[tuple[int, str, str], _Group] = {}
     for i, t, tf32 in timed:
         if t <= 0:
             continue
-        shp = shapes_get(i)
-        dims = shp[0] if shp and type(shp[0]) is list else []
-        types = shp[1] if shp and type(shp[1]) is list else []
-        causal = shp[2] if shp and len(shp) > 2 else None
+        dims, types, causal, args = _shapes(trace, i, cache)
         nid = trace.h_name[i]
         name = trace.names[nid]
-        work, dtype, shapes_text = cache.get(nid, name, dims, types, causal)
+        work, dtype, shapes_text = cache.get(nid, name, dims, types, causal, args)
         if work is None:
             if memory_by_kind(name):
                 entry = by_kind.setdefault(name, [0, 0])

@@ -18,6 +18,7 @@ from typing import Any
 from autoprof.trace.inputs import TraceError
 from autoprof.trace.model import (
     CAUSAL_ARG,
+    CONV_OPS,
     CPU_OP_CODE,
     DEVICE_CATEGORIES,
     DEVICE_CODE,
@@ -29,6 +30,7 @@ from autoprof.trace.model import (
     SHAPED_PREFIXES,
     TraceBuilder,
     causal_flag,
+    conv_args,
     normalize_category,
     untrusted_int,
 )
@@ -271,6 +273,14 @@ class EventConsumer:
         index = len(self.builder.h_ts)
         if name in CAUSAL_ARG:  # attention: whether it is causal halves its FLOPs
             self.builder.h_shapes[index] = (dims, types, causal_flag(name, args.get("Concrete Inputs")))
+            return
+        if name in CONV_OPS:  # convolutions: stride, padding, groups... give their output size
+            conv = conv_args(args.get("Concrete Inputs"))
+            last = self.last_shapes.get(name)
+            if last is not None and last[0] == dims and last[1] == types and last[3] == conv:
+                self.builder.h_shapes[index] = last
+            else:
+                self.builder.h_shapes[index] = self.last_shapes[name] = (dims, types, None, conv)
             return
         last = self.last_shapes.get(name)
         if last is not None and last[0] == dims and last[1] == types:

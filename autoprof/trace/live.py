@@ -19,6 +19,7 @@ from typing import Any
 
 from autoprof.trace.model import (
     CAUSAL_ARG,
+    CONV_OPS,
     CPU_OP,
     CUDA_DRIVER,
     CUDA_RUNTIME,
@@ -37,6 +38,7 @@ from autoprof.trace.model import (
     Trace,
     TraceBuilder,
     causal_flag,
+    conv_args,
     gc_paused,
     normalize_category,
 )
@@ -262,6 +264,17 @@ class _Shapes:
             except Exception:  # a release without the accessor, or an input it cannot convert
                 concrete = None
             self.out[row] = (shapes, dtypes, causal_flag(name, concrete))
+            return
+        if name in CONV_OPS:  # convolutions: stride, padding, groups... give their output size
+            try:
+                args = conv_args(ev.concrete_inputs())
+            except Exception:  # a release without the accessor, or an input it cannot convert
+                args = None
+            last = self.last.get(nid)
+            if last is not None and last[0] == shapes and last[1] == dtypes and last[3] == args:
+                self.out[row] = last
+            else:
+                self.out[row] = self.last[nid] = (shapes, dtypes, None, args)
             return
         last = self.last.get(nid)
         if last is not None and last[0] == shapes and last[1] == dtypes:

@@ -182,7 +182,79 @@ CAUSAL_ARG = {
     "aten::_scaled_dot_product_flash_attention_for_cpu": 4,
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": 7,
 }
-SHAPED_OPS = MATMUL_OPS | ELEMENTWISE_OPS | REDUCTION_OPS | GATHER_OPS | SORT_OPS | COPY_OPS | LOSS_OPS
+#: Convolutions (forward and backward, every level a call passes through: conv2d -> convolution -> _convolution
+#: -> mkldnn/cudnn/miopen/slow kernels), costed from their shapes and their recorded stride, padding, dilation,
+#: groups, transposed flag and output mask (the loaders keep the concrete inputs of these: ``conv_args``).
+CONV_OPS = frozenset(
+    {
+        "aten::conv1d",
+        "aten::conv2d",
+        "aten::conv3d",
+        "aten::_convolution_mode",
+        "aten::convolution",
+        "aten::_convolution",
+        "aten::conv_transpose1d",
+        "aten::conv_transpose2d",
+        "aten::conv_transpose3d",
+        "aten::mkldnn_convolution",
+        "aten::cudnn_convolution",
+        "aten::cudnn_convolution_transpose",
+        "aten::miopen_convolution",
+        "aten::miopen_convolution_transpose",
+        "aten::miopen_depthwise_convolution",
+        "aten::_slow_conv2d_forward",
+        "aten::thnn_conv2d",
+        "aten::slow_conv3d",
+        "aten::slow_conv3d_forward",
+        "aten::slow_conv_dilated2d",
+        "aten::slow_conv_dilated3d",
+        "aten::slow_conv_transpose2d",
+        "aten::slow_conv_transpose3d",
+        "aten::_conv_depthwise2d",
+        "aten::_nnpack_spatial_convolution",
+        "aten::convolution_backward",
+        "aten::cudnn_convolution_backward",
+        "aten::cudnn_convolution_backward_input",
+        "aten::cudnn_convolution_backward_weight",
+        "aten::mkldnn_convolution_backward",
+        "aten::_slow_conv2d_backward",
+    }
+)
+SHAPED_OPS = MATMUL_OPS | ELEMENTWISE_OPS | REDUCTION_OPS | GATHER_OPS | SORT_OPS | COPY_OPS | LOSS_OPS | CONV_OPS
+_ARG_INT = re.compile(r"-?[0-9]{1,18}")
+
+
+def _conv_arg(v: Any) -> Any:
+    """One recorded concrete input, as a value both loaders give alike: an int, a bool, a tuple of those, a short
+    word ('same'), or None (a tensor, or anything else). The live profiler hands Python values, a chrome trace
+    their text ('[1, 1]', 'False', '1', '')."""
+    t = type(v)
+    if t is bool or t is int:
+        return v if t is bool or -_INT64_MAX <= v <= _INT64_MAX else None
+    if t is list or t is tuple:
+        if len(v) > 16:
+            return None
+        items = tuple(x if type(x) is bool or (type(x) is int and -_INT64_MAX <= x <= _INT64_MAX) else None for x in v)
+        return None if None in items else items  # (one level: a nested list is no argument a convolution takes)
+    if t is not str or not v or len(v) > 200:
+        return None
+    if v in ("True", "False"):
+        return v == "True"
+    if _ARG_INT.fullmatch(v):
+        return int(v)
+    if v[0] == "[" and v[-1] == "]":
+        words = [w.strip() for w in v[1:-1].split(",")] if v[1:-1].strip() else []
+        return _conv_arg([int(w) if _ARG_INT.fullmatch(w) else (w == "True") if w in ("True", "False") else None for w in words])
+    return v if v.isalpha() and len(v) <= 16 else None
+
+
+def conv_args(concrete: Any) -> tuple[Any, ...] | None:
+    """A convolution's recorded concrete inputs (stride, padding, ... by position), normalized (``_conv_arg``), or
+    None when the trace has none. Never raises: the values are untrusted input."""
+    if not isinstance(concrete, (list, tuple)) or not concrete or len(concrete) > 32:
+        return None
+    args = tuple(_conv_arg(v) for v in concrete)
+    return args if any(a is not None for a in args) else None
 
 
 def causal_flag(name: str, concrete: Any) -> bool | None:
