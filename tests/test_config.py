@@ -8,8 +8,6 @@ import autoprof
 from autoprof import config
 from autoprof.config import ConfigError, from_env, parse_bool
 
-pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
-
 
 @pytest.mark.parametrize("raw,expected", [("true", True), ("TRUE", True), ("False", False), ("false", False)])
 def test_parse_bool_accepts_only_true_false(raw: str, expected: bool) -> None:
