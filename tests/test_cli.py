@@ -26,7 +26,7 @@ def test_table_for_a_real_trace() -> None:
     out = cli("analyze", str(p))
     assert out.returncode == 0, out.stderr
     assert "rank 3 of 8" in out.stdout and "steps 1009–1014" in out.stdout
-    assert "bound_regime" in out.stdout and "compute-bound" in out.stdout
+    assert "bound_regime" in out.stdout and "mixed: device-bound" in out.stdout  # no bound of its work leads
     assert "→ " in out.stdout  # advice lines
     assert "\033[" not in out.stdout  # no colour when not a terminal
     assert "Traceback" not in out.stderr
