@@ -223,6 +223,44 @@ def test_a_data_loader_on_a_helper_thread_beside_a_busy_cpu_step_is_not_input_bo
     assert r.verdict == "compute-bound", r.message
 
 
+@pytest.mark.parametrize("copy", ["Memcpy DtoH (Device -> Pageable)", "Memcpy HtoD (Pageable -> Device)"])
+def test_a_device_busy_mostly_with_copies_is_not_compute_bound(copy: str) -> None:
+    # FAILS: "compute-bound: the device is busy 85% of the window; FLOP-bound by the roofline (100% of its time in
+    # FLOP-bound kernels)". Each 10 ms step runs a 1 ms GEMM and then a 6.9 ms copy over PCIe (`.cpu()` of a large
+    # output, or a large upload), the host blocked in it 75 % of the window: the GEMMs are 10 % of the window, the
+    # copies 69 %. The roofline names only the kernels' split; the device's busy time is mostly transfers. An
+    # expert: bound by the copies (sync-bound, memory-bound or at least mixed), never FLOP-bound.
+    s = Synth()
+    for k in range(3):
+        b = k * 10_000
+        s.step(k, b, 10_000).op("aten::mm", b + 10, 20, *MM)
+        s.launch(GEMM, b + 15, b + 40, 1_000)
+        s.op("aten::to", b + 50, 7_000).op("aten::_to_copy", b + 51, 6_998).op("aten::copy_", b + 52, 6_996)
+        s.launch(copy, b + 55, b + 1_100, 6_900, cat="gpu_memcpy", call="cudaMemcpyAsync")
+        s.events[-2]["dur"] = 6_990  # the host waits in the copy's call
+    r = s.findings()["bound_regime"]
+    assert r.evidence["blocked_share"] > 0.7
+    assert r.verdict in ("sync-bound", "memory-bound", "mixed"), r.message
+
+
+@pytest.mark.parametrize("op", ["record_param_comms", "c10d::barrier"])
+def test_a_host_waiting_in_a_collective_is_not_busy_with_its_own_work(op: str) -> None:
+    # FAILS: "overhead-bound: the host is busy with its own work, not launching: 76% of the window in host code that
+    # launches no device work (most in record_param_comms)", advising DataLoader workers. Each 10 ms step waits 7 ms
+    # in a host-side collective (gloo all_reduce of CPU tensors, a barrier) with the device idle: the host waits
+    # for its peers, which the CPU reading already calls communication; own work is "less waits" (docs).
+    s = Synth()
+    for k in range(3):
+        b = k * 10_000
+        s.step(k, b, 10_000).op(op, b + 10, 7_000)
+        if op == "record_param_comms":
+            s.x("user_annotation", "gloo:all_reduce", b + 11, 6_990)
+        small_launches(s, b + 7_100)
+    r = s.findings()["bound_regime"]
+    assert r.evidence["host_own_work_share"] < 0.1 and "its own work" not in r.message, r.message
+    assert r.verdict in ("communication-bound", "sync-bound"), r.message
+
+
 @pytest.mark.parametrize("dur", [0, -100])
 def test_degenerate_steps_on_a_gpu_trace_give_no_cpu_verdict_from_nothing(dur: float) -> None:
     # FAILS: "overhead-bound (CPU): 100% of the step is framework overhead: ... 0 of the window's 0 op calls" on a
@@ -277,6 +315,14 @@ def test_a100_rank3_reads_no_gemm_time_by_name_from_fbgemm_kernels() -> None:
     trace = chrome.load(shared_trace("hta/a100_rank3_of8_train.json.gz"))
     (r,) = regime.check(trace)
     assert "gemm" not in r.evidence["by_name_families"], r.evidence["by_name_families"]
+
+
+def test_a_kv_cache_write_named_flash_is_not_flop_bound_attention() -> None:
+    # FAILS: vLLM's reshape_and_cache_flash_kernel (it copies each step's keys and values into the paged KV cache, the
+    # cache layout FlashAttention reads) is read as attention, FLOP-bound: "flash" in its name. It computes nothing.
+    name = "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>(...)"
+    fam = kernel_family(name)
+    assert fam is None or fam.bound != "compute", (name, fam)
 
 
 @pytest.mark.parametrize("name", ["void conversion_kernel<float, c10::Half>(int, float const*, c10::Half*)"])
