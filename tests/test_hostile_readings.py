@@ -290,6 +290,28 @@ def test_kernels_with_unrecorded_launches_are_not_all_dropped_as_launched_before
     assert r.evidence.get("reading") == "device" and r.verdict == "compute-bound", r.message
 
 
+def test_a_zero_length_nccl_kernel_alone_is_no_exposed_communication_warning() -> None:
+    # FAILS: exposed_communication, severity warning: "communication (NCCL) takes 0 µs; 0% of it is not overlapped by
+    # compute (0% of the window)". Nothing ran: the docs put the warning at 20 % of the window and nothing below the
+    # noise floor; a window of zero length has no 0 µs to warn about.
+    s = Synth(gpu=None)
+    s.x("kernel", ALLREDUCE, 1, 0, tid=7, pid=0)
+    fs = s.findings()
+    assert "exposed_communication" not in fs or fs["exposed_communication"].severity != "warning", fs[
+        "exposed_communication"
+    ].message
+
+
+def test_a_window_with_nothing_in_it_gets_no_overhead_bound_warning() -> None:
+    # FAILS: one 5 µs ProfilerStep and nothing else: "overhead-bound (CPU): 100% of the step is framework overhead:
+    # Python, dispatch and 0 of the window's 0 op calls", a warning. There is no op, no call, no kernel: a verdict
+    # read from nothing is a guess ("a wrong verdict is worse than none"): no finding, or mixed.
+    s = Synth(gpu=None)
+    s.step(1, 1, 5)
+    fs = s.findings()
+    assert "bound_regime" not in fs or fs["bound_regime"].verdict == "mixed", fs["bound_regime"].message
+
+
 # == FAILS: kernels read by name ================================================================================
 
 
@@ -331,6 +353,26 @@ def test_dtype_conversion_kernels_are_not_convolutions(name: str) -> None:
     # same word: a cast, bandwidth-bound (or unknown), never a convolution.
     fam = kernel_family(name)
     assert fam is None or fam.name != "conv", (name, fam)
+
+
+# == FAILS: peaks ===============================================================================================
+
+
+def test_an_l40_is_not_read_with_an_l4s_peaks() -> None:
+    # FAILS: "NVIDIA L40" matches the L4 row (300 GB/s, 121 TFLOP/s fp16: ridge ~403 FLOP/B). An L40 has 864 GB/s
+    # and 181 TFLOP/s dense fp16 (ridge ~210; NVIDIA L40 datasheet). A 900³ fp16 GEMM (300 FLOP/B) is FLOP-bound
+    # on an L40, and reads memory-bound here. No peak (mixed, "no peak known") beats the wrong one.
+    from autoprof.peaks import gpu_peak
+
+    p = gpu_peak("NVIDIA L40")
+    assert p is None or p.bytes_per_s > 800e9, p
+    s = Synth(gpu="NVIDIA L40")
+    for k in range(3):
+        b = k * 1000
+        s.step(k, b, 1000).op("aten::mm", b + 10, 40, [[900, 900], [900, 900]], ["c10::Half", "c10::Half"])
+        s.launch("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn", b + 20, b + 50, 900)
+    r = s.findings()["bound_regime"]
+    assert r.verdict in ("compute-bound", "mixed"), r.message
 
 
 # == FAILS: convolutions costed from arguments torch would reject ===============================================
