@@ -223,6 +223,31 @@ def test_a_data_loader_on_a_helper_thread_beside_a_busy_cpu_step_is_not_input_bo
     assert r.verdict == "compute-bound", r.message
 
 
+def test_the_main_threads_backward_frame_waiting_for_the_autograd_thread_is_not_own_work() -> None:
+    # FAILS: "overhead-bound: the host is busy with its own work, not launching: 88% of the window in host code that
+    # launches no device work (most in torch/_tensor.py(522): backward)", advising to move it off the step's path.
+    # With CUDA tensors, autograd runs the backward functions on its device thread (tid 2 here: every
+    # evaluate_function op launches a kernel); the step thread's `backward` frame (with_stack) waits for it. The
+    # host's limit is the backward's 40 small launches a step: launch overhead, not work the host does on its own.
+    s = Synth()
+    for k in range(3):
+        b = k * 10_000
+        s.step(k, b, 10_000).x("python_function", "train.py(40): train_step", b + 1, 9_990)
+        for j in range(20):  # the forward, on the step's thread
+            t = b + 10 + j * 50
+            s.op("aten::add", t, 40, [[64], [64], []], ["float", "float", "Scalar"])
+            s.launch(ELEMENTWISE, t + 5, t + 10, 30)
+        s.x("python_function", "torch/_tensor.py(522): backward", b + 1_100, 8_800)
+        s.x("python_function", "torch/autograd/__init__.py(266): backward", b + 1_101, 8_798)
+        for j in range(40):  # the backward, on autograd's device thread
+            t = b + 1_150 + j * 200
+            s.op("autograd::engine::evaluate_function: AddBackward0", t, 150, tid=2)
+            s.launch(ELEMENTWISE, t + 10, t + 20, 60, tid=2)
+    r = s.findings()["bound_regime"]
+    assert r.verdict == "overhead-bound"  # the device (30 % busy) waits for the host: right
+    assert "its own work" not in r.message and r.evidence["host_own_work_share"] < 0.2, r.message
+
+
 @pytest.mark.parametrize("copy", ["Memcpy DtoH (Device -> Pageable)", "Memcpy HtoD (Pageable -> Device)"])
 def test_a_device_busy_mostly_with_copies_is_not_compute_bound(copy: str) -> None:
     # FAILS: "compute-bound: the device is busy 85% of the window; FLOP-bound by the roofline (100% of its time in
