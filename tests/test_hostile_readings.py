@@ -33,9 +33,9 @@ def _shares_in_unit_range(ev: dict[str, Any]) -> list[tuple[str, float]]:
     """Evidence keys ending in ``_share`` (and the roofline's shares) outside [0, 1], NaN included."""
     bad = []
     for k, v in ev.items():
-        if k.endswith("_share") and isinstance(v, (int, float)) and not isinstance(v, bool):
-            if math.isnan(v) or not (0.0 <= v <= 1.0 + 1e-9):
-                bad.append((k, v))
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if k.endswith("_share") and number and (math.isnan(v) or not (0.0 <= v <= 1.0 + 1e-9)):
+            bad.append((k, v))
     return bad
 
 
@@ -322,9 +322,7 @@ def test_a_zero_length_nccl_kernel_alone_is_no_exposed_communication_warning() -
     s = Synth(gpu=None)
     s.x("kernel", ALLREDUCE, 1, 0, tid=7, pid=0)
     fs = s.findings()
-    assert "exposed_communication" not in fs or fs["exposed_communication"].severity != "warning", fs[
-        "exposed_communication"
-    ].message
+    assert "exposed_communication" not in fs or fs["exposed_communication"].severity != "warning", fs["exposed_communication"].message
 
 
 def test_a_window_with_nothing_in_it_gets_no_overhead_bound_warning() -> None:
@@ -552,6 +550,19 @@ def test_malformed_conv_arguments_leave_the_op_uncosted_and_its_kernel_read_by_n
     assert _shares_in_unit_range(r.evidence) == []
 
 
+@pytest.mark.parametrize(
+    "dims, pad",
+    [
+        ([X, [64], [64], [], [], [], []], "[1, 1]"),  # a 1-D weight
+        ([X], "[1, 1]"),  # no weight recorded
+        ([X, [64, 64, 3, 3, 3], [64], [], [], [], []], "[1, 1]"),  # a 3-D kernel on a 2-D input
+        ([[8, 64, 2, 2], W, [64], [], [], [], []], "[0, 0]"),  # a kernel larger than its unpadded input
+    ],
+)
+def test_a_convolution_whose_shapes_do_not_fit_is_not_costed(dims: Any, pad: str) -> None:
+    assert op_work("aten::conv2d", dims, CONV_TYPES[: len(dims)], None, conv_args(["", "", "", "[1, 1]", pad, "[1, 1]", "1"])) is None
+
+
 def test_a_transposed_flag_that_is_not_a_bool_is_not_costed() -> None:
     dims = [X, W, [64], [], [], [], [], [], []]
     types = CONV_TYPES + ["ScalarList", "Scalar"]
@@ -630,19 +641,78 @@ def test_unreadable_events_exit_2_with_one_line(tmp_path: Path, event: Any, caps
         ({"ph": "X", "cat": "kernel", "name": 12345, "ts": 100, "dur": 10, "pid": 0, "tid": 7, "args": {"device": 0}}, None),
         ({"ph": "X", "cat": "kernel", "name": None, "ts": 100, "dur": 10, "pid": 0, "tid": 7, "args": {}}, None),
         ({"ph": "X", "cat": "kernel", "name": GEMM, "ts": 100, "dur": 10, "pid": 0, "tid": 7, "args": [1, 2]}, None),
-        ({"ph": "X", "cat": "kernel", "name": GEMM, "ts": 100, "dur": 10, "pid": 0, "tid": 7, "args": {"correlation": [1], "stream": "s"}}, None),
-        ({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 100, "dur": 10, "pid": 1, "tid": 1,
-          "args": {"Input Dims": [[10**40, 10**40], [10**40, 10**40]], "Input type": ["float", "float"]}}, None),
-        ({"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "ts": 100, "dur": 10, "pid": 1, "tid": 1,
-          "args": {"Input Dims": "[[1]]", "Input type": 5, "Concrete Inputs": "x"}}, None),
-        ({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "ts": 100, "dur": -100, "pid": 0,
-          "tid": 7, "args": {"bytes": "lots"}}, None),
-        ({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#99999999999999999999999", "ts": 2990, "dur": 10,
-          "pid": 1, "tid": 1}, None),
-        ({"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 100, "dur": 1, "pid": "host", "tid": "main"},
-         {"deviceProperties": [{"name": 5}, "x", None], "distributedInfo": {"rank": "three", "world_size": -1}}),
-        ({"ph": "X", "cat": None, "name": "x", "ts": 100, "dur": 1, "pid": 1, "tid": 1},
-         {"autoprof_cpu_peak_flops": "fast", "autoprof_cpu_peak_bytes_per_s": -1}),
+        (
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": GEMM,
+                "ts": 100,
+                "dur": 10,
+                "pid": 0,
+                "tid": 7,
+                "args": {"correlation": [1], "stream": "s"},
+            },
+            None,
+        ),
+        (
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm",
+                "ts": 100,
+                "dur": 10,
+                "pid": 1,
+                "tid": 1,
+                "args": {"Input Dims": [[10**40, 10**40], [10**40, 10**40]], "Input type": ["float", "float"]},
+            },
+            None,
+        ),
+        (
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::conv2d",
+                "ts": 100,
+                "dur": 10,
+                "pid": 1,
+                "tid": 1,
+                "args": {"Input Dims": "[[1]]", "Input type": 5, "Concrete Inputs": "x"},
+            },
+            None,
+        ),
+        (
+            {
+                "ph": "X",
+                "cat": "gpu_memcpy",
+                "name": "Memcpy HtoD (Pageable -> Device)",
+                "ts": 100,
+                "dur": -100,
+                "pid": 0,
+                "tid": 7,
+                "args": {"bytes": "lots"},
+            },
+            None,
+        ),
+        (
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": "ProfilerStep#99999999999999999999999",
+                "ts": 2990,
+                "dur": 10,
+                "pid": 1,
+                "tid": 1,
+            },
+            None,
+        ),
+        (
+            {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 100, "dur": 1, "pid": "host", "tid": "main"},
+            {"deviceProperties": [{"name": 5}, "x", None], "distributedInfo": {"rank": "three", "world_size": -1}},
+        ),
+        (
+            {"ph": "X", "cat": None, "name": "x", "ts": 100, "dur": 1, "pid": 1, "tid": 1},
+            {"autoprof_cpu_peak_flops": "fast", "autoprof_cpu_peak_bytes_per_s": -1},
+        ),
     ],
 )
 def test_odd_but_readable_events_analyze_without_an_error_record(
