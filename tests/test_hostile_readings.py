@@ -728,3 +728,15 @@ def test_odd_but_readable_events_analyze_without_an_error_record(
     for r in recs:
         if r.get("event") == "autoprof.finding":
             assert _shares_in_unit_range(r["evidence"]) == [], (r["rule"], r["evidence"])
+
+
+def test_nested_data_loader_spans_are_counted_once() -> None:
+    # accelerate's DataLoaderShard iterates an inner DataLoader: two nested enumerate(DataLoader) spans, one wait
+    s = Synth()
+    for k in range(3):
+        b = k * 10_000
+        s.step(k, b, 10_000).x("user_annotation", "enumerate(DataLoader)#DataLoaderShard.__iter__", b + 10, 5_000)
+        s.x("user_annotation", LOADER, b + 20, 4_980)
+        small_launches(s, b + 5_100)
+    r = s.findings()["bound_regime"]
+    assert r.verdict == "input-bound" and r.evidence["input_us"] == 15_000.0, r.evidence
