@@ -8,6 +8,7 @@ calibration measured by the live path (one matmul, one large copy; cached per pr
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,8 +186,8 @@ GPU_PEAKS: tuple[Peak, ...] = (
 def gpu_peak(device_name: str | None) -> Peak | None:
     if not device_name:
         return None
-    for peak in GPU_PEAKS:
-        if all(m in device_name for m in peak.match):
+    for peak in GPU_PEAKS:  # each word of the row whole: "NVIDIA L40" is no "L4"
+        if all(re.search(rf"(?<![A-Za-z0-9]){re.escape(m)}(?![A-Za-z0-9])", device_name) for m in peak.match):
             return peak
     return None
 

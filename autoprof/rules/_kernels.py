@@ -45,6 +45,8 @@ FAMILIES: tuple[Family, ...] = (
     _family("gemm", COMPUTE, r"^triton_tem_"),
     # Attention kernels (FlashAttention, xformers' and CK's fmha, AMD's attn_fwd), before the GEMM libraries whose
     # code some of them are (``fmha_cutlassF_...``).
+    # vLLM's KV-cache writes carry "flash" in their names (``reshape_and_cache_flash_kernel``) and only copy.
+    _family("copy", MEMORY, r"reshape_and_cache"),
     _family("attention", COMPUTE, r"flash", r"fmha", r"attention", r"attn"),
     # GEMM libraries' own names: AMD Tensile (``Cijk_Ailk_Bljk_...``), CUTLASS, cuBLAS's sm90 xmma and nvjet.
     _family("gemm", COMPUTE, r"^Cijk_", r"cutlass", r"xmma", r"nvjet"),
@@ -60,8 +62,9 @@ FAMILIES: tuple[Family, ...] = (
     _family("embedding", MEMORY, r"embedding", r"index_?select", r"gather", r"scatter"),
     _family("pooling", MEMORY, r"pool"),
     # FLOP-bound by class.
-    _family("conv", COMPUTE, r"conv(?!ert)", r"wgrad", r"dgrad", r"fprop", r"winograd", r"[sh0-9]cudnn", r"igemm", r"implicit_gemm"),
-    _family("gemm", COMPUTE, r"gemm", r"matmul"),  # sgemm, hgemm, ampere_*gemm, cuBLAS's gemmk1
+    _family("conv", COMPUTE, r"conv(?!ert|ersion)", r"wgrad", r"dgrad", r"fprop", r"winograd", r"[sh0-9]cudnn", r"igemm", r"implicit_gemm"),
+    # sgemm, hgemm, ampere_*gemm, cuBLAS's gemmk1; not fbgemm's sparse kernels (permutes, bucketize: index shuffles)
+    _family("gemm", COMPUTE, r"(?<!fb)gemm", r"matmul"),
 )
 
 #: TF32 tensor-op kernels (an fp32 op whose kernels are these runs at the TF32 peak).
