@@ -68,10 +68,13 @@ def test_convnet_is_overhead_bound() -> None:
     assert f.evidence["cpu_to_device_ratio"] > 3  # Self CPU total far above Self CUDA total
 
 
-def test_stacked_linear_overhead_bound_with_cudafree_apart() -> None:
+def test_stacked_linear_sync_bound_in_cudafree() -> None:
     fs = findings("param/rtx2080ti_stacked_linear.json.gz")
     f = fs["bound_regime"]
-    assert f.verdict == "overhead-bound"
+    # the host waits in cudaFree (49% of the window) longer than it works (41%), the device busy 19%: the larger
+    # of the host's shares names it (it read overhead-bound while the overhead branch came first)
+    assert f.verdict == "sync-bound" and "cudaFree" in f.message, f.message
+    assert f.evidence["blocked_share"] > f.evidence["host_active_share"] > f.evidence["device_busy_share"]
     free_ms = f.evidence["blocked_by_call_us"]["cudaFree"] / 1000
     assert 900 <= free_ms <= 1100  # ~1 s of host time in cudaFree, reported apart
     assert f.evidence["host_active_share"] < 1 - f.evidence["blocked_share"] + 1e-6

@@ -34,6 +34,11 @@ COMPILE_WRAPPER_PREFIXES = (
 Intervals = list[tuple[int, int]]
 
 
+def clip(iv: Intervals, lo: int, hi: int) -> Intervals:
+    """The parts of ``iv`` inside [lo, hi] (an event that runs past the window counts only inside it)."""
+    return [(max(s, lo), min(e, hi)) for s, e in iv if s < hi and e > lo]
+
+
 def merge(iv: Intervals) -> Intervals:
     """Sorted, disjoint union of intervals."""
     if not iv:
@@ -156,6 +161,10 @@ class View:
     def window_ns(self) -> int:
         """Host window extended to the end of the device work it launched."""
         return max(self.end_ns, self.device_end_ns) - self.start_ns
+
+    def clip(self, iv: Intervals) -> Intervals:
+        """The parts of host spans ``iv`` inside the window [start, start + :attr:`window_ns`]."""
+        return clip(iv, self.start_ns, self.start_ns + self.window_ns)
 
     @property
     def device_window_ns(self) -> int:
@@ -292,9 +301,10 @@ def _blocked_by_call(trace: Trace) -> dict[str, int]:
 def op_self_ns(trace: Trace, win: View) -> int:
     """Self time of the ops in the window: where op math runs (compile wrappers excluded)."""
     wrappers = {nid for nid, name in enumerate(trace.names) if name.startswith(COMPILE_WRAPPER_PREFIXES)}
+    lo, hi = win.start_ns, win.start_ns + win.window_ns
     return sum(
-        self_ns
-        for self_ns, code, inside, nid in zip(trace.h_self, trace.h_cat, win.host_in, trace.h_name)
+        min(self_ns, max(min(t + d, hi) - max(t, lo), 0))  # an op that runs past the window: at most its part in it
+        for self_ns, code, inside, nid, t, d in zip(trace.h_self, trace.h_cat, win.host_in, trace.h_name, trace.h_ts, trace.h_dur)
         if code == CPU_OP_CODE and inside and nid not in wrappers
     )
 

@@ -381,7 +381,11 @@ def _conv_output(name: str, dims: list[Any], args: tuple[Any, ...] | None) -> tu
     groups = _arg(args, g_at, 1)
     if type(transposed) is not bool or stride is None or dilation is None or type(groups) is not int or groups < 1:
         return None
-    if 0 in stride:
+    if 0 in stride or 0 in dilation:
+        return None
+    # What torch itself would refuse is no convolution to cost: channels must fit the weight and the groups.
+    in_channels = w[0] if transposed else w[1] * groups  # a transposed weight is [Cin, Cout/groups, ...]
+    if x[1] != in_channels or w[0] % groups:
         return None
     kernel = w[2:]
     padding = _per_dim(_arg(args, p_at, 0), n)  # (a padding of 'same' is not recorded: None)

@@ -61,7 +61,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     exposed = found.exposed_ns
     comm_t = found.comm_ns
     window = view(trace).device_window_ns  # the window on the device: the regime's device reading's too
-    if comm_t < noise_floor(config) * window:
+    if comm_t <= 0 or window <= 0 or comm_t < noise_floor(config) * window:
         return []  # a finding about nothing (22 µs of NCCL in a 66 ms window) is noise in a log pipeline
     warn = exposed >= EXPOSED_WARN * window
     return [

@@ -225,7 +225,15 @@ class _OutputShapes:
             return None
         if dims != self.last_dims:
             self.last_dims, self.last_out = dims, (matmul_out_shape(dims[0], dims[1]) if len(dims) >= 2 else None)
-        return self.last_out is not None and add_dims[0] == self.last_out
+        if self.last_out is None or add_dims[0] != self.last_out:
+            return False
+        # the bias must broadcast into the matmul's output without growing it (addmm writes that output's shape)
+        bias = add_dims[1] if len(add_dims) > 1 else None
+        if type(bias) is list and bias:
+            out = self.last_out
+            if len(bias) > len(out) or any(b not in (1, o) for b, o in zip(reversed(bias), reversed(out))):
+                return False
+        return True
 
 
 def _unfused(trace: Trace, found: _Pairs, saves: _Savings) -> Finding:

@@ -55,6 +55,7 @@ from autoprof.rules._common import (
     DATALOADER_PREFIX,
     View,
     blocked_by_call,
+    clip,
     duration,
     has_ancestor,
     merge,
@@ -193,25 +194,27 @@ def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:
 def _wait_spans(trace: Trace, win: View, loading: set[int], blocking: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Merged spans of blocking runtime calls and of data loading in the window (both readings use these).
 
-    Data loading counts inside the steps (any thread) and, on the steps' own threads, between the window's steps:
-    a trainer (Hugging Face, Lightning's callbacks) fetches the next batch before its step begins, so its wait for
-    data lies between the steps, not in them."""
+    Data loading counts on the steps' own threads (a loader on a helper thread prefetches: the step does not wait
+    for it), inside the steps and between them: a trainer (Hugging Face, Lightning's callbacks) fetches the next
+    batch before its step begins, so its wait for data lies between the steps, not in them. Without steps, any
+    data loading in the window counts."""
     ts, dur, cat, host_in = trace.h_ts, trace.h_dur, trace.h_cat, win.host_in
     blocked = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(blocking) if cat[i] in LAUNCH_CODES and host_in[i]]
     threads, tid, lo, hi = {s.tid for s in trace.steps}, trace.h_tid, win.start_ns, win.end_ns
     inp = [
-        (ts[i], ts[i] + dur[i]) if host_in[i] else (max(ts[i], lo), min(ts[i] + dur[i], hi))
+        (max(ts[i], lo), min(ts[i] + dur[i], hi))
         for i in trace.host_named(loading)
-        if host_in[i] or (tid[i] in threads and ts[i] < hi and ts[i] + dur[i] > lo)
+        if (host_in[i] and not threads) or (tid[i] in threads and ts[i] < hi and ts[i] + dur[i] > lo)
     ]
-    return merge(blocked), merge(inp)
+    return merge(win.clip(blocked)), merge(win.clip(inp))
 
 
 def between_steps(trace: Trace, spans: list[tuple[int, int]]) -> int:
     """The part of merged ``spans`` that lies between the window's steps (outside every step's span)."""
     if not trace.steps:
         return 0
-    return total(subtract(spans, merge([(s.start_ns, s.end_ns) for s in trace.steps])))
+    first, last = min(s.start_ns for s in trace.steps), max(s.end_ns for s in trace.steps)
+    return total(subtract(clip(spans, first, last), merge([(s.start_ns, s.end_ns) for s in trace.steps])))
 
 
 def _host_spans(trace: Trace, win: View) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
@@ -227,7 +230,7 @@ def _host_spans(trace: Trace, win: View) -> tuple[list[tuple[int, int]], list[tu
         for t, d, c, p, inside in zip(ts, dur, cat, parent, host_in)
         if inside and c in active_cats and (p < 0 or cat[p] not in active_cats)
     ]
-    return blocked, inp, merge(active)
+    return blocked, inp, merge(win.clip(active))
 
 
 def wait_spans(trace: Trace) -> dict[str, list[tuple[int, int]]]:
@@ -259,6 +262,8 @@ class DeviceReading:
     idle_ns: int  # the device runs nothing of the window's (nor anything else)
     host_wait_ns: int  # idle time in which the device waits for the host's next launch
     between_ns: int = 0  # the part of input_ns between the steps (a trainer's prefetch)
+    input_hidden_ns: int = 0  # data loading while the device runs (not in input_ns: it stalls nothing)
+    host_comm_ns: int = 0  # the steps' threads waiting in collective calls (gloo, a barrier), with no op of their own
     host_own_ns: int = 0  # host work that launches nothing (``_host_own_work``)
     host_own_ops: dict[str, float] = field(default_factory=dict)  # its outermost events with the most of it, µs
 
@@ -309,24 +314,34 @@ def _device_reading(trace: Trace, win: View) -> tuple[DeviceReading, int]:
     blocked_iv, input_iv, active_iv = _host_spans(trace, win)
     waits = merge(blocked_iv + input_iv)
     # The host's own work is activity too, also where it runs in Python frames with no op under them (a video
-    # decoded in Python): a frame that launches nothing is the host's work, not a frame around launches.
-    own_iv, own_ops = _host_own_work(trace, win, waits)
-    active = total(subtract(merge(active_iv + own_iv), waits))
+    # decoded in Python): a frame that launches nothing is the host's work, not a frame around launches. Time in
+    # collective calls is waiting for peers, not own work.
+    flights = merge(win.clip([(trace.h_ts[i], trace.h_ts[i] + trace.h_dur[i]) for i in trace.host_named(_collective_ids(trace))]))
+    own_iv, own_ops = _host_own_work(trace, win, merge(waits + flights))
+    # The steps' threads waiting in collective calls (a gloo all-reduce, a barrier) wait for peers: no activity.
+    coll_iv = subtract(subtract(_collective_spans(trace, win), input_iv), blocked_iv)
+    active = total(subtract(merge(active_iv + own_iv), merge(waits + coll_iv)))
+    # Data loading while the device runs is a prefetch behind the device's work: only the part with the device
+    # idle stalls it (the device's time on work queued before the window is no idle time either).
+    occupied = merge(win.device_busy + win.device_foreign)
+    stalled_iv = subtract(input_iv, occupied)
     busy = _busy_in_window(trace, win)
     exposed = comm.exposure(trace).exposed_ns
-    host_comm = total(subtract(subtract(_collective_spans(trace, win), input_iv), blocked_iv))
+    host_comm = total(coll_iv)
     own = total(own_iv)
     reading = DeviceReading(
+        host_comm_ns=host_comm,
         window_ns=win.window_ns,
         device_window_ns=win.device_window_ns,
         busy_ns=busy,
         exposed_comm_ns=exposed,
         active_ns=active,
         blocked_ns=total(blocked_iv),
-        input_ns=total(input_iv),
+        input_ns=total(stalled_iv),
         idle_ns=max(win.device_window_ns - busy, 0),
         host_wait_ns=_host_wait_ns(trace, win, lo, hi),
-        between_ns=between_steps(trace, input_iv),
+        between_ns=between_steps(trace, stalled_iv),
+        input_hidden_ns=total(input_iv) - total(stalled_iv),
         host_own_ns=own,
         host_own_ops=own_ops,
     )
@@ -351,6 +366,7 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
         input_us=us(reading.input_ns),
         input_share=share(reading.input_ns, window),
         input_between_steps_us=us(reading.between_ns),
+        input_hidden_us=us(reading.input_hidden_ns),
         device_idle_share=share(reading.idle_ns, on_device),
         idle_host_wait_share=share(reading.host_wait_ns, reading.idle_ns),
     )
@@ -386,9 +402,10 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
 
 def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], dict[str, float]]:
     """The host's own work on the steps' threads: host events with no runtime or driver call under them (they
-    launch nothing) that run long, CPU ops of at least ``HOST_WORK_OP_NS`` and Python functions or user annotations
-    of at least ``HOST_WORK_SPAN_NS`` (a ``decode_video`` frame, a ``preprocess`` annotation), less waits (``waits``,
-    merged). Its merged spans, and the outermost such events' names with the most of it (µs, at most 3)."""
+    launch nothing, nor does another thread while they run) that run long, CPU ops of at least ``HOST_WORK_OP_NS``
+    and Python functions or user annotations of at least ``HOST_WORK_SPAN_NS`` (a ``decode_video`` frame, a
+    ``preprocess`` annotation), less waits (``waits``, merged). Its merged spans, and the outermost such events'
+    names with the most of it (µs, at most 3)."""
     cat, parent, ts, dur, host_in, tid = trace.h_cat, trace.h_parent, trace.h_ts, trace.h_dur, win.host_in, trace.h_tid
     launches = [False] * trace.n_host
     for i, c in enumerate(cat):
@@ -399,11 +416,20 @@ def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]]) -> tup
                 p = parent[p]
     threads = {s.tid for s in trace.steps}
     steps = {s.host_index for s in trace.steps}
+    # Launches from other threads (autograd's device threads run a CUDA backward): an event of the step's thread
+    # during which another thread launches is that thread's wait (``loss.backward()``), not work of its own.
+    elsewhere = sorted(ts[i] for i, c in enumerate(cat) if c in LAUNCH_CODES and threads and tid[i] not in threads)
     floor = {CPU_OP_CODE: HOST_WORK_OP_NS, PYTHON_FUNCTION_CODE: HOST_WORK_SPAN_NS, USER_ANNOTATION_CODE: HOST_WORK_SPAN_NS}
     own = [
         i
         for i, c in enumerate(cat)
-        if c in floor and dur[i] >= floor[c] and host_in[i] and not launches[i] and i not in steps and (not threads or tid[i] in threads)
+        if c in floor
+        and dur[i] >= floor[c]
+        and host_in[i]
+        and not launches[i]
+        and i not in steps
+        and (not threads or tid[i] in threads)
+        and bisect.bisect_left(elsewhere, ts[i]) == bisect.bisect_right(elsewhere, ts[i] + dur[i])
     ]
     chosen = set(own)
     by_name: dict[str, int] = {}
@@ -419,7 +445,7 @@ def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]]) -> tup
         name = trace.host_name(i)
         by_name[name] = by_name.get(name, 0) + total(part)
     top = sorted(((n, t) for n, t in by_name.items() if t > 0), key=lambda item: -item[1])[:3]
-    return merge(spans), {name: us(ns) for name, ns in top}
+    return merge(win.clip(spans)), {name: us(ns) for name, ns in top}
 
 
 DEVICE_BOUND = "device"  # the judge's word for a device-bound window, before the roofline names its verdict
@@ -435,7 +461,8 @@ def _between_note(between: int, inp: int) -> str:
 def _device_judge(r: DeviceReading, by_call: dict[str, int]) -> tuple[str, str]:
     """The device reading's verdict and message: input first, then exposed communication leading the device's
     time, then a busy device (``DEVICE_BOUND``, named by the roofline next), host work above device work while
-    the device waits for the host, blocking calls; else mixed. The device's figures are shares of the window on
+    the device waits for the host (unless the host waits in blocking calls for longer still), blocking calls; else
+    mixed. The device's figures are shares of the window on
     the device, the host's of the window."""
     window, on_device, busy, own, active, comm_ns = r.window_ns, r.device_window_ns, r.busy_ns, r.own_ns, r.active_ns, r.exposed_comm_ns
     if r.input_ns >= INPUT_SHARE_MIN * window:
@@ -446,14 +473,22 @@ def _device_judge(r: DeviceReading, by_call: dict[str, int]) -> tuple[str, str]:
             f"communication-bound: collective kernels run with no compute beside them {percent(comm_ns, on_device)} "
             f"of the window; the device's own work takes {percent(own, on_device)}, it idles {percent(r.idle_ns, on_device)}"
         )
+    host_comm = r.host_comm_ns  # collectives the host waits in (gloo's on CPU tensors, barriers): no kernel shows them
+    if host_comm >= COMM_SHARE_MIN * window and host_comm > active and host_comm > own:
+        return COMMUNICATION_BOUND, (
+            f"communication-bound: the host waits {percent(host_comm, window)} of the window in collective calls; the "
+            f"device is busy {percent(busy, on_device)}, the host works {percent(active, window)}"
+        )
     if own >= DEVICE_SATURATED * on_device or (own >= DEVICE_BUSY_COMPUTE * on_device and (own >= active or r.queued_ahead)):
         return DEVICE_BOUND, f"the device is busy {percent(own, on_device)} of the window, the host {percent(active, window)}"
-    if active > busy and not r.queued_ahead:
+    # The host's larger share names it: waiting in synchronizing calls longer than it works is sync-bound.
+    synced = r.blocked_ns >= SYNC_SHARE_MIN * window
+    if active > busy and not r.queued_ahead and not (synced and r.blocked_ns >= active):
         return OVERHEAD_BOUND, (
             f"overhead-bound: the host works {percent(active, window)} of the window preparing and "
             f"launching work, the device is busy only {percent(busy, on_device)}"
         )
-    if r.blocked_ns >= SYNC_SHARE_MIN * window:
+    if synced:
         top = max(by_call.items(), key=lambda item: item[1])[0] if by_call else "synchronizing calls"
         return SYNC_BOUND, (
             f"sync-bound: the host waits {percent(r.blocked_ns, window)} of the window in synchronizing calls "
@@ -490,11 +525,12 @@ def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], 
             "The device is the bottleneck: see the kernels that take its time; name the device's peaks with "
             "autoprof.configure(peaks=...) to have them costed.",
         )
-    if roof.total_ns <= 0:  # busy, but in copies and memsets: no kernel to cost
-        evidence.update(roofline_bound="unknown", roofline_shares=None)
+    if roof.total_ns * 2 < busy:  # busy mostly in copies and memsets: the kernels' split is not where its time goes
+        evidence.update(roofline_bound="unknown", roofline_shares=None, kernel_busy_share=share(roof.total_ns, busy))
         return (
             MIXED,
-            f"mixed: device-bound ({head}) in copies and memsets, not kernels: data transfers are the limit",
+            f"mixed: device-bound ({head}) mostly in copies and memsets ({percent(busy - min(roof.total_ns, busy), busy)} "
+            "of its busy time), not kernels: data transfers are the limit",
             "Move less data between host and device: keep tensors on the device, copy from pinned memory with "
             "non_blocking=True, overlap copies with compute.",
         )
@@ -625,7 +661,7 @@ def _collective_spans(trace: Trace, win: View, ids: set[int] | None = None) -> l
     if ids is None:
         ids = _collective_ids(trace)
     ts, dur, host_in = trace.h_ts, trace.h_dur, win.host_in
-    flight = merge([(ts[i], ts[i] + dur[i]) for i in trace.host_named(ids) if host_in[i]])
+    flight = merge(win.clip([(ts[i], ts[i] + dur[i]) for i in trace.host_named(ids) if host_in[i]]))
     if not flight:
         return []
     step_threads = {s.tid for s in trace.steps}

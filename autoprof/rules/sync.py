@@ -111,7 +111,7 @@ def _blocking_spans(trace: Trace) -> dict[str, Intervals]:
     for name in sorted(_runtime.BLOCKING_CALLS):
         iv = [(ts[i], ts[i] + dur[i]) for i in idx.get(trace.name_id(name), ()) if cat[i] in LAUNCH_CODES and host_in[i]]
         if iv:
-            out[name] = merge(iv)
+            out[name] = merge(win.clip(iv))  # a call that runs past the window counts only inside it
     return out
 
 
