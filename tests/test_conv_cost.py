@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import shared_trace
 from synth import Synth
+from test_regime_models import SCHEDULE, _regime  # the live window and its reading, as the model tests take them
 
 from autoprof.rules import regime, roofline
 from autoprof.rules._common import share
@@ -307,16 +308,6 @@ def test_a_device_convolution_counts_its_kernels_once_at_the_outermost_op() -> N
 
 
 # -- live on the CPU -----------------------------------------------------------------------------------------------
-
-SCHEDULE = dict(skip_first=2, wait=0, warmup=1, active=3)
-
-
-def _regime(records: Any, name: str, step: Any, calls: int = 7) -> dict[str, Any]:
-    for _ in range(calls):
-        step()
-    found = records.findings(name)
-    assert "bound_regime" in found, records.all()
-    return found["bound_regime"]  # type: ignore[no-any-return]
 
 
 def test_small_conv_net_is_overhead_bound(records: Any) -> None:

@@ -756,13 +756,7 @@ def _under(trace: Trace, i: int, name_ids: set[int], opaque: frozenset[int]) -> 
     """Whether an enclosing event of ``i`` has one of these names (a convolution the roofline cannot cost aside)."""
     if not opaque:
         return has_ancestor(trace, i, name_ids)
-    parent, names = trace.h_parent, trace.h_name
-    p = parent[i]
-    while p >= 0:
-        if names[p] in name_ids and p not in opaque:
-            return True
-        p = parent[p]
-    return False
+    return roofline.costed_ancestor(trace, i, name_ids, opaque)
 
 
 def _judge(reading: HostReading) -> tuple[str, str | None]:

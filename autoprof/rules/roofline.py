@@ -341,11 +341,12 @@ def _timed_on_host(trace: Trace, win: View, roof_ids: set[int], opaque: set[int]
     return [
         _Timed(i, trace.h_dur[i], False)
         for i in trace.host_named(roof_ids)
-        if i not in opaque and trace.h_cat[i] == CPU_OP_CODE and win.host_in[i] and not _costed_ancestor(trace, i, roof_ids, opaque)
+        if i not in opaque and trace.h_cat[i] == CPU_OP_CODE and win.host_in[i] and not costed_ancestor(trace, i, roof_ids, opaque)
     ]
 
 
-def _costed_ancestor(trace: Trace, i: int, roof_ids: set[int], opaque: set[int]) -> bool:
+def costed_ancestor(trace: Trace, i: int, roof_ids: set[int], opaque: set[int] | frozenset[int]) -> bool:
+    """Whether an enclosing op of ``i`` has one of ``roof_ids`` and is no convolution the model cannot cost (``opaque``)."""
     parent, names = trace.h_parent, trace.h_name
     p = parent[i]
     while p >= 0:
