@@ -256,7 +256,7 @@ class DeviceReading:
     device_window_ns: int
     busy_ns: int  # the window's device work, collectives included
     exposed_comm_ns: int  # collective kernels with no compute kernel beside them
-    active_ns: int  # host: op dispatch and runtime calls, less blocked and input time
+    active_ns: int  # host: op dispatch, runtime calls and own work, less blocked, input and collective time
     blocked_ns: int
     input_ns: int
     idle_ns: int  # the device runs nothing of the window's (nor anything else)
