@@ -87,7 +87,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     seen = _gather(trace)
     findings: list[Finding] = []
     if seen.regions:
-        cost = _measure(trace, seen)
+        cost = _measure(trace, seen, config)
         frames = sorted({f"{f}/{c}" if f >= 0 else "?" for _, f, c in seen.regions})
         if cost.wrapper_ns > cost.compute_ns:
             findings.append(_overhead_finding(cost, frames))
@@ -127,12 +127,12 @@ def _gather(trace: Trace) -> _Seen:
     return seen
 
 
-def _measure(trace: Trace, seen: _Seen) -> _Cost:
+def _measure(trace: Trace, seen: _Seen, config: Config | None = None) -> _Cost:
     """Wrapper = the cache lookup just before the region + the region's span - the compiled graph's span;
     compute = the device time launched from the region, else the op work of the graph's ops (:class:`_HostWork`)."""
     by_device = launches_by_host(trace) if trace.n_device else {}
     lookup_ts = {tid: [trace.h_ts[j] for j in calls] for tid, calls in seen.lookups.items()}
-    host = _HostWork(trace)
+    host = _HostWork(trace, config)
     wrapper_total = compute_total = measured_total = 0.0
     for region, _frame, _compile_id in seen.regions:
         graph, graph_host = _graph_of(trace, region)
@@ -154,9 +154,9 @@ class _HostWork:
     its roofline time, and none when that roofline time is below a call's fixed cost; an op the roofline cannot
     cost, its time beyond the call floor (also every op's without a calibrated peak)."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, config: Config | None = None) -> None:
         self.trace = trace
-        self.peak: Peak | None = peak_for(trace.device_properties, trace.metadata, None)
+        self.peak: Peak | None = peak_for(trace.device_properties, trace.metadata, config)  # configured peaks first
         self.cache = WorkCache()
 
     def work_ns(self, i: int) -> float:
