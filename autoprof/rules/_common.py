@@ -201,7 +201,7 @@ def _view_of(trace: Trace) -> View:
     busy = merge(busy)
     dev_end = max((e for _, e in busy), default=0)
     hi = max(end, dev_end)
-    foreign = subtract(merge([(max(s, start), min(e, hi)) for s, e in other if s < hi and e > start]), busy)
+    foreign = subtract(merge(clip(other, start, hi)), busy)
     return View(hs, ds, host_in, device_in, start, end, dev_end, busy, foreign)
 
 
@@ -260,12 +260,13 @@ def descendants(trace: Trace, i: int) -> range:
     return range(i + 1, j)
 
 
-def has_ancestor(trace: Trace, i: int, name_ids: set[int] | frozenset[int]) -> bool:
-    """Whether any enclosing host event of ``i`` has one of these interned names."""
+def has_ancestor(trace: Trace, i: int, name_ids: set[int] | frozenset[int], skip: set[int] | frozenset[int] = frozenset()) -> bool:
+    """Whether any enclosing host event of ``i`` has one of these interned names (events in ``skip`` aside: the
+    convolutions the roofline cannot cost, which it looks through)."""
     parent, names = trace.h_parent, trace.h_name
     p = parent[i]
     while p >= 0:
-        if names[p] in name_ids:
+        if names[p] in name_ids and p not in skip:
             return True
         p = parent[p]
     return False

@@ -15,6 +15,24 @@ from typing import Any
 from autoprof.rules._flops import matmul_flops, matmul_out_shape
 from autoprof.trace.model import CONV_OPS, COPY_OPS, ELEMENTWISE_OPS, GATHER_OPS, LOSS_OPS, MATMUL_OPS, SORT_OPS
 
+#: The fixed cost of one op call on a CPU (dispatch, allocation, the profiler's own bookkeeping: 3–4 µs measured
+#: here for an elementwise op on 16 elements). An op call whose work at the calibrated peak would take less is
+#: overhead: its time is the framework's, not the math's.
+CALL_FLOOR_NS = 5_000
+#: An op call is credited as work with at most this many times its roofline time. An op that runs below 5 % of
+#: its roofline is not limited by its FLOPs or its bytes but by something else (threads contending on a loaded
+#: machine, allocation, cache misses): the rest of its time counts with the overhead.
+WORK_CREDIT = 20
+
+
+def credited_ns(time_ns: float, ideal_ns: float, calls: int = 1) -> float | None:
+    """The op work of ``calls`` calls that took ``time_ns`` and whose work at the peaks takes ``ideal_ns``: their time,
+    at most ``WORK_CREDIT`` times the ideal; None when one call's work is below ``CALL_FLOOR_NS`` (it is overhead)."""
+    if ideal_ns / calls < CALL_FLOOR_NS:
+        return None
+    return min(time_ns, WORK_CREDIT * ideal_ns)
+
+
 DTYPE_BYTES = {
     "float": 4,
     "double": 8,

@@ -30,7 +30,8 @@ from autoprof.rules._common import (
     us,
     view,
 )
-from autoprof.rules._work import WorkCache, is_roofline_op
+from autoprof.rules._work import CALL_FLOOR_NS, WorkCache, credited_ns, is_roofline_op
+from autoprof.rules._work import WORK_CREDIT as WORK_CREDIT  # the regime's credit, named in this module's docstring
 from autoprof.trace.model import CPU_OP_CODE, Trace
 
 RULE_OVERHEAD = "compile_overhead"
@@ -46,10 +47,6 @@ VERDICTS = {RULE_OVERHEAD: (WRAPPER_EXCEEDS_COMPUTE,), RULE_RECOMPILE: (RECOMPIL
 _REGION = re.compile(r"^Torch-Compiled Region(?:: ([0-9]{1,18})/([0-9]{1,18}))?$")
 _LOOKUP = "TorchDynamo Cache Lookup"
 _CALL = "## Call CompiledFxGraph"
-#: As the regime's CPU reading (``regime.CALL_FLOOR_NS``, ``regime.WORK_CREDIT``; a test keeps them equal): a call's
-#: fixed cost, and the most an op is credited as work, in multiples of its roofline time.
-CALL_FLOOR_NS = 5_000
-WORK_CREDIT = 20
 _COMPILE_WORK = (
     "entire_frame_compile",
     "inductor_compile",
@@ -171,7 +168,8 @@ class _HostWork:
             peak_flops = self.peak.flops_for(dtype or "fp32")
             if work is not None and peak_flops:
                 ideal = max(work[0] / peak_flops, work[1] / self.peak.bytes_per_s) * 1e9
-                return 0.0 if ideal < CALL_FLOOR_NS else min(float(t), WORK_CREDIT * ideal)
+                credited = credited_ns(t, ideal)
+                return 0.0 if credited is None else float(credited)
         return float(max(t - CALL_FLOOR_NS, 0))
 
 

@@ -40,6 +40,7 @@ from autoprof.rules._common import (
     view,
 )
 from autoprof.rules._flops import matmul_out_shape
+from autoprof.rules._work import CALL_FLOOR_NS
 from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, GPU_MEMCPY, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"
@@ -52,9 +53,8 @@ _PRODUCERS = frozenset({"aten::mm", "aten::matmul"})
 _CONSUMERS = frozenset({"aten::add", "aten::add_"})
 _VIEW_OPS = frozenset({"aten::_unsafe_view", "aten::view", "aten::reshape", "aten::squeeze", "aten::unsqueeze"})
 _COMPILED_MARKERS = ("Torch-Compiled Region", "## Call CompiledFxGraph", "CompiledFunction")
-#: A call's fixed cost on the host (dispatch, allocation, the profiler's bookkeeping: as ``regime.CALL_FLOOR_NS``):
-#: addmm's seeding copy is an op call too, so the add's share of it is not saved.
-CALL_FLOOR_NS = 5_000
+# A call's fixed cost on the host (``_work.CALL_FLOOR_NS``): addmm's seeding copy is an op call too, so the add's
+# share of it is not saved.
 
 
 def _next_op(trace: Trace, i: int, view_ids: set[int]) -> int:

@@ -68,7 +68,9 @@ from autoprof.rules._common import (
     view,
 )
 from autoprof.rules._runtime import BLOCKING_CALLS, COLLECTIVE_CALL_PREFIXES
-from autoprof.rules._work import is_roofline_op
+from autoprof.rules._work import CALL_FLOOR_NS as CALL_FLOOR_NS
+from autoprof.rules._work import WORK_CREDIT as WORK_CREDIT
+from autoprof.rules._work import credited_ns, is_roofline_op
 from autoprof.trace.model import (
     CPU_OP_CODE,
     DEVICE_WORK_CODES,
@@ -200,13 +202,9 @@ def _wait_spans(trace: Trace, win: View, loading: set[int], blocking: set[int]) 
     data loading in the window counts."""
     ts, dur, cat, host_in = trace.h_ts, trace.h_dur, trace.h_cat, win.host_in
     blocked = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(blocking) if cat[i] in LAUNCH_CODES and host_in[i]]
-    threads, tid, lo, hi = {s.tid for s in trace.steps}, trace.h_tid, win.start_ns, win.end_ns
-    inp = [
-        (max(ts[i], lo), min(ts[i] + dur[i], hi))
-        for i in trace.host_named(loading)
-        if (host_in[i] and not threads) or (tid[i] in threads and ts[i] < hi and ts[i] + dur[i] > lo)
-    ]
-    return merge(win.clip(blocked)), merge(win.clip(inp))
+    threads, tid = {s.tid for s in trace.steps}, trace.h_tid
+    inp = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(loading) if (host_in[i] and not threads) or tid[i] in threads]
+    return merge(win.clip(blocked)), merge(clip(inp, win.start_ns, win.end_ns))  # data loading: within the host's window
 
 
 def between_steps(trace: Trace, spans: list[tuple[int, int]]) -> int:
@@ -307,8 +305,8 @@ def _host_wait_ns(trace: Trace, win: View, lo: int, hi: int) -> int:
     return wait
 
 
-def _device_reading(trace: Trace, win: View) -> tuple[DeviceReading, int]:
-    """The device reading's figures, and the host's time in collectives (reported apart: on a device the
+def _device_reading(trace: Trace, win: View) -> DeviceReading:
+    """The device reading's figures (the host's time in collectives apart, ``host_comm_ns``: on a device the
     collective's time is its kernels')."""
     lo, hi = win.start_ns, win.start_ns + win.window_ns
     blocked_iv, input_iv, active_iv = _host_spans(trace, win)
@@ -316,10 +314,11 @@ def _device_reading(trace: Trace, win: View) -> tuple[DeviceReading, int]:
     # The host's own work is activity too, also where it runs in Python frames with no op under them (a video
     # decoded in Python): a frame that launches nothing is the host's work, not a frame around launches. Time in
     # collective calls is waiting for peers, not own work.
-    flights = merge(win.clip([(trace.h_ts[i], trace.h_ts[i] + trace.h_dur[i]) for i in trace.host_named(_collective_ids(trace))]))
+    coll_ids = _collective_ids(trace)
+    flights = merge(win.clip([(trace.h_ts[i], trace.h_ts[i] + trace.h_dur[i]) for i in trace.host_named(coll_ids)]))
     own_iv, own_ops = _host_own_work(trace, win, merge(waits + flights))
     # The steps' threads waiting in collective calls (a gloo all-reduce, a barrier) wait for peers: no activity.
-    coll_iv = subtract(subtract(_collective_spans(trace, win), input_iv), blocked_iv)
+    coll_iv = subtract(subtract(_collective_spans(trace, win, coll_ids), input_iv), blocked_iv)
     active = total(subtract(merge(active_iv + own_iv), merge(waits + coll_iv)))
     # Data loading while the device runs is a prefetch behind the device's work: only the part with the device
     # idle stalls it (the device's time on work queued before the window is no idle time either).
@@ -327,10 +326,9 @@ def _device_reading(trace: Trace, win: View) -> tuple[DeviceReading, int]:
     stalled_iv = subtract(input_iv, occupied)
     busy = _busy_in_window(trace, win)
     exposed = comm.exposure(trace).exposed_ns
-    host_comm = total(coll_iv)
     own = total(own_iv)
-    reading = DeviceReading(
-        host_comm_ns=host_comm,
+    return DeviceReading(
+        host_comm_ns=total(coll_iv),
         window_ns=win.window_ns,
         device_window_ns=win.device_window_ns,
         busy_ns=busy,
@@ -345,11 +343,10 @@ def _device_reading(trace: Trace, win: View) -> tuple[DeviceReading, int]:
         host_own_ns=own,
         host_own_ops=own_ops,
     )
-    return reading, host_comm
 
 
 def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Config | None = None) -> Finding:
-    reading, host_comm = _device_reading(trace, win)
+    reading = _device_reading(trace, win)
     window, busy, on_device = reading.window_ns, reading.busy_ns, reading.device_window_ns
     by_call = blocked_by_call(trace)
     evidence.update(
@@ -376,8 +373,8 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
     evidence.update(
         comm_us=us(reading.exposed_comm_ns),
         comm_share=share(reading.exposed_comm_ns, on_device),
-        host_comm_us=us(host_comm),
-        host_comm_share=share(host_comm, window),
+        host_comm_us=us(reading.host_comm_ns),
+        host_comm_share=share(reading.host_comm_ns, window),
         work_share=share(reading.own_ns, on_device),
         overhead_share=share(reading.active_ns, window),
     )
@@ -570,14 +567,8 @@ _DEVICE_MEMORY_ADVICE = (
 
 # -- the host (CPU) reading ---------------------------------------------------------------------------------
 
-#: The fixed cost of one op call on a CPU (dispatch, allocation, the profiler's own bookkeeping: 3–4 µs measured
-#: here for an elementwise op on 16 elements). An op call whose work at the calibrated peak would take less is
-#: overhead: its time is the framework's, not the math's.
-CALL_FLOOR_NS = 5_000
-#: An op call is credited as work with at most this many times its roofline time. An op that runs below 5 % of
-#: its roofline is not limited by its FLOPs or its bytes but by something else (threads contending on a loaded
-#: machine, allocation, cache misses): the rest of its time counts with the overhead.
-WORK_CREDIT = 20
+# ``CALL_FLOOR_NS`` (a call's fixed cost) and ``WORK_CREDIT`` (the most an op is credited as work, in multiples of
+# its roofline time) come from ``_work``: the compile and fusion rules read the same.
 #: The verdict names the largest share when it holds at least this much of the step ...
 LEADS = 0.40
 #: ... and at least this many times the next share; otherwise ``mixed`` (the roofline's margin, one rule for both).
@@ -712,8 +703,9 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
         opaque = roof.opaque
         for st in roof.ops.values():
             reading.op_calls += st.calls
-            if st.ideal_ns / st.calls >= CALL_FLOOR_NS:
-                credited = int(min(st.time_ns, WORK_CREDIT * st.ideal_ns))
+            work = credited_ns(st.time_ns, st.ideal_ns, st.calls)
+            if work is not None:
+                credited = int(work)
                 if st.bound == "compute":
                     reading.compute_ns += credited
                 else:
@@ -734,7 +726,7 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
     above = costed | waits
     metadata = {trace.name_id(n) for n in METADATA_OPS} - {-1}
     for i, (c, inside, nid, self_ns) in enumerate(zip(trace.h_cat, win.host_in, trace.h_name, trace.h_self)):
-        if c != CPU_OP_CODE or not inside or (nid in skip and i not in opaque) or _under(trace, i, above, opaque):
+        if c != CPU_OP_CODE or not inside or (nid in skip and i not in opaque) or has_ancestor(trace, i, above, opaque):
             continue
         reading.op_calls += 1
         if self_ns <= CALL_FLOOR_NS or nid in metadata:
@@ -750,13 +742,6 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
             int(reading.memory_ns * scale),
             int(reading.unknown_ns * scale),
         )
-
-
-def _under(trace: Trace, i: int, name_ids: set[int], opaque: frozenset[int]) -> bool:
-    """Whether an enclosing event of ``i`` has one of these names (a convolution the roofline cannot cost aside)."""
-    if not opaque:
-        return has_ancestor(trace, i, name_ids)
-    return roofline.costed_ancestor(trace, i, name_ids, opaque)
 
 
 def _judge(reading: HostReading) -> tuple[str, str | None]:

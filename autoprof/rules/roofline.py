@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.peaks import Peak, peak_for
-from autoprof.rules._common import View, duration, op_self_ns, percent, share, us, view
+from autoprof.rules._common import View, duration, has_ancestor, op_self_ns, percent, share, us, view
 from autoprof.rules._kernels import COMPUTE, TF32_MARKERS, Family, kernel_family
 from autoprof.rules._work import MASK_FROM_CALLS, WorkCache, is_roofline_op, memory_by_kind
 from autoprof.trace.model import CONV_OPS, CPU_OP_CODE, KERNEL_CODE, Trace
@@ -187,8 +187,7 @@ def _analyze(trace: Trace, config: Config | None) -> Roofline | None:
     roof.opaque = frozenset(opaque)
     kernels_of: dict[int, list[int]] = {}  # op -> the device events of its kernels
     loose: list[int] = []  # kernels under no roofline op of the window
-    on_host = not on_device
-    timed = _timed_on_host(trace, win, roof_ids, opaque) if on_host else _timed_on_device(trace, win, roof_ids, opaque, kernels_of, loose)
+    timed = _timed_on_device(trace, win, roof_ids, opaque, kernels_of, loose) if on_device else _timed_on_host(trace, win, roof_ids, opaque)
     uncosted: list[int] = []  # op calls the cost model could not cost
     for (nid, shapes_text, dtype), group in _grouped(trace, timed, roof.by_kind, win.host_step, roof.by_step, uncosted, cache).items():
         if not _place(roof, trace.names[nid], shapes_text, dtype, group):
@@ -341,19 +340,8 @@ def _timed_on_host(trace: Trace, win: View, roof_ids: set[int], opaque: set[int]
     return [
         _Timed(i, trace.h_dur[i], False)
         for i in trace.host_named(roof_ids)
-        if i not in opaque and trace.h_cat[i] == CPU_OP_CODE and win.host_in[i] and not costed_ancestor(trace, i, roof_ids, opaque)
+        if i not in opaque and trace.h_cat[i] == CPU_OP_CODE and win.host_in[i] and not has_ancestor(trace, i, roof_ids, opaque)
     ]
-
-
-def costed_ancestor(trace: Trace, i: int, roof_ids: set[int], opaque: set[int] | frozenset[int]) -> bool:
-    """Whether an enclosing op of ``i`` has one of ``roof_ids`` and is no convolution the model cannot cost (``opaque``)."""
-    parent, names = trace.h_parent, trace.h_name
-    p = parent[i]
-    while p >= 0:
-        if names[p] in roof_ids and p not in opaque:
-            return True
-        p = parent[p]
-    return False
 
 
 @dataclass
@@ -374,13 +362,12 @@ def _grouped(
     step_of: Any,
     by_step: dict[int, list[int]],
     uncosted: list[int],
-    cache: WorkCache | None = None,
+    cache: WorkCache,
 ) -> dict[tuple[int, str, str], _Group]:
     """Calls and time per (op name id, shapes, dtype): a window repeats the same few, each is costed once. Calls
     that cannot be costed but are bandwidth-bound by their kind go to ``by_kind`` (name -> [calls, time]) and to
     their step's memory-bound time in ``by_step``; the others that cannot be costed to ``uncosted``; a group
     keeps its time per step (``step_of``: host event -> step index) for :func:`_place`."""
-    cache = cache or WorkCache()
     groups: dict[tuple[int, str, str], _Group] = {}
     for i, t, tf32 in timed:
         if t <= 0:
