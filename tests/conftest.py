@@ -117,3 +117,24 @@ def records(tmp_path: Path) -> Records:
     path = tmp_path / "records.jsonl"
     autoprof.configure(sink=str(path), background=False)
     return Records(path)
+
+
+def lightning_trainer(max_steps: int, schedule: dict[str, int], callback: bool) -> Any:
+    """A quiet CPU Lightning Trainer profiled by autoprof: its callback (``callback``) or its profiler."""
+    import lightning.pytorch as pl
+
+    from autoprof.integrations.lightning import AutoprofCallback, AutoprofProfiler
+
+    return pl.Trainer(
+        max_steps=max_steps,
+        accelerator="cpu",
+        devices=1,
+        profiler=None if callback else AutoprofProfiler(**schedule),
+        callbacks=[AutoprofCallback(**schedule)] if callback else [],
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import Records
+from conftest import Records, lightning_trainer
 from synth import LOADER, Synth, host_preprocessing_gpu, prefetching_trainer_gpu, small_launches
 
 from autoprof import engine
@@ -236,22 +236,8 @@ class _Pairs(torch.utils.data.Dataset):  # type: ignore[type-arg]
 @pytest.mark.skipif(pl is None, reason="lightning is not installed")
 @pytest.mark.parametrize("callback", [True, False])
 def test_lightning_with_a_slow_dataset_is_input_bound(records: Records, callback: bool) -> None:
-    from autoprof.integrations.lightning import AutoprofCallback, AutoprofProfiler
-
     schedule = {"skip_first": 1, "wait": 0, "warmup": 1, "active": 3, "repeat": 1}
-    trainer = pl.Trainer(
-        max_steps=6,
-        accelerator="cpu",
-        devices=1,
-        profiler=None if callback else AutoprofProfiler(**schedule),
-        callbacks=[AutoprofCallback(**schedule)] if callback else [],
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = lightning_trainer(6, schedule, callback)
     trainer.fit(_regressor(), torch.utils.data.DataLoader(_Pairs(), batch_size=8))
     (window,) = records.of("autoprof.window", target="_Regressor.training_step")
     found = records.findings("_Regressor.training_step")["bound_regime"]

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import Records
+from conftest import Records, lightning_trainer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -261,21 +261,7 @@ def _loader() -> Any:
 
 def _fit(*, max_steps: int, fail_at: int | None, callback: bool) -> bool:
     """One fit; True when it raised BoomError (as it should have, at ``fail_at`` < ``max_steps``)."""
-    from autoprof.integrations.lightning import AutoprofCallback, AutoprofProfiler
-
-    trainer = pl.Trainer(
-        max_steps=max_steps,
-        accelerator="cpu",
-        devices=1,
-        profiler=None if callback else AutoprofProfiler(**SCHEDULE),
-        callbacks=[AutoprofCallback(**SCHEDULE)] if callback else [],
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = lightning_trainer(max_steps, SCHEDULE, callback)
     try:
         trainer.fit(_Regressor(fail_at), _loader())
     except BoomError:
