@@ -20,6 +20,8 @@ from autoprof.rules._work import op_work
 from autoprof.trace import chrome
 from autoprof.trace.model import conv_args
 
+pytestmark = pytest.mark.timing  # live verdicts that rest on CPU time: CI runs them alone
+
 F = "float"
 F4 = 4  # bytes per float
 

@@ -14,7 +14,7 @@ from conftest import REPO, validate_record
 
 import autoprof
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 
 def torchrun(

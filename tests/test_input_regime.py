@@ -17,6 +17,8 @@ from synth import LOADER, Synth, host_preprocessing_gpu, prefetching_trainer_gpu
 from autoprof import engine
 from autoprof.rules import regime
 
+pytestmark = pytest.mark.timing  # live verdicts that rest on CPU time: CI runs them alone
+
 # -- the host's own work on a device window ----------------------------------------------------------------------
 
 

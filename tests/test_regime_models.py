@@ -10,9 +10,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 import torch
 
 import autoprof
+
+pytestmark = pytest.mark.timing  # live verdicts that rest on CPU time: CI runs them alone
 
 SCHEDULE = dict(skip_first=2, wait=0, warmup=1, active=3)
 

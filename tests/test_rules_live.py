@@ -9,6 +9,8 @@ import torch
 
 import autoprof
 
+pytestmark = pytest.mark.timing  # live verdicts that rest on CPU time: CI runs them alone
+
 FAST = dict(skip_first=1, wait=0, warmup=1, active=3)
 
 
