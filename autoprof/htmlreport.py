@@ -25,6 +25,7 @@ from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
 from autoprof.rules import regime, roofline
 from autoprof.rules._common import merge, total, view
+from autoprof.sections import section_tree
 from autoprof.trace import chrome, remote
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, KERNEL_CODE, Trace
@@ -65,6 +66,7 @@ class FileReport:
     strip: list[dict[str, Any]] = field(default_factory=list)  # number, busy [[start, end] ms], gaps
     top_ops: list[dict[str, Any]] = field(default_factory=list)
     kernels: list[dict[str, Any]] = field(default_factory=list)
+    sections: list[dict[str, Any]] = field(default_factory=list)  # sections.section_tree(): depth-first, with depth
     step_ns: list[int] = field(default_factory=list)
     rank_summary: ranks.RankSummary | None = None  # what the cross-rank comparison reads of this rank (per-rank bars)
     failures: list[str] = field(default_factory=list)  # "rule X failed: ..." for each rule that raised on this trace
@@ -111,6 +113,7 @@ def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None
     rep.strip = _strip(trace) if rep.on_device else []
     rep.top_ops = [{**o, "name": short(o["name"])} for o in engine.top_ops(trace, MAX_ROWS)]
     rep.kernels = _kernels(trace)
+    rep.sections = [{**r, "name": short(r["name"])} for r in section_tree(trace)]
     return rep
 
 
@@ -451,6 +454,8 @@ def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
         out.append(f'<p class="error">{_error(rep)}</p></section>')
         return "".join(out)
     out.append(_findings_html(rep))
+    if rep.sections:
+        out.append(_sections_html(rep))
     for failure in rep.failures:  # as analyze: the rule's error, on the page too (its findings are missing)
         out.append(f'<p class="error rule-failure">error: {_say(failure)} (its findings are missing from this page)</p>')
     out.append("<h3>Roofline</h3>")
@@ -505,6 +510,26 @@ def _findings_html(rep: FileReport) -> str:
         f"<tbody>{rows}</tbody></table>"
     )
     return "".join(out)
+
+
+def _sections_html(rep: FileReport) -> str:
+    """The sections (``autoprof.section`` spans, a trainer's named spans) as a tree: a nested one indented under
+    the section it runs inside, the figures :func:`autoprof.sections.section_times` gives ``analyze``."""
+    per_step = bool(rep.step_ns)
+    of = "of the steps" if per_step else "of the window"
+    rows = []
+    for r in rep.sections:
+        depth = int(r["depth"])
+        mark = "└ " if depth else ""
+        per = f"{r['per_step_ms']:.3f}" if r["per_step_ms"] is not None else "–"
+        rows.append(
+            f'<tr class="depth{min(depth, 9)}" data-depth="{depth}"><td class="name" style="padding-left:{0.5 + 1.5 * depth:.1f}em">'
+            f"{mark}{_esc(r['name'])}</td><td>{r['step_share']:.1%}</td><td>{per}</td><td>{r['calls']}</td></tr>"
+        )
+    return (
+        f'<h3>Sections</h3><table class="sections"><thead><tr><th>section</th><th>share {of}</th>'
+        f"<th>time per step (ms)</th><th>calls</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _table(kind: str, head: list[str], rows: list[list[Any]]) -> str:

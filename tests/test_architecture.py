@@ -66,6 +66,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "rules.regime",
         "rules.roofline",
         "rules._common",
+        "sections",
         "trace.chrome",
         "trace.model",
         "trace.remote",

@@ -3,6 +3,7 @@ for shared traces and a live window, opened in a real headless browser (Debian's
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from synth import Synth, cpu_rank_doc
 
 import autoprof
 from autoprof import htmlreport
+from autoprof.sections import section_times, section_tree
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 
@@ -249,3 +251,71 @@ def test_a_strip_with_too_many_spans_closes_its_smallest_gaps() -> None:
     spans = [(0, 1), (2, 3), (10, 11), (11, 12), (20, 21)]
     assert htmlreport._joined(spans, 3) == [(0, 3), (10, 12), (20, 21)]
     assert htmlreport._joined(spans, 9) == spans
+
+
+# -- sections, evidence, shares, roofs (issue 32) ---------------------------------------------------------------
+
+
+def _sectioned() -> Synth:
+    """Two CPU steps of 10 ms: 7 ms in the trainer's ``train_dataloader_next``, then ``forward`` (2 ms) with
+    ``attn`` (1 ms) inside it and ``softmax`` (0.25 ms) inside that."""
+    s = Synth(gpu=None)
+    for k in range(2):
+        t0 = k * 10_000
+        s.step(k, t0, 10_000)
+        s.x("user_annotation", "train_dataloader_next", t0 + 10, 7_000)
+        s.x("user_annotation", "forward", t0 + 7_100, 2_000)
+        s.x("user_annotation", "attn", t0 + 7_200, 1_000)
+        s.x("user_annotation", "softmax", t0 + 7_300, 250)
+        s.op("aten::mm", t0 + 7_600, 500, dims=[[512, 512], [512, 512]], types=["float", "float"])
+    s.meta.update(autoprof_cpu_peak_flops=1e11, autoprof_cpu_peak_bytes_per_s=2e10)
+    return s
+
+
+def _page(tmp: Path, s: Synth) -> str:
+    trace_file = tmp / "t.json"
+    trace_file.write_text(json.dumps({"traceEvents": s.events, **s.meta}))
+    out = tmp / "r.html"
+    autoprof.report(trace_file, out)
+    return out.read_text()
+
+
+def _rows(page: str, kind: str) -> list[list[str]]:
+    """The cells (text, tags stripped, unescaped) of each body row of the page's first table of class ``kind``."""
+    table = re.search(rf'<table class="[^"]*\b{kind}\b[^"]*">(.*?)</table>', page, flags=re.S)
+    assert table is not None, kind
+    body = table.group(1).split("<tbody>")[1]
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S) for row in body.split("</tr>") if "<td" in row]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", c)) for c in row] for row in cells]
+
+
+def test_the_sections_are_on_the_page_as_a_tree_with_analyzes_figures(tmp_path: Path) -> None:
+    s = _sectioned()
+    page = _page(tmp_path, s)
+    rows = _rows(page, "sections")
+    assert [r[0] for r in rows] == ["train_dataloader_next", "forward", "└ attn", "└ softmax"]
+    depths = re.findall(r'<tr class="depth\d" data-depth="(\d)">', page)
+    assert depths == ["0", "0", "1", "2"]
+    figures = {r["name"]: r for r in section_times(s.trace())}  # the same figures as analyze's table
+    for row in rows:
+        fig = figures[row[0].removeprefix("└ ")]
+        assert row[1:] == [f"{fig['step_share']:.1%}", f"{fig['per_step_ms']:.3f}", str(fig["calls"])]
+    assert rows[0][1:] == ["73.3%", "7.000", "2"]  # of the steps' 19.1 ms (the last cut at its last activity)
+    tree = section_tree(s.trace())
+    assert [(r["name"], r["parent"], r["depth"]) for r in tree] == [
+        ("train_dataloader_next", None, 0),
+        ("forward", None, 0),
+        ("attn", "forward", 1),
+        ("softmax", "attn", 2),
+    ]
+
+
+def test_sections_that_nest_both_ways_are_still_each_listed_once() -> None:
+    s = Synth(gpu=None)
+    s.step(0, 0, 10_000)
+    s.x("user_annotation", "a", 10, 3_000).x("user_annotation", "b", 20, 1_000)  # b inside a
+    s.x("user_annotation", "b", 4_000, 3_000).x("user_annotation", "a", 4_010, 2_000)  # a inside b
+    tree = section_tree(s.trace())  # each runs mostly outside the other: two roots
+    assert [(r["name"], r["parent"], r["depth"]) for r in tree] == [("a", None, 0), ("b", None, 0)]
+    s.x("user_annotation", "a", 7_100, 2_800).x("user_annotation", "b", 7_200, 2_500)  # now b mostly inside a
+    assert [(r["name"], r["parent"]) for r in section_tree(s.trace())] == [("a", None), ("b", "a")]
