@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import html
+import json
 import os
 import re
 import secrets
@@ -494,11 +495,9 @@ def _findings_html(rep: FileReport) -> str:
     reg = next((f for f in items if f["rule"] == regime.RULE), None)
     out = []
     if reg is not None:
-        evidence = {k: v for k, v in reg["evidence"].items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
-        shown = ", ".join(f"{k} {v}" for k, v in list(evidence.items())[:8])
         out.append(
             f'<div class="regime"><div class="verdict big">{_say(reg["verdict"])}</div><div>{_say(reg["message"])}</div>'
-            f'<div class="advice">{_say(reg["advice"])}</div><div class="evidence">{_say(shown)}</div></div>'
+            f'<div class="advice">{_say(reg["advice"])}</div>{_evidence_html(reg["evidence"])}</div>'
         )
     rows = "".join(
         f'<tr class="{_esc(f["severity"])}"><td>{_esc(f["severity"])}</td><td>{_say(f["rule"])}</td><td>{_say(f["verdict"])}</td>'
@@ -510,6 +509,94 @@ def _findings_html(rep: FileReport) -> str:
         f"<tbody>{rows}</tbody></table>"
     )
     return "".join(out)
+
+
+#: The regime's evidence the card shows first, each with its label (the raw key stays in its title and in the raw
+#: evidence below the card). Any other key is labelled by :func:`evidence_label`.
+EVIDENCE_LABELS = {
+    "reading": "Reading",
+    "device": "Device",
+    "window_us": "Window",
+    "step_count": "Steps",
+    "input_share": "Input",
+    "blocked_share": "Blocked in syncs",
+    "comm_share": "Communication",
+    "work_share": "Work",
+    "overhead_share": "Host overhead",
+    "device_busy_share": "Device busy",
+    "device_idle_share": "Device idle",
+    "host_active_share": "Host active",
+    "self_cpu_total_us": "Self CPU total",
+    "self_device_total_us": "Self device total",
+    "cpu_to_device_ratio": "CPU time / device time",
+    "peak_flops_per_s": "Peak",
+    "achieved_flops_per_s": "Achieved",
+}
+EVIDENCE_SHOWN = 10  # labelled items on the card
+_UNIT_SUFFIXES = ("_flops_per_s", "_bytes_per_s", "_us", "_ns", "_ms", "_share")  # said by the value, not the label
+
+
+def evidence_label(key: str) -> str:
+    """A human label for an evidence key: the table's, else the key without its unit suffix, in words."""
+    if key in EVIDENCE_LABELS:
+        return EVIDENCE_LABELS[key]
+    words = key
+    for suffix in _UNIT_SUFFIXES:
+        if words.endswith(suffix) and len(words) > len(suffix):
+            words = words[: -len(suffix)]
+            break
+    words = words.replace("_", " ").strip()
+    return (words[:1].upper() + words[1:]) if words else key
+
+
+def _duration_ms(ms: float) -> str:
+    if abs(ms) >= 1000:
+        return f"{ms / 1000:.4g} s"
+    if abs(ms) >= 1:
+        return f"{ms:.4g} ms"
+    return f"{ms * 1000:.4g} µs"
+
+
+def evidence_value(key: str, value: Any) -> str:
+    """An evidence value in the unit its key names: ``_us``/``_ns``/``_ms`` as a duration, ``_share`` as a percent,
+    ``_flops_per_s`` in GFLOP/s, ``_bytes_per_s`` in GB/s, ``_ratio`` as a factor; anything else as it is."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    v = float(value)
+    if key.endswith("_us"):
+        return _duration_ms(v / 1e3)
+    if key.endswith("_ns"):
+        return _duration_ms(v / 1e6)
+    if key.endswith("_ms"):
+        return _duration_ms(v)
+    if key.endswith("_share"):
+        return f"{v:.1%}"
+    if key.endswith("_flops_per_s"):
+        return f"{v / 1e9:.4g} GFLOP/s"
+    if key.endswith("_bytes_per_s"):
+        return f"{v / 1e9:.4g} GB/s"
+    if key.endswith("_ratio"):
+        return f"{v:.3g}×"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _evidence_html(evidence: dict[str, Any]) -> str:
+    """The regime card's evidence: the telling figures labelled and in units (the raw key in each one's title),
+    then every raw key and value in a closed <details>."""
+    scalars = {k: v for k, v in evidence.items() if v is not None and (isinstance(v, (int, float, str)) and not isinstance(v, bool))}
+    order = [k for k in EVIDENCE_LABELS if k in scalars] + [k for k in scalars if k not in EVIDENCE_LABELS]
+    shown = "; ".join(
+        f'<span class="item" title="{_esc(k)}">{_esc(evidence_label(k))} {_say(evidence_value(k, scalars[k]))}</span>'
+        for k in order[:EVIDENCE_SHOWN]
+    )
+    raw = "".join(
+        f"<tr><td>{_esc(short(k))}</td><td>{_say(v if isinstance(v, str) else json.dumps(v, default=str))}</td></tr>"
+        for k, v in evidence.items()
+    )
+    return (
+        f'<div class="evidence">{shown}</div><details class="raw-evidence"><summary>raw evidence</summary>'
+        f'<table class="evidence-raw"><tbody>{raw}</tbody></table></details>'
+    )
 
 
 def _sections_html(rep: FileReport) -> str:
@@ -685,6 +772,8 @@ th{background:#f4f4f4}table.sortable th{cursor:pointer}table.sortable th:after{c
 .verdict{font-weight:600}.big{font-size:20px}.advice{color:#2a6f2a;margin-top:4px}.evidence{color:#666;font-size:12px;margin-top:4px}
 tr.critical td:first-child,tr.error td:first-child{color:#b00;font-weight:600}tr.warning td:first-child{color:#b60}
 .note{color:#666;font-style:italic}.error{color:#b00}
+.raw-evidence{font-size:12px;color:#666;margin-top:4px}.raw-evidence summary{cursor:pointer}
+table.sections td:not(.name){text-align:right}
 """
 
 _SORT_JS = """

@@ -319,3 +319,29 @@ def test_sections_that_nest_both_ways_are_still_each_listed_once() -> None:
     assert [(r["name"], r["parent"], r["depth"]) for r in tree] == [("a", None, 0), ("b", None, 0)]
     s.x("user_annotation", "a", 7_100, 2_800).x("user_annotation", "b", 7_200, 2_500)  # now b mostly inside a
     assert [(r["name"], r["parent"]) for r in section_tree(s.trace())] == [("a", None), ("b", "a")]
+
+
+def test_the_regime_card_labels_its_evidence_in_units_and_keeps_the_raw_keys(tmp_path: Path) -> None:
+    page = _page(tmp_path, _cpu_steps())
+    card = re.search(r'<div class="regime">(.*?)</details>', page, flags=re.S)
+    assert card is not None
+    shown = re.search(r'<div class="evidence">(.*?)</div>', card.group(1), flags=re.S)
+    assert shown is not None
+    spans = re.findall(r'<span class="item" title="([^"]+)">(.*?)</span>', shown.group(1))
+    items = {t: html.unescape(re.sub(r"<[^>]+>", "", x)) for t, x in spans}
+    assert items["self_cpu_total_us"] == "Self CPU total 15 ms"  # 15000 µs
+    assert items["input_share"] == "Input 40.0%"
+    assert items["window_us"] == "Window 15 ms" and items["step_count"] == "Steps 2"
+    assert "self_cpu_total_us" not in re.sub(r'title="[^"]+"', "", shown.group(1))  # raw keys only in titles...
+    raw = _rows(card.group(0) + "</table>", "evidence-raw")
+    assert ["self_cpu_total_us", "15000.0"] in raw and ["input_share", "0.4"] in raw  # ...and in the raw evidence
+    assert ["cpu_to_device_ratio", "null"] in raw
+
+
+def test_evidence_labels_fall_back_on_the_keys_unit_suffix() -> None:
+    label, value = htmlreport.evidence_label, htmlreport.evidence_value
+    assert (label("host_own_work_us"), value("host_own_work_us", 1618.226)) == ("Host own work", "1.618 ms")
+    assert (label("gap_ns"), value("gap_ns", 2_500)) == ("Gap", "2.5 µs")
+    assert (label("idle_host_wait_share"), value("idle_host_wait_share", 0.9729)) == ("Idle host wait", "97.3%")
+    assert value("stall_ms", 2_500) == "2.5 s" and value("peak_flops_per_s", 1e11) == "100 GFLOP/s"
+    assert label("op_call_count") == "Op call count" and value("method", "roofline") == "roofline"
