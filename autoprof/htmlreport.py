@@ -112,7 +112,12 @@ def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None
             rep.roofline_missing = "no roofline points: no op in this trace has shapes the cost models read"
     rep.steps = _breakdown(trace, roof)
     rep.strip = _strip(trace) if rep.on_device else []
-    rep.top_ops = [{**o, "name": short(o["name"])} for o in engine.top_ops(trace, MAX_ROWS)]
+    start, end = trace.span_ns()  # the window's wall time (the steps', or the whole trace's without steps)
+    wall_us = (end - start) / 1e3
+    rep.top_ops = [
+        {**o, "name": short(o["name"]), "share": round(o["self_cpu_us"] / wall_us, 4) if wall_us > 0 else None}
+        for o in engine.top_ops(trace, MAX_ROWS)
+    ]
     rep.kernels = _kernels(trace)
     rep.sections = [{**r, "name": short(r["name"])} for r in section_tree(trace)]
     return rep
@@ -245,8 +250,15 @@ def _kernels(trace: Trace) -> list[dict[str, Any]]:
             time[nid] = time.get(nid, 0) + d
             calls[nid] = calls.get(nid, 0) + 1
     top = sorted(time.items(), key=lambda item: -item[1])[:MAX_ROWS]
+    whole = win.device_window_ns
     return [
-        {"name": short(trace.names[n]), "time_us": round(t / 1e3, 3), "calls": calls[n], "mean_us": round(t / 1e3 / calls[n], 3)}
+        {
+            "name": short(trace.names[n]),
+            "time_us": round(t / 1e3, 3),
+            "share": round(t / whole, 4) if whole > 0 else None,
+            "calls": calls[n],
+            "mean_us": round(t / 1e3 / calls[n], 3),
+        }
         for n, t in top
     ]
 
@@ -477,15 +489,25 @@ def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
     else:
         out.append('<p class="note">No device activity strip: this trace has no device work inside its steps (a CPU-only trace).</p>')
     out.append("<h3>Top ops and kernels</h3>")
-    out.append(_table("ops", ["op", "self CPU (µs)", "calls"], [[o["name"], o["self_cpu_us"], o["calls"]] for o in rep.top_ops]))
+    out.append(
+        _table(
+            "ops",
+            ["op", "self CPU (µs)", "% of window", "calls"],
+            [[o["name"], o["self_cpu_us"], _percent(o["share"]), o["calls"]] for o in rep.top_ops],
+        )
+    )
     if rep.kernels:
         out.append(
             _table(
                 "kernels",
-                ["kernel", "time (µs)", "calls", "mean (µs)"],
-                [[k["name"], k["time_us"], k["calls"], k["mean_us"]] for k in rep.kernels],
+                ["kernel", "time (µs)", "% of window", "calls", "mean (µs)"],
+                [[k["name"], k["time_us"], _percent(k["share"]), k["calls"], k["mean_us"]] for k in rep.kernels],
             )
         )
+    out.append(
+        "<p class=\"note\">% of window: an op's self CPU time as a share of the window's wall time (ops on several "
+        "threads can add up to more than 100%), a kernel's time as a share of the window on the device.</p>"
+    )
     out.append("</section>")
     return "".join(out)
 
@@ -617,6 +639,10 @@ def _sections_html(rep: FileReport) -> str:
         f'<h3>Sections</h3><table class="sections"><thead><tr><th>section</th><th>share {of}</th>'
         f"<th>time per step (ms)</th><th>calls</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
+
+
+def _percent(share: float | None) -> str:
+    return "–" if share is None else f"{share:.1%}"
 
 
 def _table(kind: str, head: list[str], rows: list[list[Any]]) -> str:

@@ -345,3 +345,17 @@ def test_evidence_labels_fall_back_on_the_keys_unit_suffix() -> None:
     assert (label("idle_host_wait_share"), value("idle_host_wait_share", 0.9729)) == ("Idle host wait", "97.3%")
     assert value("stall_ms", 2_500) == "2.5 s" and value("peak_flops_per_s", 1e11) == "100 GFLOP/s"
     assert label("op_call_count") == "Op call count" and value("method", "roofline") == "roofline"
+
+
+def test_the_op_and_kernel_tables_give_each_ones_share_of_the_window(tmp_path: Path) -> None:
+    ops = _rows(_page(tmp_path, _cpu_steps()), "ops")
+    assert ops[0] == ["aten::mm", "2000.0", "13.3%", "2"]  # 2 ms of the steps' 15 ms (the last cut at its last op)
+    s = Synth()
+    s.step(0, 0, 1_000)
+    s.op("aten::mm", 10, 50, dims=[[1024, 1024], [1024, 1024]], types=["float", "float"])
+    s.launch("sm80_gemm", 20, 100, 250)
+    s.launch("elementwise_kernel", 700, 800, 50)
+    kernels = _rows(_page(tmp_path, s), "kernels")
+    window = htmlreport.view(s.trace()).device_window_ns / 1e3
+    assert kernels[0][:3] == ["sm80_gemm", "250.0", f"{250 / window:.1%}"]
+    assert float(kernels[1][2].rstrip("%")) == pytest.approx(100 * 50 / window, abs=0.05)
