@@ -24,6 +24,7 @@ from typing import Any
 from autoprof import engine, ranks
 from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
+from autoprof.peaks import CPU_PEAK_NAME
 from autoprof.rules import regime, roofline
 from autoprof.rules._common import merge, total, view
 from autoprof.sections import section_tree
@@ -106,6 +107,7 @@ def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None
             "peak": roof.peak.name,
             "flops": dict(roof.peak.flops),
             "bytes_per_s": roof.peak.bytes_per_s,
+            "source": roof.peak.source,
             "ops": [_point(s.record(roof.peak, roof.peak.flops_for(s.dtype) or 0.0)) for s in ops],
         }
         if not ops:
@@ -132,6 +134,7 @@ _POINT_KEYS = (
     "intensity_flops_per_byte",
     "achieved_flops_per_s",
     "roofline_fraction_ratio",
+    "above_peak",
     "bound",
 )
 
@@ -474,6 +477,7 @@ def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
     out.append("<h3>Roofline</h3>")
     if rep.roofline is not None and rep.roofline["ops"]:
         out.append(_fig(pio, _roofline_figure(go, rep), f"roofline{n}"))
+        out.extend(f'<p class="note roofline-note">{_esc(line)}</p>' for line in roofline_notes(rep))
     else:
         out.append(f'<p class="note">{_esc(rep.roofline_missing)}</p>')
     out.append("<h3>Where each step's time goes</h3>")
@@ -651,6 +655,51 @@ def _table(kind: str, head: list[str], rows: list[list[Any]]) -> str:
     return f'<table class="sortable {kind}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
+#: A dtype's roof is drawn when its ops hold at least this share of the plotted ops' time (the leading dtype's
+#: always): an fp32 model's few fp64 scalars draw no fp64 roof.
+ROOF_SHARE = 0.05
+
+
+def roof_dtypes(ops: Sequence[dict[str, Any]]) -> list[tuple[str, float]]:
+    """The dtypes whose roofs the chart draws, with their share of the plotted ops' time: each that holds at least
+    ``ROOF_SHARE`` of it, and the leading one always; the most time first."""
+    time: dict[str, float] = {}
+    for o in ops:
+        time[o["dtype"]] = time.get(o["dtype"], 0.0) + float(o["time_us"])
+    whole = sum(time.values())
+    ranked = sorted(time.items(), key=lambda item: (-item[1], item[0]))
+    return [(d, t / whole if whole > 0 else 1.0) for j, (d, t) in enumerate(ranked) if j == 0 or (whole > 0 and t / whole >= ROOF_SHARE)]
+
+
+def roofline_notes(rep: FileReport) -> list[str]:
+    """The lines under the roofline chart: the ops whose dtype has no roof drawn, and the ops that plot above
+    their roof (what that says of the peak it is measured against)."""
+    roof = rep.roofline
+    if roof is None or not roof["ops"]:
+        return []
+    ops = roof["ops"]
+    notes = []
+    drawn = {d for d, _ in roof_dtypes(ops)}
+    rest = sorted({o["dtype"] for o in ops} - drawn)
+    if rest:
+        n = sum(1 for o in ops if o["dtype"] not in drawn)
+        notes.append(f"{n} op(s) in {', '.join(rest)} are plotted without their roof (under {ROOF_SHARE:.0%} of the op time each).")
+    above = sum(1 for o in ops if o.get("above_peak"))
+    if above:
+        if roof["peak"] == CPU_PEAK_NAME:
+            why = (
+                f"the calibration underestimates this CPU's peak for them (measured once at startup: {roof['source']}; "
+                "cache-resident data, or a busier machine while it measured, read above it)"
+            )
+            which = "the calibrated roof"
+        elif roof["peak"] == "configured":
+            why, which = "the configured peaks are below what these ops reached", "the configured roof"
+        else:
+            why, which = "their data sat in caches the datasheet's memory bandwidth does not see", "the roof"
+        notes.append(f"{above} op(s) plot above {which}: {why}. Their fraction of the roofline is shown as 100%.")
+    return notes
+
+
 def _roofline_figure(go: Any, rep: FileReport) -> Any:
     roof = rep.roofline
     assert roof is not None
@@ -659,14 +708,17 @@ def _roofline_figure(go: Any, rep: FileReport) -> Any:
     xs = [o["intensity_flops_per_byte"] for o in ops if o["intensity_flops_per_byte"] > 0]
     lo, hi = (min(xs) / 4, max(xs) * 4) if xs else (0.01, 1000.0)
     bw = roof["bytes_per_s"]
-    dtypes = sorted({o["dtype"] for o in ops})
-    for dtype in dtypes:
+    for dtype, part in roof_dtypes(ops):
         pf = roof["flops"].get(dtype) or (roof["flops"].get("fp16") if dtype == "bf16" else None)
         if not pf:
             continue
         ridge = pf / bw
         grid = sorted({lo, hi, min(max(ridge, lo), hi)})
-        fig.add_trace(go.Scatter(x=grid, y=[min(pf, x * bw) for x in grid], mode="lines", name=f"roof {dtype}", line={"dash": "dot"}))
+        fig.add_trace(
+            go.Scatter(
+                x=grid, y=[min(pf, x * bw) for x in grid], mode="lines", name=f"roof {dtype} ({part:.0%} of op time)", line={"dash": "dot"}
+            )
+        )
     longest = max((o["time_us"] for o in ops), default=1.0) or 1.0
     for bound, color in (("compute", "#1f77b4"), ("memory", "#ff7f0e")):
         chosen = [o for o in ops if o["bound"] == bound and o["intensity_flops_per_byte"] > 0 and o["achieved_flops_per_s"] > 0]

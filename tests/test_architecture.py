@@ -62,6 +62,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "config",
         "engine",
         "findings",
+        "peaks",
         "ranks",
         "rules.regime",
         "rules.roofline",

@@ -359,3 +359,39 @@ def test_the_op_and_kernel_tables_give_each_ones_share_of_the_window(tmp_path: P
     window = htmlreport.view(s.trace()).device_window_ns / 1e3
     assert kernels[0][:3] == ["sm80_gemm", "250.0", f"{250 / window:.1%}"]
     assert float(kernels[1][2].rstrip("%")) == pytest.approx(100 * 50 / window, abs=0.05)
+
+
+def test_the_roofline_draws_the_roofs_of_the_dtypes_the_ops_used_and_says_when_points_sit_above(tmp_path: Path) -> None:
+    s = _cpu_steps()  # an fp32 matmul at 268 GFLOP/s against a calibrated 100 GFLOP/s
+    for k in range(2):  # and a few tiny fp64 scalar ops (an fp32 model's bookkeeping)
+        s.op("aten::add", k * 10_000 + 6_000, 2, dims=[[1], [1], []], types=["double", "double", "Scalar"])
+    trace = s.trace()
+    findings, _ = autoprof.engine.analyze_trace(trace, None)
+    rep = htmlreport.file_report(trace, findings)
+    assert rep.roofline is not None and {o["dtype"] for o in rep.roofline["ops"]} == {"fp32", "fp64"}
+    assert [d for d, _ in htmlreport.roof_dtypes(rep.roofline["ops"])] == ["fp32"]
+    go, _pio, _po = htmlreport._plotly()
+    roofs = [t.name for t in htmlreport._roofline_figure(go, rep).data if t.mode == "lines"]
+    assert roofs == ["roof fp32 (100% of op time)"]  # no fp64 roof for an fp32 model
+    mm = next(o for o in rep.roofline["ops"] if o["name"] == "aten::mm")
+    assert mm["above_peak"]
+    page = _page(tmp_path, s)
+    notes = [html.unescape(x) for x in re.findall(r'<p class="note roofline-note">(.*?)</p>', page)]
+    assert any(n.startswith("1 op(s) in fp64 are plotted without their roof") for n in notes), notes
+    above = [n for n in notes if "above the calibrated roof" in n]
+    assert len(above) == 1 and above[0].startswith("1 op(s) plot above the calibrated roof: the calibration underestimates")
+
+
+def test_a_mixed_precision_roofline_draws_each_dtypes_roof_and_a_datasheet_peak_says_why_points_sit_above() -> None:
+    ops = [
+        {"dtype": "bf16", "time_us": 60.0, "above_peak": False},
+        {"dtype": "fp32", "time_us": 38.0, "above_peak": True},
+        {"dtype": "fp64", "time_us": 2.0, "above_peak": False},
+    ]
+    assert htmlreport.roof_dtypes(ops) == [("bf16", 0.6), ("fp32", 0.38)]
+    rep = htmlreport.FileReport("x", roofline={"peak": "H200 SXM", "source": "datasheet", "ops": ops})
+    assert htmlreport.roofline_notes(rep) == [
+        "1 op(s) in fp64 are plotted without their roof (under 5% of the op time each).",
+        "1 op(s) plot above the roof: their data sat in caches the datasheet's memory bandwidth does not see."
+        " Their fraction of the roofline is shown as 100%.",
+    ]
