@@ -688,8 +688,8 @@ def roofline_notes(rep: FileReport) -> list[str]:
     if above:
         if roof["peak"] == CPU_PEAK_NAME:
             why = (
-                f"the calibration underestimates this CPU's peak for them (measured once at startup: {roof['source']}; "
-                "cache-resident data, or a busier machine while it measured, read above it)"
+                f"the calibration underestimates this CPU's peak for them ({roof['source']}, at startup; "
+                "cache-resident data, or a machine busier while it measured than during the run, read above it)"
             )
             which = "the calibrated roof"
         elif roof["peak"] == "configured":
