@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import html
+import json
 import os
 import re
 import secrets
@@ -23,8 +24,10 @@ from typing import Any
 from autoprof import engine, ranks
 from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
+from autoprof.peaks import CPU_PEAK_NAME
 from autoprof.rules import regime, roofline
 from autoprof.rules._common import merge, total, view
+from autoprof.sections import section_tree
 from autoprof.trace import chrome, remote
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, KERNEL_CODE, Trace
@@ -65,6 +68,7 @@ class FileReport:
     strip: list[dict[str, Any]] = field(default_factory=list)  # number, busy [[start, end] ms], gaps
     top_ops: list[dict[str, Any]] = field(default_factory=list)
     kernels: list[dict[str, Any]] = field(default_factory=list)
+    sections: list[dict[str, Any]] = field(default_factory=list)  # sections.section_tree(): depth-first, with depth
     step_ns: list[int] = field(default_factory=list)
     rank_summary: ranks.RankSummary | None = None  # what the cross-rank comparison reads of this rank (per-rank bars)
     failures: list[str] = field(default_factory=list)  # "rule X failed: ..." for each rule that raised on this trace
@@ -103,14 +107,21 @@ def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None
             "peak": roof.peak.name,
             "flops": dict(roof.peak.flops),
             "bytes_per_s": roof.peak.bytes_per_s,
+            "source": roof.peak.source,
             "ops": [_point(s.record(roof.peak, roof.peak.flops_for(s.dtype) or 0.0)) for s in ops],
         }
         if not ops:
             rep.roofline_missing = "no roofline points: no op in this trace has shapes the cost models read"
     rep.steps = _breakdown(trace, roof)
     rep.strip = _strip(trace) if rep.on_device else []
-    rep.top_ops = [{**o, "name": short(o["name"])} for o in engine.top_ops(trace, MAX_ROWS)]
+    start, end = trace.span_ns()  # the window's wall time (the steps', or the whole trace's without steps)
+    wall_us = (end - start) / 1e3
+    rep.top_ops = [
+        {**o, "name": short(o["name"]), "share": round(o["self_cpu_us"] / wall_us, 4) if wall_us > 0 else None}
+        for o in engine.top_ops(trace, MAX_ROWS)
+    ]
     rep.kernels = _kernels(trace)
+    rep.sections = [{**r, "name": short(r["name"])} for r in section_tree(trace)]
     return rep
 
 
@@ -123,6 +134,7 @@ _POINT_KEYS = (
     "intensity_flops_per_byte",
     "achieved_flops_per_s",
     "roofline_fraction_ratio",
+    "above_peak",
     "bound",
 )
 
@@ -241,8 +253,15 @@ def _kernels(trace: Trace) -> list[dict[str, Any]]:
             time[nid] = time.get(nid, 0) + d
             calls[nid] = calls.get(nid, 0) + 1
     top = sorted(time.items(), key=lambda item: -item[1])[:MAX_ROWS]
+    whole = win.device_window_ns
     return [
-        {"name": short(trace.names[n]), "time_us": round(t / 1e3, 3), "calls": calls[n], "mean_us": round(t / 1e3 / calls[n], 3)}
+        {
+            "name": short(trace.names[n]),
+            "time_us": round(t / 1e3, 3),
+            "share": round(t / whole, 4) if whole > 0 else None,
+            "calls": calls[n],
+            "mean_us": round(t / 1e3 / calls[n], 3),
+        }
         for n, t in top
     ]
 
@@ -451,11 +470,14 @@ def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
         out.append(f'<p class="error">{_error(rep)}</p></section>')
         return "".join(out)
     out.append(_findings_html(rep))
+    if rep.sections:
+        out.append(_sections_html(rep))
     for failure in rep.failures:  # as analyze: the rule's error, on the page too (its findings are missing)
         out.append(f'<p class="error rule-failure">error: {_say(failure)} (its findings are missing from this page)</p>')
     out.append("<h3>Roofline</h3>")
     if rep.roofline is not None and rep.roofline["ops"]:
         out.append(_fig(pio, _roofline_figure(go, rep), f"roofline{n}"))
+        out.extend(f'<p class="note roofline-note">{_esc(line)}</p>' for line in roofline_notes(rep))
     else:
         out.append(f'<p class="note">{_esc(rep.roofline_missing)}</p>')
     out.append("<h3>Where each step's time goes</h3>")
@@ -471,15 +493,25 @@ def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
     else:
         out.append('<p class="note">No device activity strip: this trace has no device work inside its steps (a CPU-only trace).</p>')
     out.append("<h3>Top ops and kernels</h3>")
-    out.append(_table("ops", ["op", "self CPU (µs)", "calls"], [[o["name"], o["self_cpu_us"], o["calls"]] for o in rep.top_ops]))
+    out.append(
+        _table(
+            "ops",
+            ["op", "self CPU (µs)", "% of window", "calls"],
+            [[o["name"], o["self_cpu_us"], _percent(o["share"]), o["calls"]] for o in rep.top_ops],
+        )
+    )
     if rep.kernels:
         out.append(
             _table(
                 "kernels",
-                ["kernel", "time (µs)", "calls", "mean (µs)"],
-                [[k["name"], k["time_us"], k["calls"], k["mean_us"]] for k in rep.kernels],
+                ["kernel", "time (µs)", "% of window", "calls", "mean (µs)"],
+                [[k["name"], k["time_us"], _percent(k["share"]), k["calls"], k["mean_us"]] for k in rep.kernels],
             )
         )
+    out.append(
+        "<p class=\"note\">% of window: an op's self CPU time as a share of the window's wall time (ops on several "
+        "threads can add up to more than 100%), a kernel's time as a share of the window on the device.</p>"
+    )
     out.append("</section>")
     return "".join(out)
 
@@ -489,11 +521,9 @@ def _findings_html(rep: FileReport) -> str:
     reg = next((f for f in items if f["rule"] == regime.RULE), None)
     out = []
     if reg is not None:
-        evidence = {k: v for k, v in reg["evidence"].items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
-        shown = ", ".join(f"{k} {v}" for k, v in list(evidence.items())[:8])
         out.append(
             f'<div class="regime"><div class="verdict big">{_say(reg["verdict"])}</div><div>{_say(reg["message"])}</div>'
-            f'<div class="advice">{_say(reg["advice"])}</div><div class="evidence">{_say(shown)}</div></div>'
+            f'<div class="advice">{_say(reg["advice"])}</div>{_evidence_html(reg["evidence"])}</div>'
         )
     rows = "".join(
         f'<tr class="{_esc(f["severity"])}"><td>{_esc(f["severity"])}</td><td>{_say(f["rule"])}</td><td>{_say(f["verdict"])}</td>'
@@ -507,10 +537,167 @@ def _findings_html(rep: FileReport) -> str:
     return "".join(out)
 
 
+#: The regime's evidence the card shows first, each with its label (the raw key stays in its title and in the raw
+#: evidence below the card). Any other key is labelled by :func:`evidence_label`.
+EVIDENCE_LABELS = {
+    "reading": "Reading",
+    "device": "Device",
+    "window_us": "Window",
+    "step_count": "Steps",
+    "input_share": "Input",
+    "blocked_share": "Blocked in syncs",
+    "comm_share": "Communication",
+    "work_share": "Work",
+    "overhead_share": "Host overhead",
+    "device_busy_share": "Device busy",
+    "device_idle_share": "Device idle",
+    "host_active_share": "Host active",
+    "self_cpu_total_us": "Self CPU total",
+    "self_device_total_us": "Self device total",
+    "cpu_to_device_ratio": "CPU time / device time",
+    "peak_flops_per_s": "Peak",
+    "achieved_flops_per_s": "Achieved",
+}
+EVIDENCE_SHOWN = 10  # labelled items on the card
+_UNIT_SUFFIXES = ("_flops_per_s", "_bytes_per_s", "_us", "_ns", "_ms", "_share")  # said by the value, not the label
+
+
+def evidence_label(key: str) -> str:
+    """A human label for an evidence key: the table's, else the key without its unit suffix, in words."""
+    if key in EVIDENCE_LABELS:
+        return EVIDENCE_LABELS[key]
+    words = key
+    for suffix in _UNIT_SUFFIXES:
+        if words.endswith(suffix) and len(words) > len(suffix):
+            words = words[: -len(suffix)]
+            break
+    words = words.replace("_", " ").strip()
+    return (words[:1].upper() + words[1:]) if words else key
+
+
+def _duration_ms(ms: float) -> str:
+    if abs(ms) >= 1000:
+        return f"{ms / 1000:.4g} s"
+    if abs(ms) >= 1:
+        return f"{ms:.4g} ms"
+    return f"{ms * 1000:.4g} µs"
+
+
+def evidence_value(key: str, value: Any) -> str:
+    """An evidence value in the unit its key names: ``_us``/``_ns``/``_ms`` as a duration, ``_share`` as a percent,
+    ``_flops_per_s`` in GFLOP/s, ``_bytes_per_s`` in GB/s, ``_ratio`` as a factor; anything else as it is."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    v = float(value)
+    if key.endswith("_us"):
+        return _duration_ms(v / 1e3)
+    if key.endswith("_ns"):
+        return _duration_ms(v / 1e6)
+    if key.endswith("_ms"):
+        return _duration_ms(v)
+    if key.endswith("_share"):
+        return f"{v:.1%}"
+    if key.endswith("_flops_per_s"):
+        return f"{v / 1e9:.4g} GFLOP/s"
+    if key.endswith("_bytes_per_s"):
+        return f"{v / 1e9:.4g} GB/s"
+    if key.endswith("_ratio"):
+        return f"{v:.3g}×"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _evidence_html(evidence: dict[str, Any]) -> str:
+    """The regime card's evidence: the telling figures labelled and in units (the raw key in each one's title),
+    then every raw key and value in a closed <details>."""
+    scalars = {k: v for k, v in evidence.items() if v is not None and (isinstance(v, (int, float, str)) and not isinstance(v, bool))}
+    order = [k for k in EVIDENCE_LABELS if k in scalars] + [k for k in scalars if k not in EVIDENCE_LABELS]
+    shown = "; ".join(
+        f'<span class="item" title="{_esc(k)}">{_esc(evidence_label(k))} {_say(evidence_value(k, scalars[k]))}</span>'
+        for k in order[:EVIDENCE_SHOWN]
+    )
+    raw = "".join(
+        f"<tr><td>{_esc(short(k))}</td><td>{_say(v if isinstance(v, str) else json.dumps(v, default=str))}</td></tr>"
+        for k, v in evidence.items()
+    )
+    return (
+        f'<div class="evidence">{shown}</div><details class="raw-evidence"><summary>raw evidence</summary>'
+        f'<table class="evidence-raw"><tbody>{raw}</tbody></table></details>'
+    )
+
+
+def _sections_html(rep: FileReport) -> str:
+    """The sections (``autoprof.section`` spans, a trainer's named spans) as a tree: a nested one indented under
+    the section it runs inside, the figures :func:`autoprof.sections.section_times` gives ``analyze``."""
+    per_step = bool(rep.step_ns)
+    of = "of the steps" if per_step else "of the window"
+    rows = []
+    for r in rep.sections:
+        depth = int(r["depth"])
+        mark = "└ " if depth else ""
+        per = f"{r['per_step_ms']:.3f}" if r["per_step_ms"] is not None else "–"
+        rows.append(
+            f'<tr class="depth{min(depth, 9)}" data-depth="{depth}"><td class="name" style="padding-left:{0.5 + 1.5 * depth:.1f}em">'
+            f"{mark}{_esc(r['name'])}</td><td>{r['step_share']:.1%}</td><td>{per}</td><td>{r['calls']}</td></tr>"
+        )
+    return (
+        f'<h3>Sections</h3><table class="sections"><thead><tr><th>section</th><th>share {of}</th>'
+        f"<th>time per step (ms)</th><th>calls</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _percent(share: float | None) -> str:
+    return "–" if share is None else f"{share:.1%}"
+
+
 def _table(kind: str, head: list[str], rows: list[list[Any]]) -> str:
     th = "".join(f"<th>{_esc(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{_esc(short(c))}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="sortable {kind}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+#: A dtype's roof is drawn when its ops hold at least this share of the plotted ops' time (the leading dtype's
+#: always): an fp32 model's few fp64 scalars draw no fp64 roof.
+ROOF_SHARE = 0.05
+
+
+def roof_dtypes(ops: Sequence[dict[str, Any]]) -> list[tuple[str, float]]:
+    """The dtypes whose roofs the chart draws, with their share of the plotted ops' time: each that holds at least
+    ``ROOF_SHARE`` of it, and the leading one always; the most time first."""
+    time: dict[str, float] = {}
+    for o in ops:
+        time[o["dtype"]] = time.get(o["dtype"], 0.0) + float(o["time_us"])
+    whole = sum(time.values())
+    ranked = sorted(time.items(), key=lambda item: (-item[1], item[0]))
+    return [(d, t / whole if whole > 0 else 1.0) for j, (d, t) in enumerate(ranked) if j == 0 or (whole > 0 and t / whole >= ROOF_SHARE)]
+
+
+def roofline_notes(rep: FileReport) -> list[str]:
+    """The lines under the roofline chart: the ops whose dtype has no roof drawn, and the ops that plot above
+    their roof (what that says of the peak it is measured against)."""
+    roof = rep.roofline
+    if roof is None or not roof["ops"]:
+        return []
+    ops = roof["ops"]
+    notes = []
+    drawn = {d for d, _ in roof_dtypes(ops)}
+    rest = sorted({o["dtype"] for o in ops} - drawn)
+    if rest:
+        n = sum(1 for o in ops if o["dtype"] not in drawn)
+        notes.append(f"{n} op(s) in {', '.join(rest)} are plotted without their roof (under {ROOF_SHARE:.0%} of the op time each).")
+    above = sum(1 for o in ops if o.get("above_peak"))
+    if above:
+        if roof["peak"] == CPU_PEAK_NAME:
+            why = (
+                f"the calibration underestimates this CPU's peak for them ({roof['source']}, at startup; "
+                "cache-resident data, or a machine busier while it measured than during the run, read above it)"
+            )
+            which = "the calibrated roof"
+        elif roof["peak"] == "configured":
+            why, which = "the configured peaks are below what these ops reached", "the configured roof"
+        else:
+            why, which = "their data sat in caches the datasheet's memory bandwidth does not see", "the roof"
+        notes.append(f"{above} op(s) plot above {which}: {why}. Their fraction of the roofline is shown as 100%.")
+    return notes
 
 
 def _roofline_figure(go: Any, rep: FileReport) -> Any:
@@ -521,14 +708,17 @@ def _roofline_figure(go: Any, rep: FileReport) -> Any:
     xs = [o["intensity_flops_per_byte"] for o in ops if o["intensity_flops_per_byte"] > 0]
     lo, hi = (min(xs) / 4, max(xs) * 4) if xs else (0.01, 1000.0)
     bw = roof["bytes_per_s"]
-    dtypes = sorted({o["dtype"] for o in ops})
-    for dtype in dtypes:
+    for dtype, part in roof_dtypes(ops):
         pf = roof["flops"].get(dtype) or (roof["flops"].get("fp16") if dtype == "bf16" else None)
         if not pf:
             continue
         ridge = pf / bw
         grid = sorted({lo, hi, min(max(ridge, lo), hi)})
-        fig.add_trace(go.Scatter(x=grid, y=[min(pf, x * bw) for x in grid], mode="lines", name=f"roof {dtype}", line={"dash": "dot"}))
+        fig.add_trace(
+            go.Scatter(
+                x=grid, y=[min(pf, x * bw) for x in grid], mode="lines", name=f"roof {dtype} ({part:.0%} of op time)", line={"dash": "dot"}
+            )
+        )
     longest = max((o["time_us"] for o in ops), default=1.0) or 1.0
     for bound, color in (("compute", "#1f77b4"), ("memory", "#ff7f0e")):
         chosen = [o for o in ops if o["bound"] == bound and o["intensity_flops_per_byte"] > 0 and o["achieved_flops_per_s"] > 0]
@@ -660,6 +850,8 @@ th{background:#f4f4f4}table.sortable th{cursor:pointer}table.sortable th:after{c
 .verdict{font-weight:600}.big{font-size:20px}.advice{color:#2a6f2a;margin-top:4px}.evidence{color:#666;font-size:12px;margin-top:4px}
 tr.critical td:first-child,tr.error td:first-child{color:#b00;font-weight:600}tr.warning td:first-child{color:#b60}
 .note{color:#666;font-style:italic}.error{color:#b00}
+.raw-evidence{font-size:12px;color:#666;margin-top:4px}.raw-evidence summary{cursor:pointer}
+table.sections td:not(.name){text-align:right}
 """
 
 _SORT_JS = """

@@ -16,6 +16,8 @@ from autoprof.config import Config
 
 T = 1e12
 G = 1e9
+#: The name of the peaks a CPU trace's calibration gives (``Peak.name``).
+CPU_PEAK_NAME = "CPU (calibrated)"
 
 
 @dataclass(frozen=True)
@@ -211,7 +213,7 @@ def peak_for(trace_device_properties: list[dict[str, Any]], metadata: dict[str, 
     if isinstance(cf, (int, float)) and isinstance(cb, (int, float)) and cf > 0 and cb > 0:
         cf = float(cf)
         return Peak(
-            "CPU (calibrated)",
+            CPU_PEAK_NAME,
             {"fp32": cf, "tf32": cf, "fp16": cf, "bf16": cf, "fp64": cf / 2},
             float(cb),
             "measured once per process: a 1024×1024 float32 matmul and a 32 MB copy",

@@ -77,3 +77,54 @@ def section_times(trace: Trace) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def section_tree(trace: Trace, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """:func:`section_times`' rows (or ``rows``, those of this trace) as a tree, in depth-first order: each row
+    gains ``parent`` (the name of the section most of its time runs inside, or None) and ``depth`` (0 for a section
+    inside no other). Siblings keep the rows' order (the longest first); a section whose parent has no row (or
+    whose parents lead back to it: sections that nest in each other both ways) is a root."""
+    if rows is None:
+        rows = section_times(trace)
+    if not rows:
+        return []
+    ids = section_names(trace)
+    win = view(trace)
+    parent, names, cat, dur = trace.h_parent, trace.h_name, trace.h_cat, trace.h_dur
+    under: dict[int, dict[int, int]] = {}  # section -> enclosing section -> time of its outermost calls inside it
+    for i in trace.host_named(ids):
+        if cat[i] != USER_ANNOTATION_CODE or not win.host_in[i]:
+            continue
+        nid, p, enclosing = names[i], parent[i], -1
+        while p >= 0 and names[p] != nid:
+            if enclosing < 0 and names[p] in ids and cat[p] == USER_ANNOTATION_CODE:
+                enclosing = names[p]
+            p = parent[p]
+        if p < 0:  # an outermost call of its name, as section_times counts it
+            by = under.setdefault(nid, {})
+            by[enclosing] = by.get(enclosing, 0) + dur[i]
+    listed = {r["name"] for r in rows}
+    up: dict[str, str | None] = {}
+    for nid, by in under.items():
+        best = max(by.items(), key=lambda item: (item[1], -item[0]))[0]
+        name = trace.names[nid]
+        up[name] = trace.names[best] if best >= 0 and trace.names[best] in listed else None
+    for name in list(up):  # a loop of parents: each section on it becomes a root
+        seen, at = {name}, up[name]
+        while at is not None and at not in seen:
+            seen.add(at)
+            at = up.get(at)
+        if at == name:
+            up[name] = None
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for r in rows:
+        children.setdefault(up.get(r["name"]), []).append(r)
+    out: list[dict[str, Any]] = []
+
+    def walk(at: str | None, depth: int) -> None:
+        for r in children.get(at, []):
+            out.append({**r, "parent": at, "depth": depth})
+            walk(r["name"], depth + 1)
+
+    walk(None, 0)
+    return out

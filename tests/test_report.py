@@ -3,6 +3,7 @@ for shared traces and a live window, opened in a real headless browser (Debian's
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from synth import Synth, cpu_rank_doc
 
 import autoprof
 from autoprof import htmlreport
+from autoprof.sections import section_times, section_tree
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 
@@ -249,3 +251,147 @@ def test_a_strip_with_too_many_spans_closes_its_smallest_gaps() -> None:
     spans = [(0, 1), (2, 3), (10, 11), (11, 12), (20, 21)]
     assert htmlreport._joined(spans, 3) == [(0, 3), (10, 12), (20, 21)]
     assert htmlreport._joined(spans, 9) == spans
+
+
+# -- sections, evidence, shares, roofs (issue 32) ---------------------------------------------------------------
+
+
+def _sectioned() -> Synth:
+    """Two CPU steps of 10 ms: 7 ms in the trainer's ``train_dataloader_next``, then ``forward`` (2 ms) with
+    ``attn`` (1 ms) inside it and ``softmax`` (0.25 ms) inside that."""
+    s = Synth(gpu=None)
+    for k in range(2):
+        t0 = k * 10_000
+        s.step(k, t0, 10_000)
+        s.x("user_annotation", "train_dataloader_next", t0 + 10, 7_000)
+        s.x("user_annotation", "forward", t0 + 7_100, 2_000)
+        s.x("user_annotation", "attn", t0 + 7_200, 1_000)
+        s.x("user_annotation", "softmax", t0 + 7_300, 250)
+        s.op("aten::mm", t0 + 7_600, 500, dims=[[512, 512], [512, 512]], types=["float", "float"])
+    s.meta.update(autoprof_cpu_peak_flops=1e11, autoprof_cpu_peak_bytes_per_s=2e10)
+    return s
+
+
+def _page(tmp: Path, s: Synth) -> str:
+    trace_file = tmp / "t.json"
+    trace_file.write_text(json.dumps({"traceEvents": s.events, **s.meta}))
+    out = tmp / "r.html"
+    autoprof.report(trace_file, out)
+    return out.read_text()
+
+
+def _rows(page: str, kind: str) -> list[list[str]]:
+    """The cells (text, tags stripped, unescaped) of each body row of the page's first table of class ``kind``."""
+    table = re.search(rf'<table class="[^"]*\b{kind}\b[^"]*">(.*?)</table>', page, flags=re.S)
+    assert table is not None, kind
+    body = table.group(1).split("<tbody>")[1]
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S) for row in body.split("</tr>") if "<td" in row]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", c)) for c in row] for row in cells]
+
+
+def test_the_sections_are_on_the_page_as_a_tree_with_analyzes_figures(tmp_path: Path) -> None:
+    s = _sectioned()
+    page = _page(tmp_path, s)
+    rows = _rows(page, "sections")
+    assert [r[0] for r in rows] == ["train_dataloader_next", "forward", "└ attn", "└ softmax"]
+    depths = re.findall(r'<tr class="depth\d" data-depth="(\d)">', page)
+    assert depths == ["0", "0", "1", "2"]
+    figures = {r["name"]: r for r in section_times(s.trace())}  # the same figures as analyze's table
+    for row in rows:
+        fig = figures[row[0].removeprefix("└ ")]
+        assert row[1:] == [f"{fig['step_share']:.1%}", f"{fig['per_step_ms']:.3f}", str(fig["calls"])]
+    assert rows[0][1:] == ["73.3%", "7.000", "2"]  # of the steps' 19.1 ms (the last cut at its last activity)
+    tree = section_tree(s.trace())
+    assert [(r["name"], r["parent"], r["depth"]) for r in tree] == [
+        ("train_dataloader_next", None, 0),
+        ("forward", None, 0),
+        ("attn", "forward", 1),
+        ("softmax", "attn", 2),
+    ]
+
+
+def test_sections_that_nest_both_ways_are_still_each_listed_once() -> None:
+    s = Synth(gpu=None)
+    s.step(0, 0, 10_000)
+    s.x("user_annotation", "a", 10, 3_000).x("user_annotation", "b", 20, 1_000)  # b inside a
+    s.x("user_annotation", "b", 4_000, 3_000).x("user_annotation", "a", 4_010, 2_000)  # a inside b
+    tree = section_tree(s.trace())  # each runs mostly outside the other: two roots
+    assert [(r["name"], r["parent"], r["depth"]) for r in tree] == [("a", None, 0), ("b", None, 0)]
+    s.x("user_annotation", "a", 7_100, 2_800).x("user_annotation", "b", 7_200, 2_500)  # now b mostly inside a
+    assert [(r["name"], r["parent"]) for r in section_tree(s.trace())] == [("a", None), ("b", "a")]
+
+
+def test_the_regime_card_labels_its_evidence_in_units_and_keeps_the_raw_keys(tmp_path: Path) -> None:
+    page = _page(tmp_path, _cpu_steps())
+    card = re.search(r'<div class="regime">(.*?)</details>', page, flags=re.S)
+    assert card is not None
+    shown = re.search(r'<div class="evidence">(.*?)</div>', card.group(1), flags=re.S)
+    assert shown is not None
+    spans = re.findall(r'<span class="item" title="([^"]+)">(.*?)</span>', shown.group(1))
+    items = {t: html.unescape(re.sub(r"<[^>]+>", "", x)) for t, x in spans}
+    assert items["self_cpu_total_us"] == "Self CPU total 15 ms"  # 15000 µs
+    assert items["input_share"] == "Input 40.0%"
+    assert items["window_us"] == "Window 15 ms" and items["step_count"] == "Steps 2"
+    assert "self_cpu_total_us" not in re.sub(r'title="[^"]+"', "", shown.group(1))  # raw keys only in titles...
+    raw = _rows(card.group(0) + "</table>", "evidence-raw")
+    assert ["self_cpu_total_us", "15000.0"] in raw and ["input_share", "0.4"] in raw  # ...and in the raw evidence
+    assert ["cpu_to_device_ratio", "null"] in raw
+
+
+def test_evidence_labels_fall_back_on_the_keys_unit_suffix() -> None:
+    label, value = htmlreport.evidence_label, htmlreport.evidence_value
+    assert (label("host_own_work_us"), value("host_own_work_us", 1618.226)) == ("Host own work", "1.618 ms")
+    assert (label("gap_ns"), value("gap_ns", 2_500)) == ("Gap", "2.5 µs")
+    assert (label("idle_host_wait_share"), value("idle_host_wait_share", 0.9729)) == ("Idle host wait", "97.3%")
+    assert value("stall_ms", 2_500) == "2.5 s" and value("peak_flops_per_s", 1e11) == "100 GFLOP/s"
+    assert label("op_call_count") == "Op call count" and value("method", "roofline") == "roofline"
+
+
+def test_the_op_and_kernel_tables_give_each_ones_share_of_the_window(tmp_path: Path) -> None:
+    ops = _rows(_page(tmp_path, _cpu_steps()), "ops")
+    assert ops[0] == ["aten::mm", "2000.0", "13.3%", "2"]  # 2 ms of the steps' 15 ms (the last cut at its last op)
+    s = Synth()
+    s.step(0, 0, 1_000)
+    s.op("aten::mm", 10, 50, dims=[[1024, 1024], [1024, 1024]], types=["float", "float"])
+    s.launch("sm80_gemm", 20, 100, 250)
+    s.launch("elementwise_kernel", 700, 800, 50)
+    kernels = _rows(_page(tmp_path, s), "kernels")
+    window = htmlreport.view(s.trace()).device_window_ns / 1e3
+    assert kernels[0][:3] == ["sm80_gemm", "250.0", f"{250 / window:.1%}"]
+    assert float(kernels[1][2].rstrip("%")) == pytest.approx(100 * 50 / window, abs=0.05)
+
+
+def test_the_roofline_draws_the_roofs_of_the_dtypes_the_ops_used_and_says_when_points_sit_above(tmp_path: Path) -> None:
+    s = _cpu_steps()  # an fp32 matmul at 268 GFLOP/s against a calibrated 100 GFLOP/s
+    for k in range(2):  # and a few tiny fp64 scalar ops (an fp32 model's bookkeeping)
+        s.op("aten::add", k * 10_000 + 6_000, 2, dims=[[1], [1], []], types=["double", "double", "Scalar"])
+    trace = s.trace()
+    findings, _ = autoprof.engine.analyze_trace(trace, None)
+    rep = htmlreport.file_report(trace, findings)
+    assert rep.roofline is not None and {o["dtype"] for o in rep.roofline["ops"]} == {"fp32", "fp64"}
+    assert [d for d, _ in htmlreport.roof_dtypes(rep.roofline["ops"])] == ["fp32"]
+    go, _pio, _po = htmlreport._plotly()
+    roofs = [t.name for t in htmlreport._roofline_figure(go, rep).data if t.mode == "lines"]
+    assert roofs == ["roof fp32 (100% of op time)"]  # no fp64 roof for an fp32 model
+    mm = next(o for o in rep.roofline["ops"] if o["name"] == "aten::mm")
+    assert mm["above_peak"]
+    page = _page(tmp_path, s)
+    notes = [html.unescape(x) for x in re.findall(r'<p class="note roofline-note">(.*?)</p>', page)]
+    assert any(n.startswith("1 op(s) in fp64 are plotted without their roof") for n in notes), notes
+    above = [n for n in notes if "above the calibrated roof" in n]
+    assert len(above) == 1 and above[0].startswith("1 op(s) plot above the calibrated roof: the calibration underestimates")
+
+
+def test_a_mixed_precision_roofline_draws_each_dtypes_roof_and_a_datasheet_peak_says_why_points_sit_above() -> None:
+    ops = [
+        {"dtype": "bf16", "time_us": 60.0, "above_peak": False},
+        {"dtype": "fp32", "time_us": 38.0, "above_peak": True},
+        {"dtype": "fp64", "time_us": 2.0, "above_peak": False},
+    ]
+    assert htmlreport.roof_dtypes(ops) == [("bf16", 0.6), ("fp32", 0.38)]
+    rep = htmlreport.FileReport("x", roofline={"peak": "H200 SXM", "source": "datasheet", "ops": ops})
+    assert htmlreport.roofline_notes(rep) == [
+        "1 op(s) in fp64 are plotted without their roof (under 5% of the op time each).",
+        "1 op(s) plot above the roof: their data sat in caches the datasheet's memory bandwidth does not see."
+        " Their fraction of the roofline is shown as 100%.",
+    ]
