@@ -259,10 +259,6 @@ def _diff(args: argparse.Namespace) -> int:
             _diff_table(d, out)
     out.flush()
     # Nothing to compare, or a gate that cannot be evaluated, does not pass: bad input (2), one line saying why.
-    empty = [p for d in diffs if (p := d.empty_problem)]
-    if empty:
-        err.write(f"autoprof: {empty[0]}\n")
-        return 2
     unknown = []
     if args.fail_on_regression is not None:
         unknown.append((f"--fail-on-regression {args.fail_on_regression:g}", [g.reason for g in gates if g is not None and g.reason]))
@@ -273,6 +269,10 @@ def _diff(args: argparse.Namespace) -> int:
         more = f" (and {len(problems) - 1} more pairs)" if len(problems) > 1 else ""
         err.write(f"autoprof: {gate} cannot be evaluated: {problems[0]}{more}\n")
     if unknown:
+        return 2
+    empty = [p for d in diffs if (p := d.empty_problem)]
+    if empty:
+        err.write(f"autoprof: {empty[0]}\n")
         return 2
     tripped = [(d, g) for d, g in zip(diffs, gates) if g is not None and g.tripped]
     for d, g in tripped:
