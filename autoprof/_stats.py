@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 
 #: Above this many pairs (``m * n``) each sample is thinned to evenly spaced order statistics first.
@@ -52,6 +53,7 @@ def _thin(xs: list[float], n: int) -> list[float]:
     return [xs[round(i * step)] for i in range(n)]
 
 
+@lru_cache(maxsize=256)  # every op of a diff asks for the same (m, n): once each
 def _exact_k(m: int, n: int, alpha: float) -> int:
     """The largest ``k`` with P(U < k) <= alpha / 2 under the null (0: none), from U's exact counts."""
     size = m * n
