@@ -221,28 +221,47 @@ def _percent(text: str) -> float:
     return value
 
 
+def _confidence(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.5 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a confidence between 0.5 and 1 (0.95: 95%), got {text!r}")
+    return value
+
+
 def _diff(args: argparse.Namespace) -> int:
     out, err = sys.stdout, sys.stderr
+    if len(args.paths) < 2:
+        err.write("autoprof: diff needs a base and a new run: autoprof diff BASE... NEW\n")
+        return 2
+    bases, new = args.paths[:-1], args.paths[-1]
     try:
-        diffs = diff(args.base, args.new, top=args.top, workers=args.workers)
+        diffs = diff(bases, new, top=args.top, workers=args.workers, confidence=args.confidence)
     except TraceError as e:
         err.write(f"autoprof: {e}\n")
         return 2
+    shown = " ".join(_shown(b) for b in bases)
     if not diffs:
-        err.write(f"autoprof: {_shown(args.base)} and {_shown(args.new)} share no rank or file name to compare\n")
+        err.write(f"autoprof: {shown} and {_shown(new)} share no rank, target or file name to compare\n")
         return 2
+    gates = [d.gate(args.fail_on_regression, args.confidence) if args.fail_on_regression is not None else None for d in diffs]
     if args.json:
-        for d in diffs:
-            rec = build_record(DIFF_EVENT, "info", target=d.new_path, window=None, source=d.new_path, **d.to_json())
+        for d, g in zip(diffs, gates):
+            level = "warning" if g is not None and g.tripped else "info"
+            fields = d.to_json()
+            fields["gate"] = g.to_json() if g is not None else None
+            rec = build_record(DIFF_EVENT, level, target=d.new_path, window=None, source=d.new_path, **fields)
             out.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
     else:
         for d in diffs:
             _diff_table(d, out)
     out.flush()
-    # A gate that cannot be evaluated does not pass: bad input (2), one line per gate saying why.
+    # Nothing to compare, or a gate that cannot be evaluated, does not pass: bad input (2), one line saying why.
     unknown = []
     if args.fail_on_regression is not None:
-        unknown.append((f"--fail-on-regression {args.fail_on_regression:g}", [p for d in diffs if (p := d.step_problem)]))
+        unknown.append((f"--fail-on-regression {args.fail_on_regression:g}", [g.reason for g in gates if g is not None and g.reason]))
     if args.fail_on_new is not None:
         unknown.append((f"--fail-on-new {args.fail_on_new}", [p for d in diffs if (p := d.findings_problem)]))
     unknown = [(gate, problems) for gate, problems in unknown if problems]
@@ -251,9 +270,15 @@ def _diff(args: argparse.Namespace) -> int:
         err.write(f"autoprof: {gate} cannot be evaluated: {problems[0]}{more}\n")
     if unknown:
         return 2
-    regressed = args.fail_on_regression is not None and any((d.step_change_pct or 0) > args.fail_on_regression for d in diffs)
+    empty = [p for d in diffs if (p := d.empty_problem)]
+    if empty:
+        err.write(f"autoprof: {empty[0]}\n")
+        return 2
+    tripped = [(d, g) for d, g in zip(diffs, gates) if g is not None and g.tripped]
+    for d, g in tripped:
+        err.write(f"autoprof: {g.line()}" + (f" (rank {d.rank})" if len(diffs) > 1 else "") + "\n")
     appeared = args.fail_on_new is not None and any(d.new_findings(args.fail_on_new) for d in diffs)
-    return 1 if regressed or appeared else 0
+    return 1 if tripped or appeared else 0
 
 
 def _shown(path: str) -> str:
@@ -261,14 +286,34 @@ def _shown(path: str) -> str:
     return path if path else "''"
 
 
+def _per_step(change: Any, side: Any, n: int) -> str:
+    if side is None:
+        return "-"
+    if n:
+        return f"{side.calls / n:.4g} calls {side.ns / n / 1e6:.3f} ms/step"
+    return f"{side.calls} calls {side.ns / 1e6:.3f} ms"
+
+
 def _diff_table(d: Diff, out: IO[str]) -> None:
     out.write(f"{d.base_path} → {d.new_path}  (rank {d.rank})\n")
+    if len(d.files[0]) > 1 or len(d.files[1]) > 1:
+        out.write(f"  pooled: base {len(d.files[0])} files, new {len(d.files[1])} files\n")
     b, n = d.base_steps, d.new_steps
+    s = d.step_shift
     if b and n and d.step_change_pct is not None:
         out.write(
             f"  step time: {b.median_ms:.3f} ms [{b.min_ms:.3f}–{b.max_ms:.3f}] → {n.median_ms:.3f} ms "
-            f"[{n.min_ms:.3f}–{n.max_ms:.3f}] ({d.step_change_pct:+.1f}%)\n"
+            f"[{n.min_ms:.3f}–{n.max_ms:.3f}]; base {b.count} steps, new {n.count} steps\n"
         )
+        if s is not None and s.lo is not None and s.hi is not None:
+            noise = "within noise" if s.within_noise else "outside noise"
+            out.write(
+                f"  change: {s.estimate:+.1f}% [{s.lo:+.1f}%, {s.hi:+.1f}%] ({s.confidence:.0%} confidence), {noise}; "
+                f"these steps detect changes of about ±{d.min_detectable_pct or 0:.1f}% or more\n"
+            )
+        else:
+            conf = s.confidence if s is not None else 0.95
+            out.write(f"  change: {d.step_change_pct:+.1f}% (medians), not tested against noise: too few steps for a {conf:.0%} interval\n")
     elif d.step_problem:
         out.write(f"  step time: not compared: {d.step_problem}\n")
     for side, failed in zip(("base", "new"), d.failures):
@@ -278,23 +323,43 @@ def _diff_table(d: Diff, out: IO[str]) -> None:
         out.write(
             f"  device: {', '.join(d.devices[0]) or 'none'} → {', '.join(d.devices[1]) or 'none'} (the likely cause of what follows)\n"
         )
-    if d.gemm_kernels:
-        out.write(f"  GEMM kernels: {', '.join(d.gemm_kernels[0])} → {', '.join(d.gemm_kernels[1])}\n")
+    if d.gemm_summary:
+        out.write(f"  GEMM kernels, base: {d.gemm_summary[0].text()}\n")
+        out.write(f"  GEMM kernels, new:  {d.gemm_summary[1].text()}\n")
+    added, removed = d.compiled
+    if added:
+        out.write(f"  compiled regions added: {', '.join(added)}\n")
+    if removed:
+        out.write(f"  compiled regions removed: {', '.join(removed)}\n")
     for c in d.verdicts:
-        if c.kind == "moved" and c.base and c.new:
+        if c.kind == "unstable":
+            shown = "; ".join(f"{side}: {'/'.join(vs)}" for side, vs in zip(("base", "new"), c.verdicts))
+            out.write(f"  {c.rule}: unstable on {' and '.join(c.unstable)} (its windows disagree: {shown}); no change claimed\n")
+        elif c.kind == "moved" and c.base and c.new:
             out.write(f"  {c.rule}: {c.base.verdict} → {c.new.verdict}: {c.new.message}\n")
         elif c.new:
             out.write(f"  + {c.rule} ({c.new.verdict}): {c.new.message}\n")
         elif c.base:
             out.write(f"  - {c.rule} ({c.base.verdict}): {c.base.message}\n")
-    for title, changes in (("ops", d.ops), ("kernels", d.kernels)):
-        if changes:
-            out.write(f"  {title} (largest changes in time first):\n")
+    sections = (
+        ("ops by name and shapes (time; largest first)", d.ops),
+        ("ops by name (time, all shapes)", d.op_names),
+        ("calls per step by name and shapes (what runs, not its speed)", d.calls),
+        ("calls per step by name (all shapes)", d.call_names),
+        ("kernels (device time; largest first)", d.kernels),
+    )
+    for title, changes in sections:
+        if not changes:
+            continue
+        untested = any(not c.tested for c in changes)
+        out.write(f"  {title}{', not tested against noise' if untested else ''}:\n")
         for change in changes:
-            sides = " → ".join(f"{t.calls} calls {t.ns / 1e6:.3f} ms" if t else "-" for t in (change.base, change.new))
+            nb, nn = change.steps
+            sides = " → ".join(_per_step(change, t, k) for t, k in ((change.base, nb), (change.new, nn)))
             out.write(f"    {change.kind:<11} {' '.join(part for part in change.key if part)}  {sides}\n")
     if d.unchanged:
-        out.write("  no change\n")
+        within = d.step_shift is not None and d.step_shift.decided
+        out.write("  no change (within noise)\n" if within else "  no change\n")
     for side, path, events in zip(("base", "new"), (d.base_path, d.new_path), d.events):
         if events == 0:
             out.write(f"  nothing to compare: the {side} trace {path} has no events\n")
@@ -345,16 +410,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help=f"how long --scheduler waits to reach the scheduler before giving up (default {SCHEDULER_TIMEOUT_S:g})",
     )
-    diff_cmd = sub.add_parser("diff", help="what changed between two runs (trace files, per-rank directories, or kept trace_dirs)")
-    diff_cmd.add_argument("base", metavar="BASE")
-    diff_cmd.add_argument("new", metavar="NEW")
+    diff_cmd = sub.add_parser(
+        "diff",
+        help="what changed between two runs (trace files, per-rank directories, or kept trace_dirs); several BASE runs are "
+        "pooled into one baseline",
+    )
+    diff_cmd.add_argument("paths", nargs="+", metavar="BASE... NEW", help="the base run(s), then the new run")
     diff_cmd.add_argument("--json", action="store_true", help="print one autoprof.diff record per rank, one per line")
     diff_cmd.add_argument(
         "--fail-on-regression",
         type=_percent,
         default=None,
         metavar="PCT",
-        help="exit 1 when the median step time got worse by more than PCT percent (2 when it cannot be compared: no steps on a side)",
+        help="exit 1 when the step time got worse by more than PCT percent with --confidence (the interval's low end is "
+        "above PCT); 2 when that cannot be evaluated: no steps on a side, too few steps for the interval",
+    )
+    diff_cmd.add_argument(
+        "--confidence",
+        type=_confidence,
+        default=0.95,
+        metavar="C",
+        help="the confidence of the step time's and the ops' intervals (default 0.95)",
     )
     diff_cmd.add_argument(
         "--fail-on-new",

@@ -8,11 +8,14 @@ makes the profiles (:func:`autoprof.engine.profile_of`); the CLI and ``autoprof.
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from autoprof._stats import Shift, ratio_shift, shift
 from autoprof.findings import Finding, severity_rank
+from autoprof.rules._kernels import kernel_family, kernel_head
 from autoprof.trace.model import MATMUL_OPS
 
 #: Change kinds of an op or kernel.
@@ -20,6 +23,14 @@ ADDED, REMOVED, SLOWER, FASTER, MORE_CALLS, FEWER_CALLS = "added", "removed", "s
 #: An op's time changed when it moved by this share of its base time and by this much of the base step.
 TIME_CHANGE = 0.10
 STEP_SHARE = 0.005
+#: An op's calls per step changed when they moved by this share of the base's (and by one call a step at least).
+CALL_CHANGE = 0.10
+#: The gate needs at least this many steps on each side (fewer: no interval worth the name).
+MIN_STEPS = 3
+#: GEMM kernels named per side in the summary of a kernel change.
+TOP_KERNELS = 5
+#: Op names of compiled regions: torch.compile's, AOTAutograd's, a CUDA graph's replay.
+COMPILED = re.compile(r"Torch-Compiled Region|CompiledFunction|TorchDynamo|cudaGraphLaunch|CUDAGraph", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -32,7 +43,8 @@ class OpTime:
 
 @dataclass
 class Profile:
-    """What one trace file says for a comparison (small and picklable)."""
+    """What one trace file (or several windows of one target, pooled: :func:`pool`) says for a comparison (small
+    and picklable)."""
 
     path: str
     rank: int
@@ -43,42 +55,87 @@ class Profile:
     findings: list[Finding] = field(default_factory=list)
     events: int | None = None  # the trace's events (None: not known)
     failures: list[str] = field(default_factory=list)  # "rule X failed: ..." for each rule that raised on it
+    # each op's and kernel's self (device) time in each step, in the order of step_ns (empty: not known)
+    op_steps: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    kernel_steps: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
+    windows: list[list[Finding]] | None = None  # each pooled window's findings (None: one window, ``findings``)
+    files: list[str] = field(default_factory=list)  # the files pooled here (empty: ``path`` alone)
+    run: int = 0  # which of a side's runs (input paths) the file came from
+
+    @property
+    def window_findings(self) -> list[list[Finding]]:
+        return self.windows if self.windows is not None else [self.findings]
+
+    @property
+    def paths(self) -> list[str]:
+        return self.files or [self.path]
 
 
 @dataclass(frozen=True)
 class Change:
-    """One op's or kernel's change: its key (op name and shapes, and kernel), both sides' figures."""
+    """One op's or kernel's change: its key (op name and shapes, and kernel; or the op name alone in a roll-up),
+    both sides' figures, and with steps on both sides the per-step figures and their interval."""
 
     kind: str
     key: tuple[str, ...]
     base: OpTime | None
     new: OpTime | None
+    steps: tuple[int, int] = (0, 0)  # (base, new) steps the per-step figures are over (0: no steps)
+    shift: Shift | None = None  # the per-step time's shift (ns), when tested against noise
 
     @property
     def delta_ns(self) -> int:
         return (self.new.ns if self.new else 0) - (self.base.ns if self.base else 0)
 
+    @property
+    def tested(self) -> bool:
+        """The change was tested against the steps' noise (else: totals, one window's worth of luck)."""
+        return self.shift is not None and self.shift.decided
+
+    def per_step(self, side: OpTime | None, n: int, calls: bool = False) -> float | None:
+        if not n:
+            return None
+        return ((side.calls if calls else side.ns) if side else 0) / n
+
     def to_json(self) -> dict[str, Any]:
         def side(t: OpTime | None) -> dict[str, Any] | None:
             return {"calls": t.calls, "total_ms": round(t.ns / 1e6, 4)} if t else None
 
-        return {
+        out: dict[str, Any] = {
             "change": self.kind,
             "key": list(self.key),
             "base": side(self.base),
             "new": side(self.new),
             "delta_ms": round(self.delta_ns / 1e6, 4),
+            "tested": self.tested,
         }
+        if self.steps[0] and self.steps[1]:
+            b, n = self.steps
+            base_ms, new_ms = (self.per_step(self.base, b) or 0) / 1e6, (self.per_step(self.new, n) or 0) / 1e6
+            s = self.shift
+            out["per_step"] = {
+                "base_ms": round(base_ms, 4),
+                "new_ms": round(new_ms, 4),
+                "base_calls": round(self.per_step(self.base, b, True) or 0, 3),
+                "new_calls": round(self.per_step(self.new, n, True) or 0, 3),
+                "delta_ms": round(s.estimate / 1e6, 4) if s else round(new_ms - base_ms, 4),
+                "interval_ms": [round(s.lo / 1e6, 4), round(s.hi / 1e6, 4)] if s and s.lo is not None and s.hi is not None else None,
+                "steps": [b, n],
+            }
+        return out
 
 
 @dataclass(frozen=True)
 class VerdictChange:
-    """A rule whose verdicts differ: ``moved`` (both sides have the rule), ``appeared`` or ``disappeared``."""
+    """A rule whose verdicts differ: ``moved`` (both sides have the rule), ``appeared`` or ``disappeared``; or
+    ``unstable``: a side's windows disagree on it, so no change is claimed (``unstable`` names those sides)."""
 
     kind: str
     rule: str
     base: Finding | None
     new: Finding | None
+    unstable: tuple[str, ...] = ()
+    verdicts: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # each side's verdicts over its windows
 
     def to_json(self) -> dict[str, Any]:
         def side(f: Finding | None) -> dict[str, Any] | None:
@@ -86,7 +143,11 @@ class VerdictChange:
                 return None
             return {"verdict": f.verdict, "severity": f.severity, "message": f.message, "evidence": f.evidence}
 
-        return {"change": self.kind, "rule": self.rule, "base": side(self.base), "new": side(self.new)}
+        out: dict[str, Any] = {"change": self.kind, "rule": self.rule, "base": side(self.base), "new": side(self.new)}
+        if self.unstable:
+            out["unstable"] = list(self.unstable)
+            out["window_verdicts"] = {"base": list(self.verdicts[0]), "new": list(self.verdicts[1])}
+        return out
 
 
 @dataclass(frozen=True)
@@ -106,6 +167,62 @@ class Steps:
         return Steps(len(ms), round(statistics.median(ms), 4), round(min(ms), 4), round(max(ms), 4))
 
 
+@dataclass(frozen=True)
+class Gate:
+    """``--fail-on-regression``'s decision on one diff: tripped when the step time's interval lies wholly above
+    ``threshold_pct`` (worse than it with ``confidence``); ``reason`` says why it could not be decided."""
+
+    threshold_pct: float
+    confidence: float
+    estimate_pct: float | None
+    interval_pct: tuple[float, float] | None
+    base_steps: int
+    new_steps: int
+    tripped: bool
+    reason: str | None = None
+
+    def line(self) -> str:
+        """The one line a tripped (or undecided) gate prints."""
+        if self.reason:
+            return f"--fail-on-regression {self.threshold_pct:g} cannot be evaluated: {self.reason}"
+        assert self.estimate_pct is not None and self.interval_pct is not None
+        lo, hi = self.interval_pct
+        verb = "tripped" if self.tripped else "passed"
+        rel = ">" if self.tripped else "not >"
+        return (
+            f"gate {verb}: step time {self.estimate_pct:+.1f}% [{lo:+.1f}%, {hi:+.1f}%] ({self.confidence:.0%} confidence) "
+            f"{rel} +{self.threshold_pct:g}% threshold; base {self.base_steps} steps, new {self.new_steps} steps"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "threshold_pct": self.threshold_pct,
+            "confidence": self.confidence,
+            "estimate_pct": None if self.estimate_pct is None else round(self.estimate_pct, 2),
+            "interval_pct": None if self.interval_pct is None else [round(v, 2) for v in self.interval_pct],
+            "base_steps": self.base_steps,
+            "new_steps": self.new_steps,
+            "tripped": self.tripped,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class KernelSummary:
+    """A side's GEMM kernels in short: how many distinct kernels per family, and the top few by device time."""
+
+    families: dict[str, int]
+    top: list[tuple[str, int]]  # (kernel, ns)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"families": self.families, "top": [{"kernel": k, "total_ms": round(ns / 1e6, 4)} for k, ns in self.top]}
+
+    def text(self) -> str:
+        fams = ", ".join(f"{n} {f}" for f, n in sorted(self.families.items(), key=lambda kv: (-kv[1], kv[0])))
+        top = ", ".join(f"{k} {ns / 1e6:.2f} ms" for k, ns in self.top)
+        return f"{sum(self.families.values())} kernels ({fams}); top: {top}"
+
+
 @dataclass
 class Diff:
     """What changed on one rank between the base run and the new one."""
@@ -122,6 +239,14 @@ class Diff:
     gemm_kernels: tuple[list[str], list[str]] | None  # (base, new) GEMM kernels, when they differ
     events: tuple[int | None, int | None] = (None, None)  # (base, new) events in each trace
     failures: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))  # (base, new) rules that raised
+    step_shift: Shift | None = None  # the step time's change (percent of the base) and its interval
+    calls: list[Change] = field(default_factory=list)  # ops whose calls per step changed (not a change of speed)
+    op_names: list[Change] = field(default_factory=list)  # the ops' time by name (over all shapes)
+    call_names: list[Change] = field(default_factory=list)  # the ops' calls per step by name (over all shapes)
+    gemm_summary: tuple[KernelSummary, KernelSummary] | None = None  # with gemm_kernels: each side in short
+    compiled: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))  # compiled regions (added, removed)
+    files: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))  # (base, new) files pooled
+    windows: tuple[int, int] = (1, 1)  # (base, new) windows pooled
 
     @property
     def step_change_pct(self) -> float | None:
@@ -129,6 +254,14 @@ class Diff:
         if not self.base_steps or not self.new_steps or self.base_steps.median_ms <= 0:
             return None
         return round((self.new_steps.median_ms / self.base_steps.median_ms - 1) * 100, 2)
+
+    @property
+    def min_detectable_pct(self) -> float | None:
+        """The smallest change these steps can tell from noise: the interval's half-width (percent of the base)."""
+        s = self.step_shift
+        if s is None or s.lo is None or s.hi is None:
+            return None
+        return (s.hi - s.lo) / 2
 
     @property
     def step_problem(self) -> str | None:
@@ -143,6 +276,22 @@ class Diff:
             return f"the {missing[0]} trace {path} has no steps (ProfilerStep#N spans)"
         return f"the base trace {self.base_path} has a median step time of 0 ms"
 
+    def gate(self, threshold_pct: float, confidence: float = 0.95) -> Gate:
+        """``--fail-on-regression``: does the step time's interval lie above ``threshold_pct``?"""
+        b = self.base_steps.count if self.base_steps else 0
+        n = self.new_steps.count if self.new_steps else 0
+        problem = self.step_problem
+        s = self.step_shift
+        if problem is None and min(b, n) < MIN_STEPS:
+            problem = f"too few steps for an interval: base {b}, new {n} (at least {MIN_STEPS} a side; record more: active, repeat)"
+        if problem is None and (s is None or not s.decided):
+            problem = (
+                f"too few steps for a {confidence:.0%} interval: base {b}, new {n} (record more: active, repeat; or lower --confidence)"
+            )
+        if problem is not None or s is None or s.lo is None or s.hi is None:
+            return Gate(threshold_pct, confidence, s.estimate if s else None, None, b, n, False, problem)
+        return Gate(threshold_pct, confidence, s.estimate, (s.lo, s.hi), b, n, s.lo > threshold_pct)
+
     @property
     def findings_problem(self) -> str | None:
         """Why the verdicts cannot be compared (None when they can): a side with no events, where no rule read
@@ -155,119 +304,312 @@ class Diff:
                 return f"on the {side} trace {path}, {failed[0]}" + (f" (and {len(failed) - 1} more rules)" if len(failed) > 1 else "")
         return None
 
+    @property
+    def empty_problem(self) -> str | None:
+        """Why nothing at all can be compared: both sides without events."""
+        if self.events[0] == 0 and self.events[1] == 0:
+            return f"neither {self.base_path} nor {self.new_path} has events: nothing to compare"
+        return None
+
     def new_findings(self, level: str) -> list[Finding]:
-        """Findings at or above ``level`` that the new run has and the base had not."""
+        """Findings at or above ``level`` that the new run has and the base had not (an unstable rule is none)."""
         floor = severity_rank(level)
-        return [c.new for c in self.verdicts if c.new is not None and c.kind != "disappeared" and severity_rank(c.new.severity) >= floor]
+        return [
+            c.new for c in self.verdicts if c.new is not None and c.kind in ("moved", "appeared") and severity_rank(c.new.severity) >= floor
+        ]
 
     @property
     def unchanged(self) -> bool:
-        """Nothing changed: no op, kernel, verdict or device change, and step times compared and equal (without
-        steps on a side, or with a rule failed, that is not known)."""
-        return (
-            not (self.ops or self.kernels or self.verdicts or self.devices or self.gemm_kernels)
-            and self.step_change_pct == 0
-            and self.findings_problem is None
-        )
+        """Nothing changed: no op, kernel, call, verdict or device change, and step times compared and within noise
+        (or equal, where the steps are too few for an interval); without steps on a side, or with a rule failed,
+        that is not known."""
+        if self.ops or self.kernels or self.calls or self.verdicts or self.devices or self.gemm_kernels or self.findings_problem:
+            return False
+        if self.step_change_pct is None:
+            return False
+        s = self.step_shift
+        return self.step_change_pct == 0 if s is None or not s.decided else s.within_noise
 
     def to_json(self) -> dict[str, Any]:
         def steps(s: Steps | None) -> dict[str, Any] | None:
             return {"count": s.count, "median_ms": s.median_ms, "min_ms": s.min_ms, "max_ms": s.max_ms} if s else None
 
+        s = self.step_shift
+        mde = self.min_detectable_pct
         return {
             "base": self.base_path,
             "new": self.new_path,
             "diff_rank": self.rank,
-            "step_ms": {"base": steps(self.base_steps), "new": steps(self.new_steps), "change_pct": self.step_change_pct},
+            "step_ms": {
+                "base": steps(self.base_steps),
+                "new": steps(self.new_steps),
+                "change_pct": self.step_change_pct,
+                "estimate_pct": None if s is None else round(s.estimate, 2),
+                "interval_pct": [round(s.lo, 2), round(s.hi, 2)] if s and s.lo is not None and s.hi is not None else None,
+                "confidence": None if s is None else s.confidence,
+                "within_noise": None if s is None or not s.decided else s.within_noise,
+                "min_detectable_pct": None if mde is None else round(mde, 2),
+            },
             "device_change": {"base": self.devices[0], "new": self.devices[1]} if self.devices else None,
             "gemm_kernel_change": {"base": self.gemm_kernels[0], "new": self.gemm_kernels[1]} if self.gemm_kernels else None,
+            "gemm_kernel_summary": {"base": self.gemm_summary[0].to_json(), "new": self.gemm_summary[1].to_json()}
+            if self.gemm_summary
+            else None,
+            "compiled_regions": {"added": self.compiled[0], "removed": self.compiled[1]},
             "verdict_changes": [c.to_json() for c in self.verdicts],
             "op_changes": [c.to_json() for c in self.ops],
+            "op_name_changes": [c.to_json() for c in self.op_names],
+            "call_changes": [c.to_json() for c in self.calls],
+            "call_name_changes": [c.to_json() for c in self.call_names],
             "kernel_changes": [c.to_json() for c in self.kernels],
+            "files": {"base": self.files[0], "new": self.files[1]},
+            "windows": {"base": self.windows[0], "new": self.windows[1]},
         }
 
 
-def compare(base: list[Profile], new: list[Profile], top: int = 10) -> list[Diff]:
-    """One :class:`Diff` per pair of files: one file each; else per rank both sides hold (per-rank traces of a
-    job), in rank order; else (several files of a rank: a kept ``trace_dir`` with several targets or windows) per
-    file name both sides hold."""
-    return [compare_one(b, n, top) for b, n in pairs(base, new)]
+def compare(base: list[Profile], new: list[Profile], top: int = 10, confidence: float = 0.95) -> list[Diff]:
+    """One :class:`Diff` per pair of sides' groups (see :func:`pairs`): the files of one rank and target on a side
+    (several windows of a kept ``trace_dir``, several base runs) are pooled first (:func:`pool`)."""
+    return [compare_one(b, n, top, confidence) for b, n in pairs(base, new)]
+
+
+_WINDOW = re.compile(r"\.window\d+(?=\.rank\d+\.)")
+
+
+def group_key(path: str) -> str:
+    """The name a file is grouped by on a side: its name, with a kept trace's window number left out
+    (``train.window3.rank0.pt.trace.json.gz`` -> ``train.rank0.pt.trace.json.gz``)."""
+    return _WINDOW.sub("", _basename(path))
 
 
 def pairs(base: list[Profile], new: list[Profile]) -> list[tuple[Profile, Profile]]:
-    """The files compared with each other (see :func:`compare`)."""
-    if len(base) == 1 and len(new) == 1:  # one file each, whatever ranks they say
-        return [(base[0], new[0])]
-    by_rank_base = {p.rank: p for p in base}
-    by_rank_new = {p.rank: p for p in new}
-    if len(by_rank_base) == len(base) and len(by_rank_new) == len(new):
-        return [(by_rank_base[r], by_rank_new[r]) for r in sorted(by_rank_base.keys() & by_rank_new.keys())]
-    by_name_base = {_basename(p.path): p for p in base}
-    by_name_new = {_basename(p.path): p for p in new}
-    return [(by_name_base[k], by_name_new[k]) for k in sorted(by_name_base.keys() & by_name_new.keys())]
+    """The sides' groups compared with each other: one group each (one file, or the windows of one target), whatever
+    ranks they say; else per rank (and target, for kept traces) both sides hold, when each run (input path,
+    ``Profile.run``) of a side holds one file per rank (per-rank traces of a job), in rank order; else per file
+    name (a kept trace's window number left out) both sides hold. A side's files that share a key (windows of one
+    target, the same rank in several base runs) are pooled (:func:`pool`)."""
+    gb, gn = _groups(base), _groups(new)
+    if len(gb) == 1 and len(gn) == 1:
+        return [(pool(next(iter(gb.values()))), pool(next(iter(gn.values()))))]
+    return [(pool(gb[k]), pool(gn[k])) for k in sorted(gb.keys() & gn.keys(), key=lambda k: (isinstance(k, str), k))]
+
+
+def _groups(side: list[Profile]) -> dict[Any, list[Profile]]:
+    """A side's profiles by key: rank where every run holds one file per rank, else the file's :func:`group_key`."""
+    runs: dict[int, list[Profile]] = {}
+    for p in side:
+        runs.setdefault(p.run, []).append(p)
+    by_rank = all(len({p.rank for p in run}) == len(run) for run in runs.values())
+    out: dict[Any, list[Profile]] = {}
+    for p in side:
+        out.setdefault((p.rank, target_of(p.path)) if by_rank else group_key(p.path), []).append(p)
+    return out
+
+
+_KEPT = re.compile(r"^(?P<target>.+)\.window\d+\.rank\d+\.pt\.trace\.json(?:\.gz)?$")
+
+
+def target_of(path: str) -> str:
+    """The target a kept trace's file name says (``train.window3.rank0.pt.trace.json.gz``: ``train``); '' for
+    another name."""
+    m = _KEPT.match(_basename(path))
+    return m.group("target") if m else ""
+
+
+def pool(profiles: list[Profile]) -> Profile:
+    """Several windows (or runs) of one rank and target as one side: their steps one after another, ops and kernels
+    summed, each window's findings kept apart (for :func:`_verdicts`' stability test)."""
+    if len(profiles) == 1:
+        return profiles[0]
+    first = profiles[0]
+    steps: list[int] = []
+    ops: dict[tuple[str, str], list[int]] = {}
+    kernels: dict[tuple[str, str, str], list[int]] = {}
+    op_steps: dict[tuple[str, str], list[int]] = {}
+    kernel_steps: dict[tuple[str, str, str], list[int]] = {}
+    windows: list[list[Finding]] = []
+    devices: set[str] = set()
+    known = all(not p.step_ns or p.op_steps or not p.ops for p in profiles)
+    for p in profiles:
+        offset = len(steps)
+        steps.extend(p.step_ns)
+        for src, dst, per_src, per_dst in ((p.ops, ops, p.op_steps, op_steps), (p.kernels, kernels, p.kernel_steps, kernel_steps)):
+            for key, t in src.items():
+                entry = dst.setdefault(key, [0, 0])  # type: ignore[arg-type]
+                entry[0] += t.calls
+                entry[1] += t.ns
+            if known:
+                for key, series in per_src.items():
+                    row = per_dst.setdefault(key, [])  # type: ignore[arg-type]
+                    row.extend([0] * (offset - len(row)))
+                    row.extend(series)
+        windows.extend(p.window_findings)
+        devices.update(p.devices)
+    for per in (op_steps, kernel_steps):
+        for row in per.values():
+            row.extend([0] * (len(steps) - len(row)))
+    events = [p.events for p in profiles]
+    paths = [f for p in profiles for f in p.paths]
+    return Profile(
+        f"{first.path} (+{len(paths) - 1} more)",
+        first.rank,
+        steps,
+        {k: OpTime(c, t) for k, (c, t) in ops.items()},
+        {k: OpTime(c, t) for k, (c, t) in kernels.items()},
+        sorted(devices),
+        [f for p in profiles for f in p.findings],
+        None if any(e is None for e in events) else sum(e for e in events if e is not None),
+        [f for p in profiles for f in p.failures],
+        op_steps if known else {},
+        kernel_steps if known else {},
+        windows,
+        paths,
+    )
 
 
 def _basename(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
-def compare_one(base: Profile, new: Profile, top: int = 10) -> Diff:
+def compare_one(base: Profile, new: Profile, top: int = 10, confidence: float = 0.95) -> Diff:
     base_steps, new_steps = Steps.of(base.step_ns), Steps.of(new.step_ns)
     step_ns = max(statistics.median(base.step_ns) if base.step_ns else 0, 1)
+    steps = (len(base.step_ns), len(new.step_ns))
+    window = step_ns * max(steps[0], 1)
+    ops, calls = _changes(base.ops, new.ops, base.op_steps, new.op_steps, steps, step_ns, window, top, confidence)
+    kernels, _ = _changes(base.kernels, new.kernels, base.kernel_steps, new.kernel_steps, steps, step_ns, window, top, confidence)
+    name_ops = [_by_name(p.ops, p.op_steps) for p in (base, new)]
+    op_names, call_names = _changes(name_ops[0][0], name_ops[1][0], name_ops[0][1], name_ops[1][1], steps, step_ns, window, top, confidence)
     return Diff(
         rank=new.rank,
         base_path=base.path,
         new_path=new.path,
         base_steps=base_steps,
         new_steps=new_steps,
-        ops=_changes(base.ops, new.ops, step_ns * max(len(base.step_ns), 1), top),
-        kernels=_changes(base.kernels, new.kernels, step_ns * max(len(base.step_ns), 1), top),
-        verdicts=_verdicts(base.findings, new.findings),
+        ops=ops,
+        kernels=kernels,
+        verdicts=_verdicts(base.window_findings, new.window_findings),
         devices=(base.devices, new.devices) if base.devices != new.devices and (base.devices or new.devices) else None,
         gemm_kernels=_gemm_kernels(base, new),
         events=(base.events, new.events),
         failures=(list(base.failures), list(new.failures)),
+        step_shift=ratio_shift(base.step_ns, new.step_ns, confidence),
+        calls=calls,
+        op_names=op_names,
+        call_names=call_names,
+        gemm_summary=(_gemm_summary(base), _gemm_summary(new)) if _gemm_kernels(base, new) else None,
+        compiled=_compiled(base, new),
+        files=(base.paths, new.paths),
+        windows=(len(base.window_findings), len(new.window_findings)),
     )
 
 
-def _changes(base: dict[Any, OpTime], new: dict[Any, OpTime], window_ns: float, top: int) -> list[Change]:
-    """The ops (or kernels) added, removed, or whose time or calls changed, the largest changes in time first.
-    A change in time counts when it is at least ``TIME_CHANGE`` of the base time and ``STEP_SHARE`` of the base
-    window (a 3 µs op that became 4 µs is no news)."""
-    floor = STEP_SHARE * window_ns
+def _by_name(
+    ops: dict[tuple[str, str], OpTime], per_step: dict[tuple[str, str], list[int]]
+) -> tuple[dict[Any, OpTime], dict[Any, list[int]]]:
+    """The ops summed over their shapes: by name alone."""
+    totals: dict[Any, list[int]] = {}
+    for (name, _), t in ops.items():
+        entry = totals.setdefault((name,), [0, 0])
+        entry[0] += t.calls
+        entry[1] += t.ns
+    series: dict[Any, list[int]] = {}
+    for (name, _), row in per_step.items():
+        acc = series.get((name,))
+        series[(name,)] = list(row) if acc is None else [a + b for a, b in zip(acc, row)]
+    return {k: OpTime(c, t) for k, (c, t) in totals.items()}, series
+
+
+def _changes(
+    base: dict[Any, OpTime],
+    new: dict[Any, OpTime],
+    base_steps: dict[Any, list[int]],
+    new_steps: dict[Any, list[int]],
+    steps: tuple[int, int],
+    step_ns: float,
+    window_ns: float,
+    top: int,
+    confidence: float,
+) -> tuple[list[Change], list[Change]]:
+    """The ops (or kernels) added, removed, or whose time changed, the largest changes in time first; and apart
+    from those, the ones whose calls per step changed (a change of what runs, not of its speed).
+
+    With steps on both sides (and each op's time per step known), a change in time counts when its per-step
+    interval excludes zero, and its estimate is at least ``TIME_CHANGE`` of the base's per-step time and
+    ``STEP_SHARE`` of the base's median step; without steps, the totals against the same floors (not tested
+    against noise: ``Change.tested`` is False). Calls per step changed when they moved by at least
+    ``CALL_CHANGE`` of the base's and by at least one call per step (per window without steps)."""
+    nb, nn = steps
+    per_step = bool(nb and nn and (base_steps or new_steps or not (base or new)))
     out: list[Change] = []
+    calls: list[Change] = []
     for key in base.keys() | new.keys():
         b, n = base.get(key), new.get(key)
+        if per_step:
+            bs, ns_ = base_steps.get(key) or [0] * nb, new_steps.get(key) or [0] * nn
+            s = shift(bs, ns_, confidence)
+            b_ns, n_ns = (b.ns if b else 0) / nb, (n.ns if n else 0) / nn
+            b_calls, n_calls = (b.calls if b else 0) / nb, (n.calls if n else 0) / nn
+            floor = STEP_SHARE * step_ns
+        else:
+            s = None
+            b_ns, n_ns = float(b.ns if b else 0), float(n.ns if n else 0)
+            b_calls, n_calls = float(b.calls if b else 0), float(n.calls if n else 0)
+            floor = STEP_SHARE * window_ns
+        at = (nb, nn) if per_step else (0, 0)
+        noisy = s is not None and s.decided and s.within_noise
+        delta = s.estimate if s is not None and s.decided else n_ns - b_ns
         if b is None and n is not None:
-            if n.ns >= floor:
-                out.append(Change(ADDED, key, None, n))
-        elif n is None and b is not None:
-            if b.ns >= floor:
-                out.append(Change(REMOVED, key, b, None))
-        elif b is not None and n is not None:
-            delta = n.ns - b.ns
-            if abs(delta) >= max(TIME_CHANGE * b.ns, floor):
-                out.append(Change(SLOWER if delta > 0 else FASTER, key, b, n))
-            elif n.calls != b.calls and max(n.ns, b.ns) >= floor:
-                out.append(Change(MORE_CALLS if n.calls > b.calls else FEWER_CALLS, key, b, n))
+            if n_ns >= floor and not noisy:
+                out.append(Change(ADDED, key, None, n, at, s))
+            continue
+        if n is None and b is not None:
+            if b_ns >= floor and not noisy:
+                out.append(Change(REMOVED, key, b, None, at, s))
+            continue
+        assert b is not None and n is not None
+        if b_calls != n_calls and abs(n_calls - b_calls) >= max(CALL_CHANGE * b_calls, 1) - 1e-9:
+            calls.append(Change(MORE_CALLS if n_calls > b_calls else FEWER_CALLS, key, b, n, at, s))
+        elif abs(delta) >= max(TIME_CHANGE * b_ns, floor) and not noisy:
+            out.append(Change(SLOWER if delta > 0 else FASTER, key, b, n, at, s))
     out.sort(key=lambda c: (-abs(c.delta_ns), c.key))
-    return out[:top]
+    calls.sort(key=lambda c: (-abs((c.new.calls if c.new else 0) - (c.base.calls if c.base else 0)), c.key))
+    return out[:top], calls[:top]
 
 
-def _verdicts(base: list[Finding], new: list[Finding]) -> list[VerdictChange]:
-    """Rules whose verdicts differ: by rule, then by verdict within a rule."""
-    by_rule_base: dict[str, list[Finding]] = {}
-    by_rule_new: dict[str, list[Finding]] = {}
-    for f in base:
-        by_rule_base.setdefault(f.rule, []).append(f)
-    for f in new:
-        by_rule_new.setdefault(f.rule, []).append(f)
+def _verdicts(base: list[list[Finding]], new: list[list[Finding]]) -> list[VerdictChange]:
+    """Rules whose verdicts differ: by rule, then by verdict within a rule. Each side is its windows' findings: a
+    rule whose windows on a side disagree is ``unstable`` there, and no change of it is claimed."""
+
+    def by_rule(windows: list[list[Finding]]) -> tuple[dict[str, list[Finding]], dict[str, set[frozenset[str]]]]:
+        first: dict[str, list[Finding]] = {}
+        seen: dict[str, set[frozenset[str]]] = {}
+        rules = {f.rule for w in windows for f in w}
+        for w in windows:
+            here: dict[str, list[Finding]] = {}
+            for f in w:
+                here.setdefault(f.rule, []).append(f)
+            for rule in rules:
+                seen.setdefault(rule, set()).add(frozenset(f.verdict for f in here.get(rule, [])))
+                if rule in here:
+                    first.setdefault(rule, here[rule])
+        return first, seen
+
+    by_rule_base, seen_base = by_rule(base)
+    by_rule_new, seen_new = by_rule(new)
     out: list[VerdictChange] = []
     for rule in sorted(by_rule_base.keys() | by_rule_new.keys()):
         b, n = by_rule_base.get(rule, []), by_rule_new.get(rule, [])
-        if {f.verdict for f in b} == {f.verdict for f in n}:
+        sb, sn = seen_base.get(rule, {frozenset()}), seen_new.get(rule, {frozenset()})
+        if sb == sn and len(sb) == 1:
             continue
-        if b and n:
+        unstable = tuple(side for side, seen in (("base", sb), ("new", sn)) if len(seen) > 1)
+        if unstable:
+            if sb == sn:
+                continue  # the same disagreement on both sides: nothing moved
+            shown = tuple(tuple(sorted({v for vs in seen for v in vs} or {"none"})) for seen in (sb, sn))
+            out.append(VerdictChange("unstable", rule, b[0] if b else None, n[0] if n else None, unstable, (shown[0], shown[1])))
+        elif b and n:
             out.append(VerdictChange("moved", rule, b[0], n[0]))
         elif n:
             out.extend(VerdictChange("appeared", rule, None, f) for f in n)
@@ -282,3 +624,39 @@ def _gemm_kernels(base: Profile, new: Profile) -> tuple[list[str], list[str]] | 
 
     b, n = gemms(base), gemms(new)
     return (b, n) if b != n and b and n else None
+
+
+def _gemm_summary(p: Profile) -> KernelSummary:
+    """A side's GEMM kernels: distinct kernels per family (the name's library or architecture: ``ampere``,
+    ``volta``, ``cutlass``, ``sm90``...), the ``TOP_KERNELS`` with the most device time."""
+    time: dict[str, int] = {}
+    for (op, _, kernel), t in p.kernels.items():
+        if op in MATMUL_OPS:
+            time[kernel] = time.get(kernel, 0) + t.ns
+    families: dict[str, int] = {}
+    for kernel in time:
+        families[gemm_family(kernel)] = families.get(gemm_family(kernel), 0) + 1
+    top = sorted(time.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_KERNELS]
+    return KernelSummary(dict(sorted(families.items())), top)
+
+
+def gemm_family(kernel: str) -> str:
+    """A GEMM kernel's family: its kernel family where the table names one other than ``gemm``, else the leading
+    word of its name (the library or architecture)."""
+    family = kernel_family(kernel)
+    if family is not None and family.name != "gemm":
+        return family.name
+    head = kernel_head(kernel).lstrip("_")
+    word = re.split(r"[_:<(\s]", head, maxsplit=1)[0]
+    return word or "other"
+
+
+def _compiled(base: Profile, new: Profile) -> tuple[list[str], list[str]]:
+    """Compiled regions (torch.compile's, AOTAutograd's, CUDA graphs' launches) the new run added and removed, by op
+    name."""
+
+    def regions(p: Profile) -> set[str]:
+        return {name for name, _ in p.ops if COMPILED.search(name)}
+
+    b, n = regions(base), regions(new)
+    return sorted(n - b), sorted(b - n)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autoprof._stats import ratio_shift
 from autoprof.findings import Finding
 from autoprof.rules._common import duration
 
@@ -21,16 +22,28 @@ MIN_DRIFT_MS = 1.0
 @dataclass(frozen=True)
 class WindowSummary:
     """What a window says for the comparison: its index, median step time (ms, the longer of the host's span and
-    the device's time for each step) and its regime verdict."""
+    the device's time for each step), its regime verdict, and each step's time (ms) for the noise model (the same
+    as ``autoprof diff``'s, :mod:`autoprof._stats`)."""
 
     window: int
     step_ms: float
     verdict: str | None
+    steps_ms: tuple[float, ...] = ()
+
+
+#: The confidence of the step time's interval.
+CONFIDENCE = 0.95
 
 
 def check(first: WindowSummary, now: WindowSummary) -> list[Finding]:
     moved = now.step_ms - first.step_ms
     slower = abs(moved) >= max(DRIFT_MARGIN * first.step_ms, MIN_DRIFT_MS)
+    # the noise model: with steps enough for an interval, a drift in time is one whose interval excludes no change
+    # (windows of too few steps are judged by the margins alone, ``tested`` False)
+    s = ratio_shift(first.steps_ms, now.steps_ms, CONFIDENCE)
+    tested = s is not None and s.decided
+    if tested and s is not None and s.within_noise:
+        slower = False
     regime = first.verdict is not None and now.verdict is not None and first.verdict != now.verdict
     if not slower and not regime:
         return []
@@ -58,6 +71,10 @@ def check(first: WindowSummary, now: WindowSummary) -> list[Finding]:
                 "change_ratio": round(moved / first.step_ms, 4) if first.step_ms else None,
                 "first_verdict": first.verdict,
                 "verdict": now.verdict,
+                "tested": tested,
+                "estimate_pct": round(s.estimate, 2) if s is not None else None,
+                "interval_pct": [round(s.lo, 2), round(s.hi, 2)] if s is not None and s.lo is not None and s.hi is not None else None,
+                "steps": [s.base_n, s.new_n] if s is not None else None,
             },
         )
     ]

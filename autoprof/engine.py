@@ -77,8 +77,9 @@ def step_periods_ms(trace: Trace, numbers: Sequence[int] | None = None) -> list[
 
 def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
     """A trace's reading for a comparison (:mod:`autoprof.compare`): step times, each op's calls and self time
-    by (name, input shapes), each kernel's calls and device time under its launching op, the devices, the
-    findings. One pass over the window's events."""
+    by (name, input shapes), each kernel's calls and device time under its launching op, the same per step (an
+    op by the step its call is in, a kernel by its launch's), the devices, the findings. One pass over the window's
+    events."""
     win = view(trace)
     shapes: dict[int, str] = {}
 
@@ -89,13 +90,24 @@ def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
             text = shapes[i] = str(dims) if dims else ""
         return text
 
+    n_steps = len(trace.steps)
+    host_step, device_step = win.host_step, win.device_step
     ops: dict[tuple[str, str], list[int]] = {}
+    op_steps: dict[tuple[str, str], list[int]] = {}
     for i in range(trace.n_host):
         if trace.h_cat[i] == CPU_OP_CODE and win.host_in[i]:
-            entry = ops.setdefault((trace.host_name(i), shapes_text(i)), [0, 0])
+            key = (trace.host_name(i), shapes_text(i))
+            entry = ops.setdefault(key, [0, 0])
             entry[0] += 1
             entry[1] += trace.h_self[i]
+            k = host_step[i] if n_steps else -1
+            if 0 <= k < n_steps:
+                row = op_steps.get(key)
+                if row is None:
+                    row = op_steps[key] = [0] * n_steps
+                row[k] += trace.h_self[i]
     kernels: dict[tuple[str, str, str], list[int]] = {}
+    kernel_steps: dict[tuple[str, str, str], list[int]] = {}
     parent = trace.h_parent
     for d, (h, c, inside) in enumerate(zip(trace.d_launch_host, trace.d_cat, win.device_in)):
         if c != KERNEL_CODE or not inside:
@@ -104,9 +116,16 @@ def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
         while op >= 0 and trace.h_cat[op] != CPU_OP_CODE:
             op = parent[op]
         key = (trace.host_name(op), shapes_text(op)) if op >= 0 else ("", "")
-        entry = kernels.setdefault((*key, short_kernel_name(trace.device_name(d))), [0, 0])
+        kkey = (*key, short_kernel_name(trace.device_name(d)))
+        entry = kernels.setdefault(kkey, [0, 0])
         entry[0] += 1
         entry[1] += trace.d_dur[d]
+        k = device_step[d] if n_steps else -1
+        if 0 <= k < n_steps:
+            row = kernel_steps.get(kkey)
+            if row is None:
+                row = kernel_steps[kkey] = [0] * n_steps
+            row[k] += trace.d_dur[d]
     devices = sorted({str(p.get("name")) for p in trace.device_properties if p.get("name")}) if trace.n_device else []
     return Profile(
         path,
@@ -117,6 +136,8 @@ def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
         devices,
         list(findings),
         trace.n_events,
+        op_steps=op_steps,
+        kernel_steps=kernel_steps,
     )
 
 
@@ -125,13 +146,19 @@ def profiles(paths: Sequence[str | os.PathLike[str]], config: Config | None = No
     if config is None:
         config = SWITCH.config
     out: list[Profile] = []
-    for name, trace in loaded(paths, workers):
-        if isinstance(trace, TraceError):
-            raise trace
-        findings, failures = analyze_trace(trace, config)
-        profile = profile_of(trace, findings, name)
-        profile.failures = [f"rule {rule} failed: {getattr(e, 'type_name', type(e).__name__)}: {e}" for rule, e in failures]
-        out.append(profile)
+    for run, path in enumerate(paths):
+        found = 0
+        for name, trace in loaded([path], workers):
+            if isinstance(trace, TraceError):
+                raise trace
+            findings, failures = analyze_trace(trace, config)
+            profile = profile_of(trace, findings, name)
+            profile.failures = [f"rule {rule} failed: {getattr(e, 'type_name', type(e).__name__)}: {e}" for rule, e in failures]
+            profile.run = run
+            out.append(profile)
+            found += 1
+        if not found:
+            raise TraceError(str(path) or "(no input)", "no trace files found")
     if not out:
         raise TraceError(", ".join(map(str, paths)) or "(no input)", "no trace files found")
     return out
@@ -143,13 +170,16 @@ def diff(
     config: Config | None = None,
     top: int = 10,
     workers: int | None = None,
+    confidence: float = 0.95,
 ) -> list[Diff]:
-    """Compare two runs (each a trace file, a directory of per-rank traces, or a kept ``trace_dir``): one
-    :class:`autoprof.compare.Diff` per pair of files (one each; else per rank; else per file name, see
-    :func:`autoprof.compare.compare`), read by the same engine as ``analyze``. The per-rank comparison
-    (stragglers) is not part of a side's verdicts. Raises :class:`autoprof.TraceError` on a bad input."""
+    """Compare two runs (each a trace file, a directory of per-rank traces, or a kept ``trace_dir``; ``base`` may be
+    several runs, pooled: a baseline of recent runs): one :class:`autoprof.compare.Diff` per pair of groups (one
+    each; else per rank; else per file name, a kept trace's window left out; the files of a group pooled, see
+    :func:`autoprof.compare.compare`), read by the same engine as ``analyze``, with intervals at ``confidence``.
+    The per-rank comparison (stragglers) is not part of a side's verdicts. Raises :class:`autoprof.TraceError` on a
+    bad input (one that names no trace file among them)."""
     sides = [[p] if isinstance(p, (str, os.PathLike)) else list(p) for p in (base, new)]
-    return compare(profiles(sides[0], config, workers), profiles(sides[1], config, workers), top)
+    return compare(profiles(sides[0], config, workers), profiles(sides[1], config, workers), top, confidence)
 
 
 def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:

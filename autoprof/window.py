@@ -134,7 +134,7 @@ def _drift(job: ClosedWindow, analysis: _Analysis) -> list[Finding]:
     if not times:
         return []
     verdict = next((f.verdict for f in analysis.findings if f.rule == regime.RULE), None)
-    now = drift.WindowSummary(job.window, statistics.median(times) / 1e6, verdict)
+    now = drift.WindowSummary(job.window, statistics.median(times) / 1e6, verdict, tuple(t / 1e6 for t in times))
     if not job.reference:  # the target's first window: the reference later ones are compared with
         job.reference.append(now)
         return []

@@ -26,10 +26,10 @@ pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 # -- traces ------------------------------------------------------------------------------------------------
 
 
-def _doc(steps: bool = True, op_us: float = 1_000, step_us: float = 10_000, name: str = "aten::mm") -> dict[str, Any]:
-    """Three CPU steps of ``step_us``, each with one op of ``op_us`` (with or without the ProfilerStep#N spans)."""
+def _doc(steps: bool = True, op_us: float = 1_000, step_us: float = 10_000, name: str = "aten::mm", n: int = 3) -> dict[str, Any]:
+    """``n`` CPU steps of ``step_us``, each with one op of ``op_us`` (with or without the ProfilerStep#N spans)."""
     s = Synth(gpu=None)
-    for k in range(3):
+    for k in range(n):
         t0 = k * step_us
         if steps:
             s.step(k, t0, step_us)
@@ -98,9 +98,9 @@ def test_an_empty_path_or_url_is_bad_input_never_the_current_directory(
 
 
 def test_a_regression_gate_without_steps_on_a_side_exits_2_with_the_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = _write(tmp_path / "base.json", _doc())
-    slow_no_steps = _write(tmp_path / "new.json", _doc(steps=False, op_us=10_000))  # 10x slower ops, no step marks
-    slow = _write(tmp_path / "slow.json", _doc(op_us=10_000, step_us=20_000))
+    base = _write(tmp_path / "base.json", _doc(n=6))
+    slow_no_steps = _write(tmp_path / "new.json", _doc(steps=False, op_us=10_000, n=6))  # 10x slower ops, no step marks
+    slow = _write(tmp_path / "slow.json", _doc(op_us=10_000, step_us=20_000, n=6))  # 6 steps a side: an interval
 
     for args in ([str(base), str(slow_no_steps)], ["--json", str(base), str(slow_no_steps)], [str(slow_no_steps), str(base)]):
         code, out, err = _main(capsys, "diff", *args, "--fail-on-regression", "5")
