@@ -347,6 +347,7 @@ def _diff_table(d: Diff, out: IO[str]) -> None:
         ("calls per step by name and shapes (what runs, not its speed)", d.calls),
         ("calls per step by name (all shapes)", d.call_names),
         ("kernels (device time; largest first)", d.kernels),
+        ("kernel launches per step (what runs, not its speed)", d.kernel_calls),
     )
     for title, changes in sections:
         if not changes:

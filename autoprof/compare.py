@@ -241,6 +241,7 @@ class Diff:
     failures: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))  # (base, new) rules that raised
     step_shift: Shift | None = None  # the step time's change (percent of the base) and its interval
     calls: list[Change] = field(default_factory=list)  # ops whose calls per step changed (not a change of speed)
+    kernel_calls: list[Change] = field(default_factory=list)  # kernels whose launches per step changed
     op_names: list[Change] = field(default_factory=list)  # the ops' time by name (over all shapes)
     call_names: list[Change] = field(default_factory=list)  # the ops' calls per step by name (over all shapes)
     gemm_summary: tuple[KernelSummary, KernelSummary] | None = None  # with gemm_kernels: each side in short
@@ -323,7 +324,8 @@ class Diff:
         """Nothing changed: no op, kernel, call, verdict or device change, and step times compared and within noise
         (or equal, where the steps are too few for an interval); without steps on a side, or with a rule failed,
         that is not known."""
-        if self.ops or self.kernels or self.calls or self.verdicts or self.devices or self.gemm_kernels or self.findings_problem:
+        changed = self.ops or self.kernels or self.calls or self.kernel_calls or self.verdicts or self.devices or self.gemm_kernels
+        if changed or self.findings_problem:
             return False
         if self.step_change_pct is None:
             return False
@@ -362,6 +364,7 @@ class Diff:
             "call_changes": [c.to_json() for c in self.calls],
             "call_name_changes": [c.to_json() for c in self.call_names],
             "kernel_changes": [c.to_json() for c in self.kernels],
+            "kernel_call_changes": [c.to_json() for c in self.kernel_calls],
             "files": {"base": self.files[0], "new": self.files[1]},
             "windows": {"base": self.windows[0], "new": self.windows[1]},
         }
@@ -477,7 +480,9 @@ def compare_one(base: Profile, new: Profile, top: int = 10, confidence: float = 
     steps = (len(base.step_ns), len(new.step_ns))
     window = step_ns * max(steps[0], 1)
     ops, calls = _changes(base.ops, new.ops, base.op_steps, new.op_steps, steps, step_ns, window, top, confidence)
-    kernels, _ = _changes(base.kernels, new.kernels, base.kernel_steps, new.kernel_steps, steps, step_ns, window, top, confidence)
+    kernels, kernel_calls = _changes(
+        base.kernels, new.kernels, base.kernel_steps, new.kernel_steps, steps, step_ns, window, top, confidence
+    )
     name_ops = [_by_name(p.ops, p.op_steps) for p in (base, new)]
     op_names, call_names = _changes(name_ops[0][0], name_ops[1][0], name_ops[0][1], name_ops[1][1], steps, step_ns, window, top, confidence)
     return Diff(
@@ -495,6 +500,7 @@ def compare_one(base: Profile, new: Profile, top: int = 10, confidence: float = 
         failures=(list(base.failures), list(new.failures)),
         step_shift=ratio_shift(base.step_ns, new.step_ns, confidence),
         calls=calls,
+        kernel_calls=kernel_calls,
         op_names=op_names,
         call_names=call_names,
         gemm_summary=(_gemm_summary(base), _gemm_summary(new)) if _gemm_kernels(base, new) else None,

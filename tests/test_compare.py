@@ -4,6 +4,7 @@ GPU traces."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,17 @@ def test_tiny_changes_are_no_news_and_call_counts_are_said() -> None:
     d = compare.compare_one(base, new)
     assert d.ops == []  # 1 µs on a 3 µs add is noise; the mul's time moved with its calls
     assert [(c.kind, c.key[0]) for c in d.calls] == [("more calls", "aten::mul")]  # a change of calls, said apart
+
+
+def test_kernels_whose_launches_changed_are_listed_apart_from_time(capsys: Any) -> None:
+    k = ("aten::mul", "", "vectorized_elementwise_kernel")
+    base = Profile("p", 0, [1_000_000] * 3, {}, {k: OpTime(3, 200_000)}, [])
+    new = Profile("p", 0, [1_000_000] * 3, {}, {k: OpTime(12, 210_000)}, [])
+    d = compare.compare_one(base, new)
+    assert d.kernels == [] and [(c.kind, c.key) for c in d.kernel_calls] == [("more calls", k)]
+    assert d.to_json()["kernel_call_changes"][0]["change"] == "more calls" and not d.unchanged
+    cli._diff_table(d, sys.stdout)
+    assert "kernel launches per step" in capsys.readouterr().out
 
 
 def test_a_regime_that_moved_is_one_change_with_both_sides() -> None:
