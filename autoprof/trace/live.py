@@ -82,7 +82,8 @@ def _kind(activity_type: Any) -> _Kind | None:
 
 USER_SCOPE = 7  # at::RecordScope::USER_SCOPE: record_function labels (ProfilerStep#N, sections, targets)
 _DRIVER = re.compile(r"cu[A-Z]")  # CUDA driver API calls: cuLaunchKernel, cuMemcpyAsync...
-#: Host events no rule reads, by name (memory instants when profile_memory is on): skipped as activity_type skips them.
+#: Host events that are no host activity, by name: the allocator's instants (``profile_memory``; read into the
+#: memory columns) and out-of-memory marks. Skipped as activity_type skips them.
 _HOST_SKIPPED = frozenset({"[memory]", "[OutOfMemory]"})
 #: Device-lane events other than work (CUPTI's synchronization records): skipped as activity_type skips them.
 _DEVICE_SKIPPED = frozenset({"Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event"})
@@ -227,6 +228,13 @@ class _Threads:
         self.op_thread[ev.correlation_id()] = torch_tid
         return tid
 
+    def of_thread(self, torch_tid: int) -> int:
+        """The thread row of torch's thread id (a memory event's: its ops' row)."""
+        tid = self.of.get(torch_tid)
+        if tid is None:
+            tid = self.of[torch_tid] = self.builder.thread("host", torch_tid)
+        return tid
+
     def resolve(self) -> None:
         """Put each linked runtime call on its op's thread."""
         h_tid = self.builder.h_tid
@@ -236,6 +244,42 @@ class _Threads:
             if found is None:
                 found = self.of[torch_tid] = self.builder.thread("host", torch_tid)
             h_tid[row] = found
+
+
+class _Memory:
+    """The allocator's ``[memory]`` instants of a window (``profile_memory=True``). A raw event says its time,
+    thread, device and byte count (``nbytes()``: > 0 allocated, < 0 freed); the address and the allocator's totals
+    are not among its accessors on any release (the chrome export has them from the profiler's own records): they
+    stay -1, and the rules count the window's memory from its start (what was held before is not seen either way)."""
+
+    __slots__ = ("add_memory", "device_of", "threads")
+
+    def __init__(self, builder: TraceBuilder, threads: _Threads) -> None:
+        self.add_memory = builder.add_memory
+        self.threads = threads
+        self.device_of: dict[Any, int] = {}  # device_type() value -> c10 DeviceType code
+
+    def add(self, ev: Any) -> None:
+        nbytes = ev.nbytes()
+        if not nbytes:
+            return
+        dt = ev.device_type()
+        code = self.device_of.get(dt)
+        if code is None:
+            code = self.device_of[dt] = _device_code(dt)
+        self.add_memory(ev.start_ns(), self.threads.of_thread(ev.start_thread_id()), code, int(ev.device_index()), -1, int(nbytes), -1, -1)
+
+
+#: c10's DeviceType codes by name, as a chrome export writes them in a memory event's ``Device Type``.
+_DEVICE_CODES = {"CPU": 0, "CUDA": 1, "MKLDNN": 2, "HIP": 6, "XLA": 9, "XPU": 12, "MPS": 13, "META": 14, "PRIVATEUSE1": 20}
+
+
+def _device_code(dt: Any) -> int:
+    """A raw event's ``device_type()`` (an enum of torch's) as c10's code: its value where it has one."""
+    try:
+        return int(dt)
+    except (TypeError, ValueError):
+        return _DEVICE_CODES.get(str(dt).rsplit(".", 1)[-1].upper(), -1)
 
 
 class _Shapes:
@@ -315,6 +359,7 @@ def _build(
     pending: list[int] = []  # device rows whose kind is settled at the end (see Reader)
     threads = _Threads(builder)
     shapes = _Shapes(builder.h_shapes)
+    memory = _Memory(builder, threads)
     name_add, cat_add, ts_add = builder.h_name.append, builder.h_cat.append, builder.h_ts.append
     dur_add, tid_add, corr_add = builder.h_dur.append, builder.h_tid.append, builder.h_corr.append
     intern = builder.intern
@@ -335,6 +380,9 @@ def _build(
         except KeyError:
             kind = kind_of[at] = _kind(at)
         if kind is None:
+            if name == "[memory]":  # an allocator instant (profile_memory): its own columns
+                memory.add(ev)
+                continue
             if derived or not ev.is_user_annotation():
                 continue
             kind = _ANNOTATION
