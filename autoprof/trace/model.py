@@ -538,8 +538,15 @@ class Trace:
         if any(ts[k] > ts[k + 1] for k in range(len(ts) - 1)):
             order = sorted(range(len(ts)), key=ts.__getitem__)
             cols = [_permuted(col, order) for col in cols]
-        for name, col in zip(MEMORY_COLUMNS, cols):
-            setattr(self, name, col)
+        self.m_ts: array[int]
+        self.m_tid: array[int]
+        self.m_dtype: array[int]
+        self.m_dindex: array[int]
+        self.m_addr: array[int]
+        self.m_bytes: array[int]
+        self.m_total: array[int]
+        self.m_reserved: array[int]
+        (self.m_ts, self.m_tid, self.m_dtype, self.m_dindex, self.m_addr, self.m_bytes, self.m_total, self.m_reserved) = cols
 
     @property
     def n_memory(self) -> int:
