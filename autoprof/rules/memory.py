@@ -26,6 +26,8 @@ from typing import Any
 
 from autoprof.config import Config
 from autoprof.findings import Finding
+from autoprof.rules import _runtime
+from autoprof.rules._common import percent
 from autoprof.trace.model import CPU_OP_CODE, LAUNCH_CODES, USER_ANNOTATION_CODE, Trace
 
 RULE_PEAK = "memory_peak"
@@ -57,9 +59,12 @@ CHURN_ALLOCS = 500
 CHURN_RATE_PER_MS = 20.0
 CHURN_TEMPORARY_SHARE = 0.8
 CHURN_LIFETIME_SHARE = 0.05
+#: ... and small (median): a large temporary's op does work enough that its allocation is no cost worth a verdict
+#: (an inference step's activations, tens of MiB each, are freed as the next layer runs: that is no churn).
+CHURN_SMALL_BYTES = 1 << 20
 #: Device allocator calls (the caching allocator asking the driver for more): in this many steps of a window or
 #: more, the allocator is not reaching a steady state (growing shapes, fragmentation, a creep).
-MALLOC_CALLS = frozenset({"cudaMalloc", "hipMalloc", "hipExtMallocWithFlags"})
+MALLOC_CALLS = _runtime.MALLOC_CALLS
 MALLOC_STEPS = 2
 
 # Creep: at least CREEP_MIN_STEPS steps (with the window's start, CREEP_MIN_STEPS + 1 boundaries: 3 pairwise slopes
@@ -197,15 +202,24 @@ def skip_names(trace: Trace) -> frozenset[int]:
 
 
 def _thread_runs(trace: Trace) -> dict[int, tuple[int, int]]:
-    """Each thread row's run of host events (the host columns are sorted by thread, then time)."""
-    runs: dict[int, tuple[int, int]] = {}
+    """Each thread row's run of host events (the host columns are sorted by thread, then time), by the thread rows
+    memory events are on: a row of the same pid and tid as written (a 2021 trace writes an op's tid as text, a
+    memory event's as a number)."""
+    runs: dict[tuple[str, str], tuple[int, int]] = {}
     tids = trace.h_tid
     begin, n = 0, len(tids)
     while begin < n:
         end = bisect.bisect_right(tids, tids[begin], begin)
-        runs[tids[begin]] = (begin, end)
+        pid, tid = trace.threads[tids[begin]]
+        runs.setdefault((str(pid), str(tid)), (begin, end))
         begin = end
-    return runs
+    out: dict[int, tuple[int, int]] = {}
+    for row in set(trace.m_tid):
+        pid, tid = trace.threads[row]
+        run = runs.get((str(pid), str(tid)))
+        if run is not None:
+            out[row] = run
+    return out
 
 
 # -- measure ---------------------------------------------------------------------------------------------------
@@ -284,7 +298,7 @@ def _peak(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
     of_cap = ""
     if dev.capacity:
         before = f"with the {size(dev.baseline)} held before it, " if dev.baseline else ""
-        of_cap = f"; {before}{held / dev.capacity:.0%} of the device's {size(dev.capacity)}"
+        of_cap = f"; {before}{percent(held, dev.capacity)} of the device's {size(dev.capacity)}"
     message = f"{dev.name}: the peak allocated during the window is {size(peak)} above what was held at its start (step {step}){of_cap}" + (
         f"; alive at the peak, largest first: {named}" if named else ""
     )
@@ -338,6 +352,7 @@ def _churn(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
     temp = [0] * n_steps
     temp_bytes = [0] * n_steps
     lifetimes: list[int] = []
+    temp_sizes: list[int] = []
     nbytes, ts = trace.m_bytes, mem.ts
     for pos, k in enumerate(dev.events):
         s = mem.step_of[k]
@@ -354,11 +369,13 @@ def _churn(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
             temp[s] += 1
             temp_bytes[s] += b
             lifetimes.append(ts[dev.events[gone]] - ts[k])
+            temp_sizes.append(b)
     step_ns = statistics.median(step.dur_ns for step in trace.steps)
     per_step = statistics.median(allocs)
     temporaries = sum(temp)
     temp_share = temporaries / sum(allocs) if sum(allocs) else 0.0
     lifetime = statistics.median(lifetimes) if lifetimes else 0
+    temp_size = statistics.median(temp_sizes) if temp_sizes else 0
     rate = per_step / (step_ns / 1e6) if step_ns > 0 else 0.0
     if (
         per_step < CHURN_ALLOCS
@@ -366,12 +383,12 @@ def _churn(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
         or temp_share < CHURN_TEMPORARY_SHARE
         or step_ns <= 0
         or lifetime > CHURN_LIFETIME_SHARE * step_ns
+        or temp_size > CHURN_SMALL_BYTES
     ):
         return None
-    per_temp = sum(temp_bytes) / temporaries if temporaries else 0
     message = (
         f"{dev.name}: {per_step:.0f} allocations a step ({rate:.0f} per ms of step), {temp_share:.0%} of them "
-        f"temporaries freed within the step (median {size(per_temp)}, living {lifetime / 1e3:.3g} µs)"
+        f"temporaries freed within the step (median {size(temp_size)}, living {lifetime / 1e3:.3g} µs)"
     )
     advice = (
         "Many short-lived temporaries: each is a small op's output, an allocation and a free. Fuse the chains of "
@@ -387,6 +404,7 @@ def _churn(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
         "temporary_bytes_per_step": temp_bytes,
         "temporary_share": round(temp_share, 4),
         "temporary_lifetime_us": round(lifetime / 1e3, 3),
+        "temporary_median_bytes": temp_size,
         "allocs_per_ms": round(rate, 2),
     }
     return Finding(RULE_CHURN, TEMPORARIES, "warning", message, advice, evidence, (dev.name,))
