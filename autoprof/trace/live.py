@@ -260,7 +260,8 @@ class _Memory:
         self.device_of: dict[Any, int] = {}  # device_type() value -> c10 DeviceType code
 
     def add(self, ev: Any) -> None:
-        nbytes = ev.nbytes()
+        read = getattr(ev, "nbytes", None)  # on every release from 2.4; an event without it is not read
+        nbytes = read() if read is not None else 0
         if not nbytes:
             return
         dt = ev.device_type()
