@@ -108,7 +108,7 @@ def test_peak_names_the_holders_and_the_share_of_capacity() -> None:
     assert peak.verdict == memory.PEAK and peak.severity == "info"
     ev = peak.evidence
     assert ev["device"] == "cuda:0" and ev["peak_bytes"] == 5 * MB and ev["step_peak_bytes"] == [5 * MB] * 3
-    assert list(ev["holders_bytes"].items()) == [("aten::ones", 4 * MB), ("aten::mul", MB)]
+    assert ev["holders"] == [{"op": "aten::ones", "bytes": 4 * MB}, {"op": "aten::mul", "bytes": MB}]
     assert ev["baseline_bytes"] == 1 << 30 and ev["capacity_bytes"] == 80 * (1 << 30)
     assert ev["capacity_share"] == round(((1 << 30) + 5 * MB) / (80 * (1 << 30)), 4)
     assert "above what was held at its start" in peak.message and peak.subjects[0] == "aten::ones"
@@ -280,8 +280,8 @@ def test_live_peak_names_the_large_temporary(records: Records) -> None:
 
     found = _live(records, "peak", step)
     peak = found[memory.RULE_PEAK]
-    (op, held), *_ = peak["evidence"]["holders_bytes"].items()
-    assert op == "aten::ones" and abs(held - MB) <= 0.05 * MB
+    top = peak["evidence"]["holders"][0]
+    assert top["op"] == "aten::ones" and abs(top["bytes"] - MB) <= 0.05 * MB
     assert abs(peak["evidence"]["peak_bytes"] - MB) <= 0.05 * MB
     assert memory.RULE_CREEP not in found and memory.RULE_CHURN not in found
 

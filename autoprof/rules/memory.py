@@ -317,7 +317,8 @@ def _peak(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
         "baseline_bytes": dev.baseline,
         "capacity_bytes": dev.capacity,
         "capacity_share": cap_share,
-        "holders_bytes": dict(list(holders.items())[:MAX_HOLDERS]),
+        # a list, largest first (a record's objects are written with sorted keys)
+        "holders": [{"op": op, "bytes": b} for op, b in list(holders.items())[:MAX_HOLDERS]],
     }
     return Finding(RULE_PEAK, NEAR_CAPACITY if near else PEAK, "warning" if near else "info", message, advice, evidence, tuple(holders)[:4])
 
