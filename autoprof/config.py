@@ -48,6 +48,10 @@ class Config:
     #: Keep each window as a gzipped chrome trace in this directory.
     trace_dir: str | None = None
     record_shapes: bool = True
+    #: Record the allocator's events in windows (``torch.profiler.profile(profile_memory=True)``): the memory
+    #: verdicts (``memory_peak``, ``allocator_churn``, ``memory_creep``) read them. Off by default: it doubles a
+    #: window's events.
+    profile_memory: bool = False
     skip_first: int = DEFAULT_SKIP_FIRST
     wait: int = DEFAULT_WAIT
     warmup: int = DEFAULT_WARMUP
@@ -260,7 +264,7 @@ def _check_rules(value: Any) -> tuple[Any, ...]:
 
 #: What each field accepts, as its ConfigError says: "<field> must be <this>, not <the value>".
 ACCEPTS: dict[str, str] = {
-    **{key: "True or False" for key in ("enabled", "record_shapes", "background", "report")},
+    **{key: "True or False" for key in ("enabled", "record_shapes", "profile_memory", "background", "report")},
     **{key: f"an integer from {1 if key == 'active' else 0} to {MAX_ACTIVE if key == 'active' else MAX_COUNT}" for key in SCHEDULE_KEYS},
     "top_ops": f"an integer from 0 to {MAX_TOP_OPS}",
     "sink": "a non-empty path or None",
@@ -279,6 +283,7 @@ ACCEPTS: dict[str, str] = {
 CHECKS: dict[str, Any] = {
     "enabled": _check_bool("enabled"),
     "record_shapes": _check_bool("record_shapes"),
+    "profile_memory": _check_bool("profile_memory"),
     "background": _check_bool("background"),
     "report": _check_bool("report"),
     "rules": _check_rules,
@@ -360,7 +365,12 @@ ENV: dict[str, tuple[str, Any]] = {
     "AUTOPROF_NOISE_FLOOR": ("noise_floor", float),
     **{f"AUTOPROF_{key.upper()}": (key, int) for key in SCHEDULE_KEYS},
 }
-_BOOL_ENV = {"AUTOPROF_RECORD_SHAPES": "record_shapes", "AUTOPROF_BACKGROUND": "background", "AUTOPROF_REPORT": "report"}
+_BOOL_ENV = {
+    "AUTOPROF_RECORD_SHAPES": "record_shapes",
+    "AUTOPROF_PROFILE_MEMORY": "profile_memory",
+    "AUTOPROF_BACKGROUND": "background",
+    "AUTOPROF_REPORT": "report",
+}
 
 
 def from_env(env: dict[str, str] | os._Environ[str] | None = None) -> Config:
@@ -412,6 +422,7 @@ class Options(TypedDict, total=False):
     logger: Any
     trace_dir: str | PathLike[str] | None
     record_shapes: bool
+    profile_memory: bool
     skip_first: int
     wait: int
     warmup: int
@@ -431,7 +442,7 @@ def configure(**options: Unpack[Options]) -> Config:
     """Change process-wide settings; returns the new :class:`Config`.
 
     Options (:class:`Options`): ``enabled``, ``sink`` (path), ``logger``, ``trace_dir``, ``record_shapes``,
-    ``background``, ``top_ops``, ``ranks``, ``cross_rank_timeout_s``, ``peaks``, ``noise_floor``, ``report``, ``rules``
+    ``profile_memory``, ``background``, ``top_ops``, ``ranks``, ``cross_rank_timeout_s``, ``peaks``, ``noise_floor``, ``report``, ``rules``
     (a user's own rules, declared with ``autoprof.rule``) and the schedule
     defaults ``skip_first``, ``wait``, ``warmup``, ``active``, ``repeat``.
     Raises :class:`ConfigError` (a ``ValueError``) with one line on a bad option; nothing changes then.

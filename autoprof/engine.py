@@ -14,7 +14,7 @@ from autoprof import _fleet, ranks
 from autoprof.compare import Diff, OpTime, Profile, compare
 from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
-from autoprof.rules import Shipped, regime, run_rules, ship
+from autoprof.rules import Shipped, memory, regime, run_rules, ship
 from autoprof.rules._common import device_step_ns, shape_of, short_kernel_name, view
 from autoprof.rules.sync import profiler_flush_ns
 from autoprof.sections import section_times
@@ -53,6 +53,7 @@ def window_summary(trace: Trace, findings: Sequence[Finding], numbers: Sequence[
         "step_device_ms": device_ms,
         "step_period_ms": step_periods_ms(trace, numbers),
         "profiler_flush_ms": round(flush / 1e6, 4) if flush else None,
+        "step_memory_peak_bytes": memory.step_peaks(trace, list(numbers) if numbers is not None else None),
         "regime": {
             "verdict": verdict.verdict,
             "reading": verdict.evidence.get("reading", "cpu"),

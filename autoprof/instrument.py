@@ -23,7 +23,7 @@ import torch.autograd.profiler as _ap
 import wrapt
 
 from autoprof import emit as _emit
-from autoprof.config import SCHEDULE_KEYS, SWITCH, ConfigError, check_schedule_value, user_stacklevel
+from autoprof.config import CHECKS, SCHEDULE_KEYS, SWITCH, ConfigError, check_schedule_value, user_stacklevel
 from autoprof.schedule import Phase, Place, Schedule
 from autoprof.session import SECTIONS_SEEN, SESSION, Target, Window, rank_chosen
 
@@ -195,6 +195,9 @@ class _Instrument:
         target = self.target
         if target is None:
             target = self.target = SESSION.target(self.name, self._schedule())
+            memory = self.schedule.get("profile_memory")
+            if memory is not None:
+                target.profile_memory = bool(memory)
         return target
 
     def _schedule(self) -> Schedule:
@@ -680,10 +683,15 @@ def _validate(options: dict[str, Any]) -> tuple[str | None, dict[str, int]]:
     name = options.pop("name", None)
     if name is not None and (not isinstance(name, str) or not name):
         raise ConfigError(f"name must be a non-empty string, not {name!r}")
+    memory = options.pop("profile_memory", None)
     unknown = set(options) - set(SCHEDULE_KEYS)
     if unknown:
-        raise ConfigError(f"unknown autoprof option(s): {', '.join(sorted(unknown))} (valid: name, {', '.join(SCHEDULE_KEYS)})")
-    return name, {k: check_schedule_value(k, v) for k, v in options.items()}
+        valid = ", ".join(("name", *SCHEDULE_KEYS, "profile_memory"))
+        raise ConfigError(f"unknown autoprof option(s): {', '.join(sorted(unknown))} (valid: {valid})")
+    checked = {k: check_schedule_value(k, v) for k, v in options.items()}
+    if memory is not None:  # the target's own choice over configure()'s (a bool: an int to the schedule's dict)
+        checked["profile_memory"] = CHECKS["profile_memory"](memory)
+    return name, checked
 
 
 #: The oldest torch release autoprof supports (pyproject says the same; CI tests it).
@@ -766,6 +774,7 @@ def autoprof(
     active: int = ...,
     repeat: int = ...,
     skip_first: int = ...,
+    profile_memory: bool = ...,
 ) -> F: ...
 @overload
 def autoprof(
@@ -778,12 +787,13 @@ def autoprof(
     active: int = ...,
     repeat: int = ...,
     skip_first: int = ...,
+    profile_memory: bool = ...,
 ) -> Callable[[F], F]: ...
 def autoprof(func: Any = None, /, **options: Any) -> Any:
     """Profile calls of ``func``: each outermost call is one step of its own schedule.
 
     Bare (``@autoprof``) or with keyword-only options (``@autoprof(name=..., wait=..., warmup=...,
-    active=..., repeat=..., skip_first=...)``), or called on the object with them (``autoprof(model,
+    active=..., repeat=..., skip_first=..., profile_memory=...)``), or called on the object with them (``autoprof(model,
     name="encoder")``). Works on functions, methods, classmethods,
     staticmethods, ``async def`` functions, ``nn.Module.forward`` and module instances
     (``autoprof(model)``).

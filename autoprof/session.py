@@ -74,6 +74,7 @@ class Target:
         "name",
         "owner",
         "pos",
+        "profile_memory",
         "recent_ns",
         "reference",
         "rewind",
@@ -91,6 +92,7 @@ class Target:
         self.owner: int | None = None
         self.window = 0  # index of the next window
         self.framework: str | None = None  # the trainer integration that drives it (its records say so)
+        self.profile_memory: bool | None = None  # its decorator's profile_memory (None: configure()'s)
         self.label: int | None = None  # the number the driving trainer gives the step being entered (else calls)
         self.warned_foreign = False
         self.warned_yield = False
@@ -240,7 +242,8 @@ class Session:
             if cuda:
                 activities.append(ProfilerActivity.CUDA)
             cpu_peaks = None if cuda else calibrate.cpu_peaks()
-            prof = profile(activities=activities, record_shapes=cfg.record_shapes)
+            memory = cfg.profile_memory if target.profile_memory is None else target.profile_memory
+            prof = profile(activities=activities, record_shapes=cfg.record_shapes, profile_memory=memory)
             with self._owning():
                 self._live = prof
                 prof.prepare_trace()

@@ -36,7 +36,7 @@ from autoprof.trace.model import Derived, Trace
 Check = Callable[[Trace, Any], list[Finding]]
 
 #: Every built-in rule module (in ``autoprof/rules/``), in the order their findings are reported.
-NAMES = ("regime", "roofline", "fusion", "compile", "cold", "sync", "occupancy", "gaps", "comm", "variance", "bmm", "pageable")
+NAMES = ("regime", "roofline", "fusion", "compile", "cold", "sync", "occupancy", "gaps", "comm", "variance", "bmm", "pageable", "memory")
 MODULES: tuple[ModuleType, ...] = tuple(import_module(f"{__name__}.{name}") for name in NAMES)
 
 

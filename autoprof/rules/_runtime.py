@@ -34,6 +34,7 @@ STREAM_COPY = "stream-copy"  # a copy, then a wait for its stream (torch's block
 FREE = "free"  # frees device memory (synchronizes the device)
 FREE_HOST = "free-host"  # frees pinned host memory (synchronizes the device)
 OCCUPANCY = "occupancy"  # an occupancy query before a launch
+MALLOC = "malloc"  # asks the driver for device memory (the caching allocator growing)
 
 CUDA, CUDA_DRIVER, HIP = "CUDA runtime", "CUDA driver", "HIP"
 _WAITS = frozenset({DEVICE_SYNC, STREAM_SYNC, EVENT_SYNC, STREAM_WAIT, COPY, ASYNC_COPY, STREAM_COPY, FREE, FREE_HOST})
@@ -60,6 +61,7 @@ RUNTIME_CALLS: dict[str, Call] = {
             ASYNC_COPY: ("cudaMemcpyAsync", "cudaMemcpy2DAsync"),
             FREE: ("cudaFree",),
             FREE_HOST: ("cudaFreeHost",),
+            MALLOC: ("cudaMalloc",),
             OCCUPANCY: ("cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"),
         },
     ),
@@ -93,6 +95,7 @@ RUNTIME_CALLS: dict[str, Call] = {
             ASYNC_COPY: ("hipMemcpyAsync", "hipMemcpy2DAsync"),
             STREAM_COPY: ("hipMemcpyWithStream",),
             FREE: ("hipFree",),
+            MALLOC: ("hipMalloc", "hipExtMallocWithFlags"),
             FREE_HOST: ("hipHostFree", "hipFreeHost"),
             OCCUPANCY: (
                 "hipOccupancyMaxActiveBlocksPerMultiprocessor",
@@ -116,6 +119,8 @@ BLOCKING_CALLS = frozenset(name for name, call in RUNTIME_CALLS.items() if call.
 LAUNCH_CALLS = calls_of(LAUNCH, GRAPH_LAUNCH)
 #: Calls that wait for the whole device (the profiler's flush is the last of them).
 DEVICE_SYNC_CALLS = calls_of(DEVICE_SYNC)
+#: Device memory allocations (``allocator_churn``'s ``device-mallocs``).
+MALLOC_CALLS = calls_of(MALLOC)
 #: Copies (the device's memcpys they made are named by kind in ``blocking_calls``).
 COPY_CALLS = calls_of(COPY, ASYNC_COPY, STREAM_COPY)
 #: Occupancy queries, by prefix: a library may add a suffix (``...WithFlags``, ``..._v2``).

@@ -26,6 +26,7 @@ from autoprof.trace.model import (
     FLOW_CATEGORIES,
     HOST_CODE,
     LAUNCH_CODES,
+    MEMORY_COLUMNS,
     SHAPED_OPS,
     SHAPED_PREFIXES,
     TraceBuilder,
@@ -83,6 +84,7 @@ class Columns:
     f_tid: array[int]
     f_ts: array[int]
     f_id: array[int]
+    memory: tuple[array[int], ...] = ()  # the builder's MEMORY_COLUMNS
 
 
 class BatchStatus(Enum):
@@ -200,6 +202,8 @@ class EventConsumer:
             except TypeError:  # unhashable category
                 code = SKIPPED
             if code < 0:
+                if ph == "i" and ev.get("name") == "[memory]":
+                    self._memory(ev, k)
                 continue
             ts = ev.get("ts")
             if type(ts) is int:
@@ -248,6 +252,27 @@ class EventConsumer:
             add_tid(tid)
             add_corr(corr)
         self.count = k + 1
+
+    def _memory(self, ev: dict[str, Any], k: int) -> None:
+        """An allocator instant (``profile_memory``): its time, thread, device, address, bytes and the totals after
+        it. One without a numeric time or byte count is skipped (the rules read no half event)."""
+        args = ev.get("args")
+        ts = ev.get("ts")
+        if type(args) is not dict or (type(ts) is not int and type(ts) is not float):
+            return
+        nbytes = _int(args.get("Bytes"), 0)
+        if not nbytes:
+            return
+        self.builder.add_memory(
+            round(ts * 1000),
+            self._thread(ev.get("pid"), ev.get("tid")),
+            _int(args.get("Device Type"), 0),
+            _int(args.get("Device Id"), -1),
+            _int(args.get("Addr"), -1),
+            nbytes,
+            _int(args.get("Total Allocated"), -1),
+            _int(args.get("Total Reserved"), -1),
+        )
 
     def _flow(self, ev: dict[str, Any], ph: str, k: int) -> None:
         """A flow event's start or end (kept for the fallback link of device work without a correlation id)."""
@@ -335,6 +360,7 @@ class EventConsumer:
             self.f_tid,
             self.f_ts,
             self.f_id,
+            tuple(getattr(builder, name) for name in MEMORY_COLUMNS),
         )
 
     def merge(self, part: Columns) -> None:
@@ -366,6 +392,9 @@ class EventConsumer:
         self.f_tid.extend(map(thread_map.__getitem__, part.f_tid))
         self.f_ts.extend(part.f_ts)
         self.f_id.extend(part.f_id)
+        if part.memory and len(part.memory[0]):
+            for name, col in zip(MEMORY_COLUMNS, part.memory):
+                getattr(builder, name).extend(map(thread_map.__getitem__, col) if name == "m_tid" else col)
         self.count += part.count
 
     def finish(self) -> None:

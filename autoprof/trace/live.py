@@ -14,6 +14,7 @@ span on the device lane). Which way is decided once per event class (:func:`read
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -82,7 +83,8 @@ def _kind(activity_type: Any) -> _Kind | None:
 
 USER_SCOPE = 7  # at::RecordScope::USER_SCOPE: record_function labels (ProfilerStep#N, sections, targets)
 _DRIVER = re.compile(r"cu[A-Z]")  # CUDA driver API calls: cuLaunchKernel, cuMemcpyAsync...
-#: Host events no rule reads, by name (memory instants when profile_memory is on): skipped as activity_type skips them.
+#: Host events that are no host activity, by name: the allocator's instants (``profile_memory``; read into the
+#: memory columns) and out-of-memory marks. Skipped as activity_type skips them.
 _HOST_SKIPPED = frozenset({"[memory]", "[OutOfMemory]"})
 #: Device-lane events other than work (CUPTI's synchronization records): skipped as activity_type skips them.
 _DEVICE_SKIPPED = frozenset({"Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event"})
@@ -227,6 +229,13 @@ class _Threads:
         self.op_thread[ev.correlation_id()] = torch_tid
         return tid
 
+    def of_thread(self, torch_tid: int) -> int:
+        """The thread row of torch's thread id (a memory event's: its ops' row)."""
+        tid = self.of.get(torch_tid)
+        if tid is None:
+            tid = self.of[torch_tid] = self.builder.thread("host", torch_tid)
+        return tid
+
     def resolve(self) -> None:
         """Put each linked runtime call on its op's thread."""
         h_tid = self.builder.h_tid
@@ -236,6 +245,66 @@ class _Threads:
             if found is None:
                 found = self.of[torch_tid] = self.builder.thread("host", torch_tid)
             h_tid[row] = found
+
+
+class _Memory:
+    """The allocator's ``[memory]`` instants of a window (``profile_memory=True``). A raw event says its time,
+    thread, device and byte count (``nbytes()``: > 0 allocated, < 0 freed); the address and the allocator's totals
+    are not among its accessors on any release (the chrome export has them from the profiler's own records): they
+    stay -1, and the rules count the window's memory from its start (what was held before is not seen either way).
+    The events are kept as the loop meets them and read at the end, one accessor over all of them at a time."""
+
+    __slots__ = ("add", "builder", "events", "threads")
+
+    def __init__(self, builder: TraceBuilder, threads: _Threads) -> None:
+        self.builder = builder
+        self.threads = threads
+        self.events: list[Any] = []
+        self.add = self.events.append
+
+    def finish(self) -> None:
+        events = self.events
+        if not events:
+            return
+        cls = type(events[0])
+        if not hasattr(cls, "nbytes"):  # on every release from 2.4; events without it are not read
+            return
+        nbytes = list(map(cls.nbytes, events))
+        if not all(nbytes):
+            events = [ev for ev, n in zip(events, nbytes) if n]
+            nbytes = [n for n in nbytes if n]
+        b = self.builder
+        n = len(events)
+        b.m_ts.extend(map(cls.start_ns, events))
+        rows: dict[int, int] = {}
+        of_thread = self.threads.of_thread
+        b.m_tid.extend([rows[t] if t in rows else rows.setdefault(t, of_thread(t)) for t in map(cls.start_thread_id, events)])
+        index = list(map(cls.device_index, events))
+        # device_type() is the slow accessor (~1.3 µs, an enum object each): a device index is one device of a
+        # window, so its type is asked of its first event only; the host's allocations have index -1
+        codes: dict[int, int] = {-1: 0}
+        for ev, k in zip(events, index):
+            if k not in codes:
+                codes[k] = _device_code(ev.device_type())
+        b.m_dtype.extend(map(codes.__getitem__, index))
+        b.m_dindex.extend(index)
+        b.m_bytes.extend(nbytes)
+        unknown = array("q", [-1]) * n
+        b.m_addr.extend(unknown)
+        b.m_total.extend(unknown)
+        b.m_reserved.extend(unknown)
+
+
+#: c10's DeviceType codes by name, as a chrome export writes them in a memory event's ``Device Type``.
+_DEVICE_CODES = {"CPU": 0, "CUDA": 1, "MKLDNN": 2, "HIP": 6, "XLA": 9, "XPU": 12, "MPS": 13, "META": 14, "PRIVATEUSE1": 20}
+
+
+def _device_code(dt: Any) -> int:
+    """A raw event's ``device_type()`` (an enum of torch's) as c10's code: its value where it has one."""
+    try:
+        return int(dt)
+    except (TypeError, ValueError):
+        return _DEVICE_CODES.get(str(dt).rsplit(".", 1)[-1].upper(), -1)
 
 
 class _Shapes:
@@ -315,6 +384,7 @@ def _build(
     pending: list[int] = []  # device rows whose kind is settled at the end (see Reader)
     threads = _Threads(builder)
     shapes = _Shapes(builder.h_shapes)
+    memory = _Memory(builder, threads)
     name_add, cat_add, ts_add = builder.h_name.append, builder.h_cat.append, builder.h_ts.append
     dur_add, tid_add, corr_add = builder.h_dur.append, builder.h_tid.append, builder.h_corr.append
     intern = builder.intern
@@ -335,6 +405,9 @@ def _build(
         except KeyError:
             kind = kind_of[at] = _kind(at)
         if kind is None:
+            if name == "[memory]":  # an allocator instant (profile_memory): its own columns
+                memory.add(ev)
+                continue
             if derived or not ev.is_user_annotation():
                 continue
             kind = _ANNOTATION
@@ -365,6 +438,7 @@ def _build(
         if is_op:
             shapes.keep(ev, nid, name, row)
     threads.resolve()
+    memory.finish()
     if pending:
         _settle_annotation_spans(builder, pending)
     return builder.build(target)

@@ -369,6 +369,15 @@ class TraceBuilder:
     d_stream: array[int] = field(default_factory=lambda: array("q"))
     d_corr: array[int] = field(default_factory=lambda: array("q"))
     d_launch: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # grid/block per kernel
+    # memory columns: the allocator's ``[memory]`` instants (``profile_memory=True``), empty without them
+    m_ts: array[int] = field(default_factory=lambda: array("q"))
+    m_tid: array[int] = field(default_factory=lambda: array("l"))  # thread row (as the host events')
+    m_dtype: array[int] = field(default_factory=lambda: array("l"))  # c10 DeviceType: 0 CPU, 1 CUDA, ...
+    m_dindex: array[int] = field(default_factory=lambda: array("l"))  # device index (-1: the host's)
+    m_addr: array[int] = field(default_factory=lambda: array("q"))  # -1: not recorded (live windows)
+    m_bytes: array[int] = field(default_factory=lambda: array("q"))  # > 0 an allocation, < 0 a free
+    m_total: array[int] = field(default_factory=lambda: array("q"))  # allocated after it (-1: not recorded)
+    m_reserved: array[int] = field(default_factory=lambda: array("q"))  # reserved after it (-1: not recorded)
     rank: int = 0
     world_size: int = 1
     device_properties: list[dict[str, Any]] = field(default_factory=list)
@@ -418,8 +427,23 @@ class TraceBuilder:
             self.d_launch[i] = launch
         return i
 
+    def add_memory(self, ts_ns: int, tid: int, dtype: int, dindex: int, addr: int, nbytes: int, total: int, reserved: int) -> None:
+        """One allocator event (``[memory]``): ``nbytes`` > 0 allocated, < 0 freed."""
+        self.m_ts.append(ts_ns)
+        self.m_tid.append(tid)
+        self.m_dtype.append(dtype)
+        self.m_dindex.append(dindex)
+        self.m_addr.append(addr)
+        self.m_bytes.append(nbytes)
+        self.m_total.append(total)
+        self.m_reserved.append(reserved)
+
     def build(self, target: str | None = None) -> Trace:
         return Trace(self, target)
+
+
+#: The memory columns, in the order :meth:`TraceBuilder.add_memory` takes them.
+MEMORY_COLUMNS = ("m_ts", "m_tid", "m_dtype", "m_dindex", "m_addr", "m_bytes", "m_total", "m_reserved")
 
 
 class Derived:
@@ -465,6 +489,7 @@ class Trace:
         self._sort_host(builder)
         ends = self._build_tree()
         self._sort_device(builder)
+        self._sort_memory(builder)
         self._link_launches()
         self.steps = self._find_steps(target, ends)
         self.target = target
@@ -505,6 +530,28 @@ class Trace:
         )
         launch = builder.d_launch
         self.launch_config = {new: launch[old] for new, old in enumerate(dorder) if old in launch} if launch else {}
+
+    def _sort_memory(self, builder: TraceBuilder) -> None:
+        """Memory columns sorted by time (stable: events of one instant keep their recorded order)."""
+        cols = [getattr(builder, name) for name in MEMORY_COLUMNS]
+        ts = builder.m_ts
+        if any(ts[k] > ts[k + 1] for k in range(len(ts) - 1)):
+            order = sorted(range(len(ts)), key=ts.__getitem__)
+            cols = [_permuted(col, order) for col in cols]
+        self.m_ts: array[int]
+        self.m_tid: array[int]
+        self.m_dtype: array[int]
+        self.m_dindex: array[int]
+        self.m_addr: array[int]
+        self.m_bytes: array[int]
+        self.m_total: array[int]
+        self.m_reserved: array[int]
+        (self.m_ts, self.m_tid, self.m_dtype, self.m_dindex, self.m_addr, self.m_bytes, self.m_total, self.m_reserved) = cols
+
+    @property
+    def n_memory(self) -> int:
+        """The allocator events recorded (0 unless the window recorded memory)."""
+        return len(self.m_ts)
 
     def _link_launches(self) -> None:
         """Launch links: device event -> the host runtime/driver call with the same correlation id (-1: none)."""
