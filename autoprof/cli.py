@@ -316,6 +316,8 @@ def _diff_table(d: Diff, out: IO[str]) -> None:
             out.write(f"  change: {d.step_change_pct:+.1f}% (medians), not tested against noise: too few steps for a {conf:.0%} interval\n")
     elif d.step_problem:
         out.write(f"  step time: not compared: {d.step_problem}\n")
+    for peak in d.memory_peaks:
+        out.write(f"  {peak.text()}\n")
     for side, failed in zip(("base", "new"), d.failures):
         for line in failed:
             out.write(f"  error on the {side} trace: {line}\n")

@@ -16,6 +16,7 @@ from typing import Any
 from autoprof._stats import Shift, ratio_shift, shift
 from autoprof.findings import Finding, severity_rank
 from autoprof.rules._kernels import kernel_family, kernel_head
+from autoprof.rules.memory import size
 from autoprof.trace.model import MATMUL_OPS
 
 #: Change kinds of an op or kernel.
@@ -27,6 +28,9 @@ STEP_SHARE = 0.005
 CALL_CHANGE = 0.10
 #: The gate needs at least this many steps on each side (fewer: no interval worth the name).
 MIN_STEPS = 3
+#: A device's memory peak changed when its median step peak moved by this share of the base's and this many bytes.
+PEAK_CHANGE = 0.05
+PEAK_CHANGE_BYTES = 1 << 20
 #: GEMM kernels named per side in the summary of a kernel change.
 TOP_KERNELS = 5
 #: Op names of compiled regions: torch.compile's, AOTAutograd's, a CUDA graph's replay.
@@ -61,6 +65,9 @@ class Profile:
     windows: list[list[Finding]] | None = None  # each pooled window's findings (None: one window, ``findings``)
     files: list[str] = field(default_factory=list)  # the files pooled here (empty: ``path`` alone)
     run: int = 0  # which of a side's runs (input paths) the file came from
+    # per device (cpu, cuda:0), each step's peak of allocated memory (bytes above the window's start), in the order
+    # of step_ns (:func:`autoprof.rules.memory.step_peaks`); empty without memory events
+    memory_peaks: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def window_findings(self) -> list[list[Finding]]:
@@ -123,6 +130,72 @@ class Change:
                 "steps": [b, n],
             }
         return out
+
+
+@dataclass(frozen=True)
+class PeakChange:
+    """One device's memory peak, base against new: each side's median step peak (bytes above what its window held
+    at its start), and with steps enough on both sides the per-step peaks' shift (bytes) and its interval."""
+
+    device: str
+    base_bytes: int
+    new_bytes: int
+    steps: tuple[int, int]  # (base, new) steps the peaks are over
+    shift: Shift | None = None  # the step peaks' shift (bytes), when tested against noise
+
+    @property
+    def delta_bytes(self) -> float:
+        """The change: the shift's estimate where tested, else the medians' difference."""
+        return self.shift.estimate if self.tested and self.shift is not None else float(self.new_bytes - self.base_bytes)
+
+    @property
+    def change_pct(self) -> float | None:
+        return round(self.delta_bytes / self.base_bytes * 100, 2) if self.base_bytes > 0 else None
+
+    @property
+    def tested(self) -> bool:
+        return self.shift is not None and self.shift.decided
+
+    @property
+    def changed(self) -> bool:
+        """Outside noise (where tested) and over the floors (``PEAK_CHANGE`` of the base, ``PEAK_CHANGE_BYTES``)."""
+        if self.tested and self.shift is not None and self.shift.within_noise:
+            return False
+        return abs(self.delta_bytes) >= max(PEAK_CHANGE * self.base_bytes, PEAK_CHANGE_BYTES)
+
+    def text(self) -> str:
+        """``memory peak cuda:0: 1.2 GiB → 1.8 GiB (+50%, +614 MiB [+600 MiB, +630 MiB], 95% confidence, outside noise)``."""
+        pct = self.change_pct
+        change = ", ".join(p for p in (f"{pct:+.0f}%" if pct is not None else "", f"{_signed(self.delta_bytes)}") if p)
+        s = self.shift
+        if self.tested and s is not None and s.lo is not None and s.hi is not None:
+            noise = "within noise" if s.within_noise else "outside noise"
+            change += f" [{_signed(s.lo)}, {_signed(s.hi)}], {s.confidence:.0%} confidence, {noise}"
+        else:
+            change += " on the medians, not tested against noise: too few steps"
+        b, n = self.steps
+        return f"memory peak {self.device}: {size(self.base_bytes)} → {size(self.new_bytes)} ({change}); base {b} steps, new {n} steps"
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.shift if self.tested else None
+        mib = 1 << 20
+        return {
+            "device": self.device,
+            "base_bytes": self.base_bytes,
+            "new_bytes": self.new_bytes,
+            "delta_mib": round(self.delta_bytes / mib, 3),
+            "change_pct": self.change_pct,
+            "tested": self.tested,
+            "interval_mib": [round(s.lo / mib, 3), round(s.hi / mib, 3)] if s and s.lo is not None and s.hi is not None else None,
+            "confidence": self.shift.confidence if self.shift is not None else None,
+            "within_noise": s.within_noise if s is not None else None,
+            "changed": self.changed,
+            "steps": list(self.steps),
+        }
+
+
+def _signed(n: float) -> str:
+    return ("+" if n >= 0 else "") + size(n)
 
 
 @dataclass(frozen=True)
@@ -248,6 +321,7 @@ class Diff:
     compiled: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))  # compiled regions (added, removed)
     files: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))  # (base, new) files pooled
     windows: tuple[int, int] = (1, 1)  # (base, new) windows pooled
+    memory_peaks: list[PeakChange] = field(default_factory=list)  # per device both sides recorded memory on
 
     @property
     def step_change_pct(self) -> float | None:
@@ -321,11 +395,11 @@ class Diff:
 
     @property
     def unchanged(self) -> bool:
-        """Nothing changed: no op, kernel, call, verdict or device change, and step times compared and within noise
+        """Nothing changed: no op, kernel, call, verdict, device or memory peak change, and step times compared and within noise
         (or equal, where the steps are too few for an interval); without steps on a side, or with a rule failed,
         that is not known."""
         changed = self.ops or self.kernels or self.calls or self.kernel_calls or self.verdicts or self.devices or self.gemm_kernels
-        if changed or self.findings_problem:
+        if changed or any(p.changed for p in self.memory_peaks) or self.findings_problem:
             return False
         if self.step_change_pct is None:
             return False
@@ -365,6 +439,7 @@ class Diff:
             "call_name_changes": [c.to_json() for c in self.call_names],
             "kernel_changes": [c.to_json() for c in self.kernels],
             "kernel_call_changes": [c.to_json() for c in self.kernel_calls],
+            "memory_peak_changes": [p.to_json() for p in self.memory_peaks],
             "files": {"base": self.files[0], "new": self.files[1]},
             "windows": {"base": self.windows[0], "new": self.windows[1]},
         }
@@ -432,6 +507,7 @@ def pool(profiles: list[Profile]) -> Profile:
     kernel_steps: dict[tuple[str, str, str], list[int]] = {}
     windows: list[list[Finding]] = []
     devices: set[str] = set()
+    peaks: dict[str, list[int]] = {}
     known = all(not p.step_ns or p.op_steps or not p.ops for p in profiles)
     for p in profiles:
         offset = len(steps)
@@ -448,6 +524,8 @@ def pool(profiles: list[Profile]) -> Profile:
                     row.extend(series)
         windows.extend(p.window_findings)
         devices.update(p.devices)
+        for device, series in p.memory_peaks.items():
+            peaks.setdefault(device, []).extend(series)
     for per in (op_steps, kernel_steps):
         for row in per.values():
             row.extend([0] * (len(steps) - len(row)))
@@ -467,6 +545,7 @@ def pool(profiles: list[Profile]) -> Profile:
         kernel_steps if known else {},
         windows,
         paths,
+        memory_peaks=peaks,
     )
 
 
@@ -507,7 +586,21 @@ def compare_one(base: Profile, new: Profile, top: int = 10, confidence: float = 
         compiled=_compiled(base, new),
         files=(base.paths, new.paths),
         windows=(len(base.window_findings), len(new.window_findings)),
+        memory_peaks=_peak_changes(base, new, confidence),
     )
+
+
+def _peak_changes(base: Profile, new: Profile, confidence: float) -> list[PeakChange]:
+    """Each device both sides recorded memory on: the median step peaks, and with at least ``MIN_STEPS`` steps a side
+    the step peaks' shift (the same noise model as the step times, on bytes)."""
+    out = []
+    for device in sorted(base.memory_peaks.keys() & new.memory_peaks.keys(), key=lambda d: (d != "cpu", d)):
+        b, n = base.memory_peaks[device], new.memory_peaks[device]
+        if not b or not n:
+            continue
+        tested = shift(b, n, confidence) if min(len(b), len(n)) >= MIN_STEPS else None
+        out.append(PeakChange(device, round(statistics.median(b)), round(statistics.median(n)), (len(b), len(n)), tested))
+    return out
 
 
 def _by_name(

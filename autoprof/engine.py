@@ -79,8 +79,8 @@ def step_periods_ms(trace: Trace, numbers: Sequence[int] | None = None) -> list[
 def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
     """A trace's reading for a comparison (:mod:`autoprof.compare`): step times, each op's calls and self time
     by (name, input shapes), each kernel's calls and device time under its launching op, the same per step (an
-    op by the step its call is in, a kernel by its launch's), the devices, the findings. One pass over the window's
-    events."""
+    op by the step its call is in, a kernel by its launch's), the devices, each step's memory peak per device, the
+    findings. One pass over the window's events."""
     win = view(trace)
     shapes: dict[int, str] = {}
 
@@ -128,6 +128,7 @@ def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
                 row = kernel_steps[kkey] = [0] * n_steps
             row[k] += trace.d_dur[d]
     devices = sorted({str(p.get("name")) for p in trace.device_properties if p.get("name")}) if trace.n_device else []
+    peaks = memory.step_peaks(trace) or {}  # the window record's step_memory_peak_bytes, in the order of the steps
     return Profile(
         path,
         trace.rank,
@@ -139,6 +140,7 @@ def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
         trace.n_events,
         op_steps=op_steps,
         kernel_steps=kernel_steps,
+        memory_peaks={device: [p for p in series if p is not None] for device, series in peaks.items()},
     )
 
 

@@ -25,7 +25,7 @@ from autoprof import engine, ranks
 from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
 from autoprof.peaks import CPU_PEAK_NAME
-from autoprof.rules import regime, roofline
+from autoprof.rules import memory, regime, roofline
 from autoprof.rules._common import merge, total, view
 from autoprof.sections import section_tree
 from autoprof.trace import chrome, remote
@@ -39,6 +39,9 @@ MAX_STEPS = 64  # steps in the breakdown
 MAX_SPANS = 150  # busy spans per step in the activity strip (closer ones are joined)
 MAX_STRIP_STEPS = 16  # steps in the activity strip: spread over the window, first and last included
 GAPS_LABELLED = 3  # per step
+MAX_MEMORY_POINTS = 2000  # per device in the memory chart (each bucket keeps its highest and lowest level)
+MAX_MEMORY_DEVICES = 8
+HOLDERS_LABELLED = 3  # ops named beside the peak (all the finding's holders in its hover text)
 #: What one name (an op, a kernel, its shapes) may cost on the page: longer ones end in an ellipsis, in the tables,
 #: the hover text and the labels alike (a trace's names are untrusted: one of 100k characters would weigh 100 KB
 #: wherever it appears).
@@ -70,6 +73,7 @@ class FileReport:
     kernels: list[dict[str, Any]] = field(default_factory=list)
     sections: list[dict[str, Any]] = field(default_factory=list)  # sections.section_tree(): depth-first, with depth
     step_ns: list[int] = field(default_factory=list)
+    memory: list[dict[str, Any]] = field(default_factory=list)  # per device: the peak step's allocated memory over time
     rank_summary: ranks.RankSummary | None = None  # what the cross-rank comparison reads of this rank (per-rank bars)
     failures: list[str] = field(default_factory=list)  # "rule X failed: ..." for each rule that raised on this trace
 
@@ -122,7 +126,65 @@ def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None
     ]
     rep.kernels = _kernels(trace)
     rep.sections = [{**r, "name": short(r["name"])} for r in section_tree(trace)]
+    rep.memory = _memory(trace, findings)
     return rep
+
+
+def _memory(trace: Trace, findings: Sequence[Finding]) -> list[dict[str, Any]]:
+    """Per device with allocator events (``profile_memory``): allocated memory (above the window's start, as
+    ``memory_peak`` counts it) over the step that holds the device's peak, ms from the step's start, and the ops
+    alive at the peak (``memory_peak``'s holders; none where the peak was too small for a finding)."""
+    peaks = memory.step_peaks(trace)
+    if not peaks:
+        return []
+    mem = memory.memory_of(trace)
+    found = {f.evidence.get("device"): f for f in findings if f.rule == memory.RULE_PEAK}
+    out = []
+    for dev in mem.devices[:MAX_MEMORY_DEVICES]:
+        series = [p or 0 for p in peaks.get(dev.name, [])]
+        if not series:
+            continue
+        top = max(range(len(series)), key=series.__getitem__)
+        step = trace.steps[top]
+        dts = [mem.ts[k] for k in dev.events]
+        points = [(0.0, dev.level_before(dts, step.start_ns))]
+        points += [((mem.ts[k] - step.start_ns) / 1e6, dev.levels[pos]) for pos, k in enumerate(dev.events) if mem.step_of[k] == top]
+        points.append((step.dur_ns / 1e6, dev.level_before(dts, step.end_ns)))
+        peak_ms = points[max(range(len(points)), key=lambda j: points[j][1])][0]  # the first moment at the peak
+        points = _thinned(points, MAX_MEMORY_POINTS)
+        f = found.get(dev.name)
+        holders = [{"op": short(h["op"]), "bytes": h["bytes"]} for h in (f.evidence.get("holders") or [])] if f is not None else []
+        out.append(
+            {
+                "device": dev.name,
+                "step": step.number,
+                "step_ms": step.dur_ns / 1e6,
+                "peak_bytes": series[top],
+                "peak_ms": round(peak_ms, 4),
+                "ms": [round(t, 4) for t, _ in points],
+                "bytes": [b for _, b in points],
+                "holders": holders,
+            }
+        )
+    return out
+
+
+def _thinned(points: list[tuple[float, int]], most: int) -> list[tuple[float, int]]:
+    """At most ``most`` points (about): each of ``most // 2`` buckets keeps its lowest and highest level, in time order
+    (the peak is always kept, and the first and last point)."""
+    if len(points) <= most:
+        return points
+    buckets = most // 2
+    size_ = len(points) / buckets
+    keep = {0, len(points) - 1}
+    for j in range(buckets):
+        lo, hi = int(j * size_), min(int((j + 1) * size_), len(points))
+        if lo >= hi:
+            continue
+        chunk = range(lo, hi)
+        keep.add(max(chunk, key=lambda i: points[i][1]))
+        keep.add(min(chunk, key=lambda i: points[i][1]))
+    return [points[i] for i in sorted(keep)]
 
 
 _POINT_KEYS = (
@@ -492,6 +554,14 @@ def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
         out.append(_fig(pio, _strip_figure(go, rep), f"strip{n}"))
     else:
         out.append('<p class="note">No device activity strip: this trace has no device work inside its steps (a CPU-only trace).</p>')
+    if rep.memory:  # a trace recorded with profile_memory; without memory events, no heading and no chart
+        out.append("<h3>Memory over the step that holds the peak</h3>")
+        out.extend(_fig(pio, _memory_figure(go, m), f"memory{n}_{j}") for j, m in enumerate(rep.memory))
+        out.append(
+            '<p class="note">Allocated memory above what was held at the window\'s start (what was allocated before it '
+            "is not seen), over the step with each device's peak; the ops named at the peak are those whose allocations "
+            "were alive then, largest first (memory_peak's holders).</p>"
+        )
     out.append("<h3>Top ops and kernels</h3>")
     out.append(
         _table(
@@ -816,6 +886,57 @@ def _strip_figure(go: Any, rep: FileReport) -> Any:
         height=max(200, 40 * len(rep.strip) + 100),
         margin={"t": 30, "l": 80, "r": 20, "b": 40},
         barmode="overlay",
+    )
+    return fig
+
+
+def _memory_figure(go: Any, m: dict[str, Any]) -> Any:
+    mib = 1 << 20
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=m["ms"],
+            y=[b / mib for b in m["bytes"]],
+            mode="lines",
+            line={"shape": "hv", "color": "#1f77b4"},
+            fill="tozeroy",
+            name="allocated",
+            hovertemplate="%{x:.3f} ms: %{y:.2f} MiB<extra></extra>",
+        )
+    )
+    holders = m["holders"]
+    alive = "<br>".join(html.escape(f"{short(h['op'])} {memory.size(h['bytes'])}") for h in holders)
+    fig.add_trace(
+        go.Scatter(
+            x=[m["peak_ms"]],
+            y=[m["peak_bytes"] / mib],
+            mode="markers",
+            name="peak",
+            marker={"symbol": "triangle-down", "color": "#d62728", "size": 12},
+            text=[f"peak {memory.size(m['peak_bytes'])}" + (f"<br>alive, largest first:<br>{alive}" if alive else "")],
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
+    named = ", ".join(f"{short(h['op'])} {memory.size(h['bytes'])}" for h in holders[:HOLDERS_LABELLED])
+    fig.add_annotation(
+        x=m["peak_ms"],
+        y=m["peak_bytes"] / mib,
+        text=html.escape(f"peak {memory.size(m['peak_bytes'])}" + (f": {named}" if named else "")),
+        showarrow=True,
+        arrowhead=2,
+        ax=0,
+        ay=-30,
+        name="holders",
+    )
+    for x in (0.0, m["step_ms"]):  # the step's boundaries
+        fig.add_vline(x=x, line={"dash": "dot", "color": "#999"})
+    fig.update_layout(
+        title=f"{m['device']}: step {m['step']}, peak {memory.size(m['peak_bytes'])}",
+        xaxis={"title": "ms from the step's start"},
+        yaxis={"title": "allocated (MiB above the window's start)", "rangemode": "tozero"},
+        height=360,
+        margin={"t": 60, "l": 70, "r": 20, "b": 50},
+        showlegend=False,
     )
     return fig
 

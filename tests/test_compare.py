@@ -415,3 +415,95 @@ def test_a_compiled_run_names_the_compiled_regions_it_added() -> None:
     (d,) = autoprof.diff(eager, compiled)
     added, removed = d.compiled
     assert "CompiledFunction" in added and "CompiledFunctionBackward" in added and not removed
+
+
+# -- memory peaks (issue 36) ----------------------------------------------------------------------------------------
+
+MIB = 1 << 20
+
+
+def _peaks_profile(peaks: dict[str, list[int]], path: str = "p") -> Profile:
+    steps = [10_000_000] * max((len(v) for v in peaks.values()), default=3)
+    p = _steps_profile(steps, path)
+    p.memory_peaks = {k: list(v) for k, v in peaks.items()}
+    return p
+
+
+def test_a_memory_peak_that_grew_is_tested_against_noise_per_device() -> None:
+    base = _peaks_profile({"cuda:0": _jitter(1200 * MIB, 10, 0.02, 11), "cpu": _jitter(64 * MIB, 10, 0.02, 12)})
+    new = _peaks_profile({"cuda:0": _jitter(1800 * MIB, 10, 0.02, 13), "cpu": _jitter(64 * MIB, 10, 0.02, 14)})
+    d = compare.compare_one(base, new)
+    cpu, gpu = d.memory_peaks  # the host first, as memory_peak orders devices
+    assert (cpu.device, gpu.device) == ("cpu", "cuda:0")
+    assert gpu.tested and gpu.changed and gpu.shift is not None and gpu.shift.lo is not None and gpu.shift.lo > 500 * MIB
+    assert gpu.change_pct is not None and 45 < gpu.change_pct < 55 and gpu.steps == (10, 10)
+    assert cpu.tested and not cpu.changed and cpu.shift is not None and cpu.shift.within_noise
+    assert not d.unchanged  # a peak outside noise is a change
+    line = gpu.text()
+    assert line.startswith("memory peak cuda:0: 1.17 GiB → 1.75 GiB (+49%, +591 MiB [+587 MiB, +606 MiB], 95% confidence, outside noise)")
+    rec = d.to_json()["memory_peak_changes"]
+    assert [r["device"] for r in rec] == ["cpu", "cuda:0"] and rec[1]["tested"] is True and rec[1]["changed"] is True
+    assert rec[1]["interval_mib"][0] > 500 and 550 < rec[1]["delta_mib"] < 650 and rec[0]["within_noise"] is True
+    same = compare.compare_one(base, base)
+    assert same.unchanged and all(not p.changed for p in same.memory_peaks)
+
+
+def test_memory_peaks_with_few_steps_are_not_tested_and_absent_ones_are_nothing() -> None:
+    few = compare.compare_one(_peaks_profile({"cuda:0": [100 * MIB, 100 * MIB]}), _peaks_profile({"cuda:0": [150 * MIB, 150 * MIB]}))
+    (peak,) = few.memory_peaks
+    assert not peak.tested and peak.changed and peak.delta_bytes == 50 * MIB and peak.change_pct == 50.0
+    assert "+50%, +50 MiB on the medians, not tested against noise" in peak.text()
+    assert few.to_json()["memory_peak_changes"][0]["interval_mib"] is None
+    one_side = compare.compare_one(_peaks_profile({"cuda:0": [100 * MIB] * 4}), _peaks_profile({}))
+    assert one_side.memory_peaks == [] and one_side.to_json()["memory_peak_changes"] == []
+    neither = compare.compare_one(_steps_profile([1_000_000] * 3), _steps_profile([1_000_000] * 3))
+    assert neither.to_json()["memory_peak_changes"] == [] and neither.unchanged
+
+
+def test_pooled_windows_pool_their_step_peaks() -> None:
+    a = _peaks_profile({"cuda:0": [1, 2, 3]}, "t.window1.rank0.pt.trace.json")
+    b = _peaks_profile({"cuda:0": [4, 5]}, "t.window2.rank0.pt.trace.json")
+    assert compare.pool([a, b]).memory_peaks == {"cuda:0": [1, 2, 3, 4, 5]}
+
+
+def _memory_trace_file(path: Path, peak_mib: list[int]) -> Path:
+    """A chrome trace with ``[memory]`` events on cuda:0: per step an aten::mm that allocates ``peak_mib`` MiB and
+    frees it before the step ends (as torch's export writes them, with profile_memory=True)."""
+    events: list[dict[str, Any]] = []
+    total = 0
+
+    def mem(ts: float, nbytes: int, addr: int) -> None:
+        nonlocal total
+        total += nbytes
+        args = {"Device Type": 1, "Device Id": 0, "Addr": addr, "Bytes": nbytes, "Total Allocated": total, "Total Reserved": 0}
+        events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts, "args": args})
+
+    for k, mib in enumerate(peak_mib):
+        t0 = k * 1000.0
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": t0, "dur": 1000, "pid": 1, "tid": 1})
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": t0 + 100, "dur": 200, "pid": 1, "tid": 1})
+        mem(t0 + 150, mib * MIB, 4096 * (k + 1))
+        mem(t0 + 900, -mib * MIB, 4096 * (k + 1))
+    gpu = [{"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 140 << 30}]
+    path.write_text(json.dumps({"traceEvents": events, "deviceProperties": gpu}))
+    return path
+
+
+def test_diff_of_two_traces_with_memory_events_says_the_peak_in_the_table_and_json(tmp_path: Path, capsys: Any) -> None:
+    base = _memory_trace_file(tmp_path / "base.json", [1228 + k % 2 for k in range(6)])
+    new = _memory_trace_file(tmp_path / "new.json", [1843 + k % 2 for k in range(6)])
+    assert cli.main(["diff", str(base), str(new)]) == 0
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if "memory peak" in x]
+    assert line.startswith("  memory peak cuda:0: 1.2 GiB → 1.8 GiB (+50%, +615 MiB [+614 MiB, +616 MiB], 95% confidence, outside noise)")
+    assert cli.main(["diff", "--json", str(base), str(new)]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    validate_record(rec)
+    (peak,) = rec["memory_peak_changes"]
+    assert peak["device"] == "cuda:0" and peak["base_bytes"] == 1228 * MIB + MIB // 2 and peak["new_bytes"] == 1843 * MIB + MIB // 2
+    assert peak["tested"] and peak["changed"] and peak["steps"] == [6, 6]
+    plain = _trace_file(tmp_path / "plain.json", [10.0] * 4)
+    assert cli.main(["diff", "--json", str(plain), str(new)]) == 0
+    assert json.loads(capsys.readouterr().out)["memory_peak_changes"] == []
+    assert cli.main(["diff", str(plain), str(new)]) == 0
+    assert "memory peak" not in capsys.readouterr().out

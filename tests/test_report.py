@@ -395,3 +395,66 @@ def test_a_mixed_precision_roofline_draws_each_dtypes_roof_and_a_datasheet_peak_
         "1 op(s) plot above the roof: their data sat in caches the datasheet's memory bandwidth does not see."
         " Their fraction of the roofline is shown as 100%.",
     ]
+
+
+# -- memory over the step (issue 36) ------------------------------------------------------------------------------
+
+MIB = 1 << 20
+
+
+def _memory_steps() -> Synth:
+    """Three 1 ms steps on a GPU, each allocating on cuda:0 in aten::ones (big) and aten::mul (8 MiB), both freed
+    before the step ends; step 1's aten::ones allocates the most (40 MiB, the others 16 MiB)."""
+    s = Synth()
+    s.meta["deviceProperties"] = [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 80 << 30}]
+    total = 0
+    addr = 4096
+
+    def mem(ts: float, nbytes: int, at: int) -> None:
+        nonlocal total
+        total += nbytes
+        args = {"Device Type": 1, "Device Id": 0, "Addr": at, "Bytes": nbytes, "Total Allocated": total, "Total Reserved": 0}
+        s.events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts, "args": args})
+
+    for k in range(3):
+        t0 = k * 1000
+        s.step(k, t0, 1000)
+        big = 40 * MIB if k == 1 else 16 * MIB
+        s.op("aten::ones", t0 + 100, 100)
+        mem(t0 + 120, big, addr)
+        s.op("aten::mul", t0 + 300, 50)
+        mem(t0 + 310, 8 * MIB, addr + 1)
+        mem(t0 + 800, -8 * MIB, addr + 1)
+        mem(t0 + 900, -big, addr)
+        addr += 2
+    return s
+
+
+def test_memory_is_drawn_over_the_step_of_the_peak_with_the_holders_named(tmp_path: Path) -> None:
+    s = _memory_steps()
+    trace = s.trace()
+    findings, _ = autoprof.engine.analyze_trace(trace, None)
+    rep = htmlreport.file_report(trace, findings)
+    (m,) = rep.memory
+    assert m["device"] == "cuda:0" and m["step"] == 1 and m["peak_bytes"] == 48 * MIB and m["step_ms"] == 1.0
+    assert m["ms"] == [0.0, 0.12, 0.31, 0.8, 0.9, 1.0] and m["bytes"] == [0, 40 * MIB, 48 * MIB, 40 * MIB, 0, 0]
+    assert m["peak_ms"] == 0.31
+    assert m["holders"] == [{"op": "aten::ones", "bytes": 40 * MIB}, {"op": "aten::mul", "bytes": 8 * MIB}]
+    page = _page(tmp_path, s)
+    assert "<h3>Memory over the step that holds the peak</h3>" in page and 'id="memory0_0"' in page
+    assert "cuda:0: step 1, peak 48 MiB" in page and "peak 48 MiB: aten::ones 40 MiB, aten::mul 8 MiB" in page
+
+
+def test_a_trace_without_memory_events_has_no_memory_chart(tmp_path: Path) -> None:
+    s = _cpu_steps()
+    trace = s.trace()
+    assert htmlreport.file_report(trace, autoprof.engine.analyze_trace(trace, None)[0]).memory == []
+    page = _page(tmp_path, s)
+    assert "Memory over the step" not in page and 'id="memory0_' not in page
+
+
+def test_a_long_memory_series_is_thinned_keeping_its_peak() -> None:
+    points = [(float(i), (i * 7919) % 1000) for i in range(10_000)] + [(10_000.0, 5000)]
+    thin = htmlreport._thinned(points, 200)
+    assert len(thin) <= 202 and thin[0] == points[0] and thin[-1] == points[-1] and (10_000.0, 5000) in thin
+    assert [t for t, _ in thin] == sorted(t for t, _ in thin)
