@@ -161,7 +161,10 @@ def _fill(trace: Trace, dev: Device) -> None:
             if made is not None:
                 dev.freed[made] = pos
     first = dev.events[0]
-    if total[first] >= 0:
+    # the host's totals are the profiler's own count since it started (its warmup included), not what the process
+    # holds: a CPU allocator reports no allocation made before profiling (torch warns "allocated before the
+    # profiling started"); a device's caching allocator reports its real totals
+    if total[first] >= 0 and dev.index >= 0:
         dev.baseline = max(total[first] - nbytes[first], 0)
     if dev.index >= 0:
         for props in trace.device_properties:
@@ -287,8 +290,11 @@ def _peak(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
     peak = peaks[top]
     if peak < PEAK_MIN_BYTES:
         return None
-    # the moment of the peak: the first event in that step at the peak's level (or the step's start)
+    # the moment of the peak: the first event in that step at the peak's level, else the step's start (a level
+    # reached before the step, by an allocation between steps, and held through it: the last event before it)
     at = next((pos for pos, k in enumerate(dev.events) if mem.step_of[k] == top and dev.levels[pos] == peak), -1)
+    if at < 0:
+        at = bisect.bisect_left([mem.ts[k] for k in dev.events], trace.steps[top].start_ns) - 1
     holders = _holders(trace, dev, at)
     held = (dev.baseline or 0) + peak
     cap_share = round(held / dev.capacity, 4) if dev.capacity else None

@@ -9,6 +9,7 @@ with the same columns, in file order.
 from __future__ import annotations
 
 import json
+import math
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -255,10 +256,10 @@ class EventConsumer:
 
     def _memory(self, ev: dict[str, Any], k: int) -> None:
         """An allocator instant (``profile_memory``): its time, thread, device, address, bytes and the totals after
-        it. One without a numeric time or byte count is skipped (the rules read no half event)."""
+        it. One without a numeric time (a finite one) or byte count is skipped (the rules read no half event)."""
         args = ev.get("args")
         ts = ev.get("ts")
-        if type(args) is not dict or (type(ts) is not int and type(ts) is not float):
+        if type(args) is not dict or (type(ts) is not int and (type(ts) is not float or not math.isfinite(ts))):
             return
         nbytes = _int(args.get("Bytes"), 0)
         if not nbytes:
