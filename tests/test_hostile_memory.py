@@ -519,3 +519,26 @@ def test_host_totals_are_not_a_baseline() -> None:
     _, found = load(events)
     assert found[memory.RULE_PEAK].evidence["baseline_bytes"] is None
     assert found[memory.RULE_CREEP].evidence["baseline_bytes"] is None
+
+
+def test_a_capacity_smaller_than_what_the_window_held_is_not_trusted() -> None:
+    gpu = [{"id": 0, "name": "x", "totalGlobalMem": 1}]  # 1 B: another device's properties, or wrong
+    events = [*step_events(4), *[mem_event(k * 1000 + 100, **cuda(5 * MB)) for k in range(4)]]
+    _, found = load(events, deviceProperties=gpu)
+    assert found[memory.RULE_PEAK].evidence["capacity_share"] is None
+    assert found[memory.RULE_CREEP].evidence["forecast_steps"] is None and "no forecast" in found[memory.RULE_CREEP].message
+
+
+def test_an_unknown_device_type_takes_no_gpu_capacity() -> None:
+    gpu = [{"id": 3, "name": "x", "totalGlobalMem": 100 * MB}]
+    events = [*step_events(), *[mem_event(k * 1000 + 100, **{"Device Type": 99, "Device Id": 3, "Bytes": 5 * MB}) for k in range(3)]]
+    _, found = load(events, deviceProperties=gpu)
+    assert found[memory.RULE_PEAK].evidence["capacity_bytes"] is None
+
+
+def test_a_creep_with_under_a_step_of_room_left_says_the_next_step() -> None:
+    gpu = [{"id": 0, "name": "x", "totalGlobalMem": 22 * MB}]
+    events = [*step_events(4), *[mem_event(k * 1000 + 100, **cuda(5 * MB)) for k in range(4)]]
+    _, found = load(events, deviceProperties=gpu)
+    creep = found[memory.RULE_CREEP]
+    assert "within the next step" in creep.message and creep.evidence["forecast_steps"] == 0, creep.message

@@ -77,6 +77,8 @@ CREEP_QUANTILE = 0.10
 
 #: c10 DeviceType codes, as the events write them, by the name a device is called in records.
 DEVICE_NAMES = {0: "cpu", 1: "cuda", 6: "hip", 9: "xla", 12: "xpu", 13: "mps", 20: "privateuse1"}
+#: The device types a trace's ``deviceProperties`` (and their ``totalGlobalMem``) describe.
+GPU_KINDS = frozenset({"cuda", "hip"})
 #: Ops that only allocate (their caller's output): an allocation is named after the op that called them.
 ALLOCATING_OPS = frozenset(
     {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided", "aten::resize_"}
@@ -90,6 +92,7 @@ class Device:
 
     name: str
     index: int  # device index (-1: the host)
+    kind: str = "cpu"  # the device type's name (DEVICE_NAMES)
     events: list[int] = field(default_factory=list)
     levels: list[int] = field(default_factory=list)  # allocated after each event, counted from the window's start
     baseline: int | None = None  # what was held at the window's start, where the trace records totals
@@ -124,7 +127,7 @@ def _memory(trace: Trace) -> Memory:
         if dev is None:
             kind = DEVICE_NAMES.get(dtype, f"device{dtype}")
             name = kind if dtype == 0 or dindex < 0 else f"{kind}:{dindex}"
-            dev = by_key[(dtype, dindex)] = Device(name, dindex if dtype != 0 else -1)
+            dev = by_key[(dtype, dindex)] = Device(name, dindex if dtype != 0 else -1, kind)
         dev.events.append(k)
     for dev in by_key.values():
         _fill(trace, dev)
@@ -166,11 +169,12 @@ def _fill(trace: Trace, dev: Device) -> None:
     # profiling started"); a device's caching allocator reports its real totals
     if total[first] >= 0 and dev.index >= 0:
         dev.baseline = max(total[first] - nbytes[first], 0)
-    if dev.index >= 0:
+    if dev.index >= 0 and dev.kind in GPU_KINDS:  # deviceProperties describe the CUDA/HIP devices only
+        held = max(dev.levels, default=0) + (dev.baseline or 0)
         for props in trace.device_properties:
             if isinstance(props, dict) and props.get("id") == dev.index:
                 cap = props.get("totalGlobalMem")
-                if type(cap) is int and cap > 0:
+                if type(cap) is int and cap >= held:  # less than the window held: another device's, or wrong
                     dev.capacity = cap
 
 
@@ -503,10 +507,13 @@ def _creep(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
         evidence["forecast_steps_low"] = round(room / high)
         evidence["forecast_steps_high"] = round(room / low)
         unknown = "" if dev.baseline is not None else " (what was held before the window is not recorded: a latest estimate)"
-        forecast = (
-            f"; at this rate it reaches the device's {size(dev.capacity)} in about {evidence['forecast_steps']} more steps "
-            f"({evidence['forecast_steps_low']} to {evidence['forecast_steps_high']}){unknown}"
-        )
+        if room < slope:  # under one step's growth left
+            forecast = f"; at this rate it reaches the device's {size(dev.capacity)} within the next step{unknown}"
+        else:
+            forecast = (
+                f"; at this rate it reaches the device's {size(dev.capacity)} in about {evidence['forecast_steps']} more "
+                f"steps ({evidence['forecast_steps_low']} to {evidence['forecast_steps_high']}){unknown}"
+            )
     else:
         forecast = "; no forecast: the trace gives no capacity for this device" + (" (the host's memory)" if dev.index < 0 else "")
     message = (
