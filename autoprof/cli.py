@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from autoprof import __version__
-from autoprof.compare import Diff
+from autoprof.compare import Diff, confidence_text
 from autoprof.config import SWITCH, Config, ConfigError
 from autoprof.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record
 from autoprof.engine import FileResult, cross_rank, diff, iter_files
@@ -308,12 +308,15 @@ def _diff_table(d: Diff, out: IO[str]) -> None:
         if s is not None and s.lo is not None and s.hi is not None:
             noise = "within noise" if s.within_noise else "outside noise"
             out.write(
-                f"  change: {s.estimate:+.1f}% [{s.lo:+.1f}%, {s.hi:+.1f}%] ({s.confidence:.0%} confidence), {noise}; "
+                f"  change: {s.estimate:+.1f}% [{s.lo:+.1f}%, {s.hi:+.1f}%] ({confidence_text(s.confidence)} confidence), {noise}; "
                 f"these steps detect changes of about ±{d.min_detectable_pct or 0:.1f}% or more\n"
             )
         else:
             conf = s.confidence if s is not None else 0.95
-            out.write(f"  change: {d.step_change_pct:+.1f}% (medians), not tested against noise: too few steps for a {conf:.0%} interval\n")
+            out.write(
+                f"  change: {d.step_change_pct:+.1f}% (medians), not tested against noise: "
+                f"too few steps for a {confidence_text(conf)} interval\n"
+            )
     elif d.step_problem:
         out.write(f"  step time: not compared: {d.step_problem}\n")
     for peak in d.memory_peaks:

@@ -8,6 +8,7 @@ makes the profiles (:func:`autoprof.engine.profile_of`); the CLI and ``autoprof.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -240,6 +241,17 @@ class Steps:
         return Steps(len(ms), round(statistics.median(ms), 4), round(min(ms), 4), round(max(ms), 4))
 
 
+def check_confidence(confidence: float) -> None:
+    """Raise ValueError unless ``confidence`` is one an interval can be read at (0.5 up to, not including, 1)."""
+    if not 0.5 <= confidence < 1:  # nan fails too
+        raise ValueError(f"confidence must be between 0.5 and 1 (0.95: 95%), got {confidence!r}")
+
+
+def confidence_text(confidence: float) -> str:
+    """``0.95`` as ``95%``, ``0.999`` as ``99.9%`` (not rounded up to ``100%``)."""
+    return f"{confidence * 100:.6g}%"
+
+
 @dataclass(frozen=True)
 class Gate:
     """``--fail-on-regression``'s decision on one diff: tripped when the step time's interval lies wholly above
@@ -263,7 +275,7 @@ class Gate:
         verb = "tripped" if self.tripped else "passed"
         rel = ">" if self.tripped else "not >"
         return (
-            f"gate {verb}: step time {self.estimate_pct:+.1f}% [{lo:+.1f}%, {hi:+.1f}%] ({self.confidence:.0%} confidence) "
+            f"gate {verb}: step time {self.estimate_pct:+.1f}% [{lo:+.1f}%, {hi:+.1f}%] ({confidence_text(self.confidence)} confidence) "
             f"{rel} +{self.threshold_pct:g}% threshold; base {self.base_steps} steps, new {self.new_steps} steps"
         )
 
@@ -351,8 +363,19 @@ class Diff:
             return f"the {missing[0]} trace {path} has no steps (ProfilerStep#N spans)"
         return f"the base trace {self.base_path} has a median step time of 0 ms"
 
-    def gate(self, threshold_pct: float, confidence: float = 0.95) -> Gate:
-        """``--fail-on-regression``: does the step time's interval lie above ``threshold_pct``?"""
+    def gate(self, threshold_pct: float, confidence: float | None = None) -> Gate:
+        """``--fail-on-regression``: does the step time's interval lie above ``threshold_pct``? The interval is the
+        one this diff computed (at :func:`compare`'s ``confidence``); ``confidence``, when given, must be that one
+        (raises ValueError otherwise, as for a threshold that is not a finite number)."""
+        if not math.isfinite(threshold_pct):
+            raise ValueError(f"threshold_pct must be a finite number, got {threshold_pct!r}")
+        computed = self.step_shift.confidence if self.step_shift is not None else None
+        if confidence is None:
+            confidence = 0.95 if computed is None else computed
+        elif computed is not None and confidence != computed:
+            raise ValueError(
+                f"this diff's intervals are at confidence {computed}, not {confidence}: diff again with confidence={confidence}"
+            )
         b = self.base_steps.count if self.base_steps else 0
         n = self.new_steps.count if self.new_steps else 0
         problem = self.step_problem
@@ -361,7 +384,8 @@ class Diff:
             problem = f"too few steps for an interval: base {b}, new {n} (at least {MIN_STEPS} a side; record more: active, repeat)"
         if problem is None and (s is None or not s.decided):
             problem = (
-                f"too few steps for a {confidence:.0%} interval: base {b}, new {n} (record more: active, repeat; or lower --confidence)"
+                f"too few steps for a {confidence_text(confidence)} interval: base {b}, new {n} "
+                "(record more: active, repeat; or lower --confidence)"
             )
         if problem is not None or s is None or s.lo is None or s.hi is None:
             return Gate(threshold_pct, confidence, s.estimate if s else None, None, b, n, False, problem)
@@ -448,6 +472,7 @@ class Diff:
 def compare(base: list[Profile], new: list[Profile], top: int = 10, confidence: float = 0.95) -> list[Diff]:
     """One :class:`Diff` per pair of sides' groups (see :func:`pairs`): the files of one rank and target on a side
     (several windows of a kept ``trace_dir``, several base runs) are pooled first (:func:`pool`)."""
+    check_confidence(confidence)
     return [compare_one(b, n, top, confidence) for b, n in pairs(base, new)]
 
 

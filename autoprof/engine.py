@@ -149,17 +149,22 @@ def profiles(paths: Sequence[str | os.PathLike[str]], config: Config | None = No
     if config is None:
         config = SWITCH.config
     out: list[Profile] = []
+    seen: set[str] = set()  # a file named twice (``diff a a b``, a directory and a file in it) is read once
     for run, path in enumerate(paths):
         found = 0
         for name, trace in loaded([path], workers):
             if isinstance(trace, TraceError):
                 raise trace
+            found += 1
+            key = name if "://" in name else os.path.realpath(name)
+            if key in seen:
+                continue  # its steps would count twice: a narrower interval than the runs give
+            seen.add(key)
             findings, failures = analyze_trace(trace, config)
             profile = profile_of(trace, findings, name)
             profile.failures = [f"rule {rule} failed: {getattr(e, 'type_name', type(e).__name__)}: {e}" for rule, e in failures]
             profile.run = run
             out.append(profile)
-            found += 1
         if not found:
             raise TraceError(str(path) or "(no input)", "no trace files found")
     if not out:
