@@ -258,6 +258,13 @@ def _diff(args: argparse.Namespace) -> int:
         for d in diffs:
             _diff_table(d, out)
     out.flush()
+    # A gate that tripped on a pair is said first, and fails (1) even where another pair cannot be evaluated: a
+    # regression that is known is never hidden behind one that is not.
+    tripped = [(d, g) for d, g in zip(diffs, gates) if g is not None and g.tripped]
+    ranks = [d.rank for d in diffs]
+    for d, g in tripped:
+        where = "" if len(diffs) == 1 else f" (rank {d.rank})" if ranks.count(d.rank) == 1 else f" ({d.new_path})"
+        err.write(f"autoprof: {g.line()}{where}\n")
     # Nothing to compare, or a gate that cannot be evaluated, does not pass: bad input (2), one line saying why.
     unknown = []
     if args.fail_on_regression is not None:
@@ -269,14 +276,11 @@ def _diff(args: argparse.Namespace) -> int:
         more = f" (and {len(problems) - 1} more pairs)" if len(problems) > 1 else ""
         err.write(f"autoprof: {gate} cannot be evaluated: {problems[0]}{more}\n")
     if unknown:
-        return 2
+        return 1 if tripped else 2
     empty = [p for d in diffs if (p := d.empty_problem)]
     if empty:
         err.write(f"autoprof: {empty[0]}\n")
-        return 2
-    tripped = [(d, g) for d, g in zip(diffs, gates) if g is not None and g.tripped]
-    for d, g in tripped:
-        err.write(f"autoprof: {g.line()}" + (f" (rank {d.rank})" if len(diffs) > 1 else "") + "\n")
+        return 1 if tripped else 2
     appeared = args.fail_on_new is not None and any(d.new_findings(args.fail_on_new) for d in diffs)
     return 1 if tripped or appeared else 0
 

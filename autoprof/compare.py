@@ -344,11 +344,12 @@ class Diff:
 
     @property
     def min_detectable_pct(self) -> float | None:
-        """The smallest change these steps can tell from noise: the interval's half-width (percent of the base)."""
+        """The smallest change these steps can tell from noise: the interval's half-width on the log scale the
+        interval is made on, in percent (an interval of +200%..+1100% is a factor of 2 either side: 100%)."""
         s = self.step_shift
         if s is None or s.lo is None or s.hi is None:
             return None
-        return (s.hi - s.lo) / 2
+        return (math.sqrt((1 + s.hi / 100) / (1 + s.lo / 100)) - 1) * 100
 
     @property
     def step_problem(self) -> str | None:

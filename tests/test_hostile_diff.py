@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import autoprof
-from autoprof import cli
+from autoprof import cli, compare
+from autoprof._stats import Shift
 from autoprof.trace.chrome import TraceError
 
 
@@ -315,6 +316,41 @@ def test_a_rank_without_steps_on_one_side_makes_the_gate_status_2(tmp_path: Path
     assert recs[1]["gate"]["reason"] is not None and recs[1]["gate"]["tripped"] is False
     # without a gate the same pair is reported, status 0
     assert _run(capsys, str(ra), str(rc_))[0] == 0
+
+
+def test_a_regressed_rank_is_said_and_fails_even_when_another_rank_cannot_be_evaluated(tmp_path: Path, capsys: Any) -> None:
+    ra, rc_ = tmp_path / "ra", tmp_path / "rc"
+    ra.mkdir()
+    rc_.mkdir()
+    for r in (0, 1):
+        _trace(ra / f"train.window0.rank{r}.pt.trace.json", _nine(10), rank=r)
+    _trace(rc_ / "train.window0.rank0.pt.trace.json", _nine(13), rank=0)  # rank 0: 30% slower
+    bare = {
+        "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 500, "pid": 1, "tid": 1}],
+        "distributedInfo": {"rank": 1, "world_size": 2},
+    }
+    (rc_ / "train.window0.rank1.pt.trace.json").write_text(json.dumps(bare))
+    rc, _, err = _run(capsys, str(ra), str(rc_), "--fail-on-regression", "5")
+    assert rc == 1 and len(err) == 2, err
+    assert "gate tripped" in err[0] and err[0].endswith("(rank 0)") and "has no steps" in err[1]
+
+
+def test_pairs_of_one_rank_are_named_by_their_file_when_the_gate_trips(tmp_path: Path, capsys: Any) -> None:
+    ra, rb = tmp_path / "ra", tmp_path / "rb"
+    ra.mkdir()
+    rb.mkdir()
+    for name in ("a.json", "b.json"):  # no distributedInfo: both rank 0, paired by file name
+        _trace(ra / name, _nine(10))
+    _trace(rb / "a.json", _nine(10))
+    _trace(rb / "b.json", _nine(13))
+    rc, _, err = _run(capsys, str(ra), str(rb), "--fail-on-regression", "5")
+    assert rc == 1 and len(err) == 1 and err[0].endswith(f"({rb / 'b.json'})"), err
+
+
+def test_the_smallest_detectable_change_is_a_half_width_on_the_log_scale() -> None:
+    d = compare.Diff(0, "a", "b", None, None, [], [], [], None, None)
+    d.step_shift = Shift(461.0, 200.0, 1100.0, 0.95, 9, 9)  # a factor of 3 to 12: 2x either side of 6x
+    assert d.min_detectable_pct == pytest.approx(100.0)
 
 
 def test_several_base_runs_with_different_step_counts_are_pooled(tmp_path: Path, capsys: Any) -> None:
