@@ -23,9 +23,10 @@ import torch.autograd.profiler as _ap
 import wrapt
 
 from autoprof import emit as _emit
-from autoprof.config import CHECKS, SCHEDULE_KEYS, SWITCH, ConfigError, check_schedule_value, user_stacklevel
+from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, SWITCH, TRIGGER_KEYS, ConfigError, check_schedule_value, user_stacklevel
 from autoprof.schedule import Phase, Place, Schedule
 from autoprof.session import SECTIONS_SEEN, SESSION, Target, Window, rank_chosen
+from autoprof.trigger import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -98,6 +99,9 @@ class _Step:
             target.rewind = False
             target.pos = target.schedule.warmup_start(target.pos)
         place = target.schedule.place(target.pos)
+        if place.phase == Phase.DONE and target.saved is not None:  # a triggered window's schedule is over
+            target.end_triggered()
+            place = target.schedule.place(target.pos)
         if place.phase in (Phase.DONE, Phase.WAIT):
             self._unprofiled(place.phase)
         else:
@@ -181,12 +185,14 @@ class _Step:
                     target.pos += 1
                 if self.last:
                     SESSION.close(target, SWITCH.config)
+                elif window is None and not raised and target.watch is not None:
+                    SESSION.observe(target, self.step, wall_ns)  # an unprofiled step: the trigger's baseline
 
 
 class _Instrument:
     """Per-decorated-callable state and the call logic shared by the sync and async wrappers."""
 
-    def __init__(self, name: str, schedule: dict[str, int]) -> None:
+    def __init__(self, name: str, schedule: dict[str, Any]) -> None:
         self.name = name
         self.schedule = schedule
         self.target: Target | None = None
@@ -198,6 +204,10 @@ class _Instrument:
             memory = self.schedule.get("profile_memory")
             if memory is not None:
                 target.profile_memory = bool(memory)
+            cfg = SWITCH.config
+            options = {k: self.schedule.get(k, getattr(cfg, k)) for k in TRIGGER_KEYS}
+            if options["trigger"] and target.watching is None:
+                target.watch_with(Settings.of(options))
         return target
 
     def _schedule(self) -> Schedule:
@@ -277,6 +287,15 @@ class _Instrument:
                     target.account(wall_ns)
                 if step is not None:
                     step.finish(wall_ns, raised)
+
+
+def _slow(target: Target, step: int, wall_ns: int) -> None:
+    """An idle step the trigger must look at (slow, or its baseline is due); never raises an Exception."""
+    try:
+        SESSION.check_slow(target, step, wall_ns)
+    except Exception as e:
+        _internal_error("trigger", target.name, e)
+        target.watch = None  # the trigger is given up for this target; its calls go on
 
 
 def _give_up(target: Target) -> None:
@@ -359,10 +378,24 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 t = ins.target
                 if t is not None and t.done and not ap._is_profiler_enabled:
                     tls.d = 1
+                    w = t.watch
+                    if w is None:
+                        try:
+                            return await fn(*args, **kwargs)
+                        finally:
+                            tls.d = 0
+                    t0 = now()
                     try:
-                        return await fn(*args, **kwargs)
+                        out = await fn(*args, **kwargs)
                     finally:
                         tls.d = 0
+                    dt = now() - t0
+                    step = t.calls
+                    t.calls = step + 1
+                    w.times.append(dt)
+                    if dt > w.limit or step >= w.due:
+                        _slow(t, step, dt)
+                    return out
                 calls: list[Any] = []
                 mode = PLAIN
                 t0 = -1
@@ -404,10 +437,25 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
         t = ins.target
         if t is not None and t.done and not ap._is_profiler_enabled:
             tls.d = 1
+            w = t.watch
+            if w is None:
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    tls.d = 0
+            # the trigger's always-on timing: two clock reads, one append, one comparison (see autoprof.trigger)
+            t0 = now()
             try:
-                return fn(*args, **kwargs)
+                out = fn(*args, **kwargs)
             finally:
                 tls.d = 0
+            dt = now() - t0
+            step = t.calls
+            t.calls = step + 1
+            w.times.append(dt)
+            if dt > w.limit or step >= w.due:
+                _slow(t, step, dt)
+            return out
         calls: list[Any] = []
         mode = PLAIN
         t0 = -1
@@ -457,15 +505,27 @@ class Steps:
     (a failure is one error record, then the target is given up and only the idle path runs).
     """
 
-    __slots__ = ("_calls", "_ins", "_mode", "_new_run", "_sections", "_t0", "_thread", "_warned_thread", "framework")
+    __slots__ = (
+        "_calls",
+        "_ins",
+        "_label",
+        "_mode",
+        "_new_run",
+        "_sections",
+        "_t0",
+        "_thread",
+        "_warned_thread",
+        "framework",
+    )
 
-    def __init__(self, name: str, *, framework: str | None = None, **schedule: int) -> None:
+    def __init__(self, name: str, *, framework: str | None = None, **schedule: Any) -> None:
         _name, options = _validate({"name": name, **schedule})
         self._ins = _Instrument(name, options)
         self.framework = framework
         self._mode: int | None = None  # None: no step in progress
         self._calls: list[Any] = []
         self._t0 = -1
+        self._label: int | None = None  # the trainer's number of an idle step (the trigger's step number)
         self._sections: list[tuple[str, Any]] = []  # (name, its record_function or None), innermost last
         self._thread: int | None = None  # the thread of the step in progress
         self._new_run = True  # the next step is the first of a run: the target's schedule starts over there
@@ -506,6 +566,9 @@ class Steps:
             _tls.d = 1
             _tls.driver = self
             self._mode = _IDLE
+            if target.watch is not None:
+                self._label = number
+                self._t0 = _now()
             return
         mode = PLAIN
         _tls.driver = self
@@ -538,9 +601,25 @@ class Steps:
             if mode != _IDLE:
                 # a failed step is an interrupted one (t0 < 0): its window is dropped, its cycle recorded again
                 self._ins.end(Mode(mode), calls, -1 if failed else self._t0)
+            elif not failed:
+                self._idle_end()
         finally:
             _tls.d = 0
             _tls.driver = None
+
+    def _idle_end(self) -> None:
+        """An idle step ended: its time for the trigger's baseline (when the target has one)."""
+        target = self._ins.target
+        if target is None or target.watch is None or self._t0 < 0:
+            return
+        wall_ns = _now() - self._t0
+        self._t0 = -1
+        step = target.calls if self._label is None else self._label
+        target.calls += 1
+        watch = target.watch
+        watch.times.append(wall_ns)
+        if wall_ns > watch.limit or step >= watch.due:
+            _slow(target, step, wall_ns)
 
     def stop(self, reason: str = "the run ended", *, failed: bool = False) -> None:
         """The loop's run is over (``failed``: it raised): end the step in progress (a failed one is not counted and
@@ -679,16 +758,24 @@ def _underlying(obj: Any) -> Any:
     return obj.__func__ if isinstance(obj, (classmethod, staticmethod)) else obj
 
 
-def _validate(options: dict[str, Any]) -> tuple[str | None, dict[str, int]]:
+def _validate(options: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     name = options.pop("name", None)
     if name is not None and (not isinstance(name, str) or not name):
         raise ConfigError(f"name must be a non-empty string, not {name!r}")
     memory = options.pop("profile_memory", None)
+    trigger = {k: options.pop(k) for k in TRIGGER_KEYS if k in options}
     unknown = set(options) - set(SCHEDULE_KEYS)
     if unknown:
-        valid = ", ".join(("name", *SCHEDULE_KEYS, "profile_memory"))
+        valid = ", ".join(("name", *SCHEDULE_KEYS, "profile_memory", *TRIGGER_KEYS))
         raise ConfigError(f"unknown autoprof option(s): {', '.join(sorted(unknown))} (valid: {valid})")
-    checked = {k: check_schedule_value(k, v) for k, v in options.items()}
+    checked: dict[str, Any] = {k: check_schedule_value(k, v) for k, v in options.items()}
+    for k, v in trigger.items():  # the target's own trigger options over configure()'s (each field's check)
+        try:
+            checked[k] = CHECKS[k](v)
+        except ConfigError:
+            raise
+        except Exception:
+            raise ConfigError(f"{k} must be {ACCEPTS[k]}, not {v!r}") from None
     if memory is not None:  # the target's own choice over configure()'s (a bool: an int to the schedule's dict)
         checked["profile_memory"] = CHECKS["profile_memory"](memory)
     return name, checked
@@ -730,7 +817,7 @@ def _old_torch(obj: Any) -> bool:
     return True
 
 
-def instrument(obj: Any, name: str | None, schedule: dict[str, int]) -> Any:
+def instrument(obj: Any, name: str | None, schedule: dict[str, Any]) -> Any:
     """Wrap ``obj`` (function, method, classmethod/staticmethod, nn.Module instance)."""
     if not SWITCH.enabled or _old_torch(obj):
         return obj  # disabled at decoration time (or a torch below the floor): the original, unchanged
@@ -775,6 +862,14 @@ def autoprof(
     repeat: int = ...,
     skip_first: int = ...,
     profile_memory: bool = ...,
+    trigger: bool = ...,
+    trigger_factor: float = ...,
+    trigger_mads: float = ...,
+    trigger_floor_ms: float = ...,
+    trigger_history: int = ...,
+    trigger_min_steps: int = ...,
+    trigger_budget: float = ...,
+    trigger_interval: int = ...,
 ) -> F: ...
 @overload
 def autoprof(
@@ -788,12 +883,21 @@ def autoprof(
     repeat: int = ...,
     skip_first: int = ...,
     profile_memory: bool = ...,
+    trigger: bool = ...,
+    trigger_factor: float = ...,
+    trigger_mads: float = ...,
+    trigger_floor_ms: float = ...,
+    trigger_history: int = ...,
+    trigger_min_steps: int = ...,
+    trigger_budget: float = ...,
+    trigger_interval: int = ...,
 ) -> Callable[[F], F]: ...
 def autoprof(func: Any = None, /, **options: Any) -> Any:
     """Profile calls of ``func``: each outermost call is one step of its own schedule.
 
     Bare (``@autoprof``) or with keyword-only options (``@autoprof(name=..., wait=..., warmup=...,
-    active=..., repeat=..., skip_first=..., profile_memory=...)``), or called on the object with them (``autoprof(model,
+    active=..., repeat=..., skip_first=..., profile_memory=..., trigger=..., trigger_factor=...)``: the trigger's
+    options over ``configure()``'s), or called on the object with them (``autoprof(model,
     name="encoder")``). Works on functions, methods, classmethods,
     staticmethods, ``async def`` functions, ``nn.Module.forward`` and module instances
     (``autoprof(model)``).
