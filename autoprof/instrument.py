@@ -185,7 +185,7 @@ class _Step:
                     target.pos += 1
                 if self.last:
                     SESSION.close(target, SWITCH.config)
-                elif window is None and not raised and target.watch is not None:
+                elif window is None and not raised and target.watch is not None and target.calls > target.schedule.skip_first:
                     SESSION.observe(target, self.step, wall_ns)  # an unprofiled step: the trigger's baseline
 
 

@@ -241,9 +241,10 @@ class Session:
             self.arm(target, found)
 
     def check_slow(self, target: Target, step: int, wall_ns: int) -> None:
-        """The idle path's slow step, or one whose baseline is due (its time already in the history)."""
+        """The idle path's slow step, or one whose baseline is due (its time already in the history). Only the owner
+        thread's steps arm a window (the idle path does not ask which thread calls)."""
         watch = target.watch
-        if watch is None or target.saved is not None:
+        if watch is None or target.saved is not None or target.owner != threading.get_ident():
             return
         found = watch.check(step, wall_ns, target.calls, target.cost())
         if found is not None:
@@ -391,11 +392,9 @@ class Session:
         index = target.window
         target.window += 1
         trigger = target.trigger if target.saved is not None else None
-        steady = target.steady_ns()
         if trigger is not None:
             target.triggered += 1
             target.end_triggered()  # the target's own schedule from its next step
-            steady = trigger.median_ns
             watch = target.watch
             if watch is not None:
                 watch.recorded([s for s, w in zip(window.steps, window.walls, strict=False) if w > trigger.limit_ns])
@@ -416,7 +415,7 @@ class Session:
             walls=window.walls,
             calls=target.calls,
             first_call_ns=target.first_call_ns,
-            steady_ns=steady,
+            steady_ns=target.steady_ns(),
             stall_ns=time.perf_counter_ns() - started,  # what the calling thread pays when work runs in the background
             stop_ns=stopped - started,
             cpu_peaks=window.cpu_peaks,

@@ -66,8 +66,9 @@ class ClosedWindow:
         return meta
 
     def profiled_extra_ms(self) -> float | None:
-        """What recording cost the recorded steps: their wall time beyond as many steady unprofiled calls."""
-        if not self.steady_ns or not self.walls:
+        """What recording cost the recorded steps: their wall time beyond as many steady unprofiled calls (None for a
+        triggered window: its steps' excess is the slowdown it opened for, not the profiler's)."""
+        if not self.steady_ns or not self.walls or self.trigger is not None:
             return None
         return round(max(sum(self.walls) - self.steady_ns * len(self.walls), 0) / 1e6, 3)
 
