@@ -185,8 +185,6 @@ class _Step:
                     target.pos += 1
                 if self.last:
                     SESSION.close(target, SWITCH.config)
-                elif window is None and not raised and target.watch is not None and target.calls > target.schedule.skip_first:
-                    SESSION.observe(target, self.step, wall_ns)  # an unprofiled step: the trigger's baseline
 
 
 class _Instrument:
@@ -377,25 +375,25 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             try:
                 t = ins.target
                 if t is not None and t.done and not ap._is_profiler_enabled:
-                    tls.d = 1
                     w = t.watch
-                    if w is None:
-                        try:
-                            return await fn(*args, **kwargs)
-                        finally:
-                            tls.d = 0
-                    t0 = now()
+                    if w is not None:  # the trigger's timing, as in the sync wrapper
+                        t0 = now()
+                        c = t.calls
+                        t.calls = c + 1
+                        last, prev = w.start, w.prev
+                        w.start, w.prev = t0, c
+                        if last:
+                            dt = t0 - last
+                            w.times.append(dt)
+                            if dt > w.limit or prev >= w.due:
+                                _slow(t, prev, dt)
+                    tls.d = 1
                     try:
-                        out = await fn(*args, **kwargs)
+                        return await fn(*args, **kwargs)
                     finally:
                         tls.d = 0
-                    dt = now() - t0
-                    step = t.calls
-                    t.calls = step + 1
-                    w.times.append(dt)
-                    if dt > w.limit or step >= w.due:
-                        _slow(t, step, dt)
-                    return out
+                if t is not None and t.watch is not None:
+                    t.watch.start = 0
                 calls: list[Any] = []
                 mode = PLAIN
                 t0 = -1
@@ -436,26 +434,28 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                     _close_rf(rf)
         t = ins.target
         if t is not None and t.done and not ap._is_profiler_enabled:
-            tls.d = 1
             w = t.watch
-            if w is None:
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    tls.d = 0
-            # the trigger's always-on timing: two clock reads, one append, one comparison (see autoprof.trigger)
-            t0 = now()
+            if w is not None:
+                # the trigger's always-on timing: one clock read, one append, one comparison (see autoprof.trigger):
+                # a step's time is its period, from its start to the next call's (the step and what runs after it:
+                # the next batch's loading, a checkpoint), judged when the next call starts
+                t0 = now()
+                c = t.calls
+                t.calls = c + 1
+                last, prev = w.start, w.prev
+                w.start, w.prev = t0, c
+                if last:  # the previous call's period ends here: that step's time
+                    dt = t0 - last
+                    w.times.append(dt)
+                    if dt > w.limit or prev >= w.due:
+                        _slow(t, prev, dt)
+            tls.d = 1
             try:
-                out = fn(*args, **kwargs)
+                return fn(*args, **kwargs)
             finally:
                 tls.d = 0
-            dt = now() - t0
-            step = t.calls
-            t.calls = step + 1
-            w.times.append(dt)
-            if dt > w.limit or step >= w.due:
-                _slow(t, step, dt)
-            return out
+        if t is not None and t.watch is not None:
+            t.watch.start = 0  # a period across a profiled call is no step's
         calls: list[Any] = []
         mode = PLAIN
         t0 = -1
@@ -508,7 +508,6 @@ class Steps:
     __slots__ = (
         "_calls",
         "_ins",
-        "_label",
         "_mode",
         "_new_run",
         "_sections",
@@ -525,7 +524,6 @@ class Steps:
         self._mode: int | None = None  # None: no step in progress
         self._calls: list[Any] = []
         self._t0 = -1
-        self._label: int | None = None  # the trainer's number of an idle step (the trigger's step number)
         self._sections: list[tuple[str, Any]] = []  # (name, its record_function or None), innermost last
         self._thread: int | None = None  # the thread of the step in progress
         self._new_run = True  # the next step is the first of a run: the target's schedule starts over there
@@ -566,10 +564,21 @@ class Steps:
             _tls.d = 1
             _tls.driver = self
             self._mode = _IDLE
-            if target.watch is not None:
-                self._label = number
-                self._t0 = _now()
+            watch = target.watch
+            if watch is not None:  # the trigger's timing: the period from the last step's begin to this one's
+                t0 = _now()
+                label = target.calls if number is None else number
+                target.calls += 1
+                last, prev = watch.start, watch.prev
+                watch.start, watch.prev = t0, label
+                if last:  # the previous step's period ends here
+                    dt = t0 - last
+                    watch.times.append(dt)
+                    if dt > watch.limit or prev >= watch.due:
+                        _slow(target, prev, dt)
             return
+        if target is not None and target.watch is not None:
+            target.watch.start = 0  # a period across a profiled step is no step's
         mode = PLAIN
         _tls.driver = self
         try:
@@ -601,25 +610,9 @@ class Steps:
             if mode != _IDLE:
                 # a failed step is an interrupted one (t0 < 0): its window is dropped, its cycle recorded again
                 self._ins.end(Mode(mode), calls, -1 if failed else self._t0)
-            elif not failed:
-                self._idle_end()
         finally:
             _tls.d = 0
             _tls.driver = None
-
-    def _idle_end(self) -> None:
-        """An idle step ended: its time for the trigger's baseline (when the target has one)."""
-        target = self._ins.target
-        if target is None or target.watch is None or self._t0 < 0:
-            return
-        wall_ns = _now() - self._t0
-        self._t0 = -1
-        step = target.calls if self._label is None else self._label
-        target.calls += 1
-        watch = target.watch
-        watch.times.append(wall_ns)
-        if wall_ns > watch.limit or step >= watch.due:
-            _slow(target, step, wall_ns)
 
     def stop(self, reason: str = "the run ended", *, failed: bool = False) -> None:
         """The loop's run is over (``failed``: it raised): end the step in progress (a failed one is not counted and

@@ -119,10 +119,13 @@ class Trigger:
 
 def aim(trigger: Trigger, warmup: int) -> int:
     """The wait (unprofiled steps) before the warmup of a window asked for by ``trigger`` at its step, so that the
-    window's first active step is the next occurrence of a recurring slowdown (0 for a persistent one)."""
+    window's active steps hold the next occurrence of a recurring slowdown (0 for a persistent one). A step's time
+    is its period, from its start to the next step's start (:mod:`autoprof.instrument`): a slow period that ends at
+    step ``s`` is step ``s - 1`` or what ran between it and ``s`` (a batch loading, a checkpoint), so the window's
+    first active step is ``aimed_at - 1`` and the gap before ``aimed_at`` is between two active steps."""
     if trigger.period is None:
         return 0
-    return max(0, trigger.period - 1 - warmup)
+    return max(0, trigger.period - 2 - warmup)
 
 
 def baseline(times: list[int]) -> tuple[int, int]:
@@ -151,11 +154,27 @@ class Watch:
     """One target's baseline and trigger state. The wrapper appends every unprofiled step's wall time to
     :attr:`times` and calls :meth:`check` only for a step slower than :attr:`limit` or when :attr:`due`."""
 
-    __slots__ = ("due", "last_window", "limit", "mad", "median", "profiled", "seen", "settings", "slow", "suppressed", "times")
+    __slots__ = (
+        "due",
+        "last_window",
+        "limit",
+        "mad",
+        "median",
+        "prev",
+        "profiled",
+        "seen",
+        "settings",
+        "slow",
+        "start",
+        "suppressed",
+        "times",
+    )
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.times: deque[int] = deque(maxlen=settings.history)
+        self.start = 0  # the perf_counter_ns of the last idle step's start (0: none: the next start begins a period)
+        self.prev = 0  # that step's number (its period ends at the next step's start)
         self.limit = NEVER  # no step is slow before the baseline stands
         self.due = 0  # the step number at which the baseline is next refreshed
         self.seen = 0  # steps of history taken (its first refresh counts them)

@@ -168,8 +168,20 @@ def _window_fields(job: ClosedWindow, analysis: _Analysis, path: str | None, ove
         "calls_total": job.calls,
         "first_call_ms": round(job.first_call_ns / 1e6, 4) if job.first_call_ns is not None else None,
         "trace_path": path,
-        "trigger": job.trigger.record(job.steps, job.walls) if job.trigger is not None else None,
+        "trigger": _trigger_record(job, trace),
     }
+
+
+def _trigger_record(job: ClosedWindow, trace: Any) -> dict[str, Any] | None:
+    """A triggered window's ``trigger`` object, judged on its steps' periods as the trigger judges steps (start to
+    the next step's start; the last step, whose period the window does not hold, by its wall time)."""
+    if job.trigger is None:
+        return None
+    from autoprof import engine
+
+    periods = engine.step_periods_ms(trace, job.steps) or [None] * len(job.steps)
+    times = [round(p * 1e6) if p is not None else w for p, w in zip(periods, job.walls, strict=False)]
+    return job.trigger.record(job.steps, times)
 
 
 #: The trace files this process kept (in ``trace_dir``), in the order written: the end-of-run report reads them.

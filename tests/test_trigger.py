@@ -78,10 +78,11 @@ def test_a_recurring_slowdown_is_named_with_its_period_and_aimed_at() -> None:
         times[k] = 45 * MS
     first, *_ = feed(times)
     assert first.kind == "recurring" and first.period == 50 and first.step == 200 and first.aimed_at == 250
-    # the window's schedule: its first active step is the next occurrence
+    # the window's schedule: its first active step is the next occurrence. A step's period is judged when the next
+    # step starts (step 201's call arms the window), so the window's schedule begins at step 202
     wait = aim(first, warmup=1)
     sched = Schedule(skip_first=0, wait=wait, warmup=1, active=3, repeat=1)
-    active = [first.step + 1 + pos for pos in range(sched.cycle) if sched.place(pos).phase == Phase.ACTIVE]
+    active = [first.step + 2 + pos for pos in range(sched.cycle) if sched.place(pos).phase == Phase.ACTIVE]
     assert first.aimed_at in active and active[0] == first.aimed_at
     assert aim(first, warmup=60) == 0  # a warmup longer than the period: as soon as it can
 
@@ -210,13 +211,39 @@ def test_a_slowdown_at_step_200_opens_a_window_that_names_the_cause(records: Rec
     windows = _windows(records, "slow_at_200")
     assert [w["trigger"] is None for w in windows] == [True, False]  # the schedule's, then the triggered one
     triggered = windows[1]
-    assert triggered["steps"][0] <= 203 and triggered["steps"] == [203, 204, 205]
+    # step 201's period is judged when step 202 starts: the window warms up at 203, three steps after the slowdown
+    assert triggered["steps"] == [204, 205, 206]
     t = triggered["trigger"]
     assert t["kind"] == "persistent" and t["step"] == 201 and t["slow_steps"] == [200, 201]
     assert t["ratio"] > 5 and 4 < t["median_ms"] < 15 and t["transient"] is False
-    assert t["slow_steps_recorded"] == [203, 204, 205]
+    assert t["slow_steps_recorded"] == [204, 205, 206]
     assert triggered["regime"]["verdict"] == "input-bound"
     assert triggered["rank"] == 0
+
+
+@pytest.mark.slow
+def test_a_slow_loader_outside_the_step_is_caught_by_the_steps_period(records: Records) -> None:
+    # the usual loop: the batch is fetched between calls, so a step's time is its period (start to next start)
+    autoprof.configure(trigger=True)
+    batches = iter(torch.utils.data.DataLoader(_Batches(), batch_size=1))
+    w = torch.ones(16, 16)
+
+    @autoprof.autoprof(name="loader_outside")
+    def step(x: torch.Tensor) -> float:
+        time.sleep(0.005)
+        return float((x @ w).sum())
+
+    for i in range(212):
+        _Batches.slow = i >= 200
+        assert step(next(batches)) == 256.0
+    windows = _windows(records, "loader_outside")
+    assert [w["trigger"] is None for w in windows] == [True, False]
+    triggered = windows[1]
+    t = triggered["trigger"]
+    # the slow fetch before call 200 is step 199's period: asked for when 201 starts, warmed up at 202
+    assert t["kind"] == "persistent" and t["step"] == 200 and t["slow_steps"] == [199, 200], t
+    assert triggered["steps"] == [203, 204, 205] and t["transient"] is False
+    assert triggered["regime"]["verdict"] == "input-bound", triggered["regime"]
 
 
 @pytest.mark.slow
@@ -285,7 +312,8 @@ def test_a_loop_driven_by_steps_triggers_too(records: Records) -> None:
             time.sleep(0.02 if i >= 100 else 0.0005)
     triggered = [w for w in _windows(records, "driven") if w["trigger"] is not None]
     assert len(triggered) == 1
-    assert triggered[0]["trigger"]["step"] == 1101 and triggered[0]["steps"] == [1103, 1104, 1105]
+    # step 1101's period is judged when step 1102 begins: the window warms up at 1103 and records 1104-1106
+    assert triggered[0]["trigger"]["step"] == 1101 and triggered[0]["steps"] == [1104, 1105, 1106]
     assert triggered[0]["framework"] == "lightning"
 
 
@@ -317,8 +345,9 @@ def test_a_trigger_while_another_window_is_held_is_refused(records: Records) -> 
     try:
         step(True)
         step(True)
+        step(True)  # a step's period is judged when the next one starts: the second slow step asks, refused
         assert target.saved is None and target.watch is not None and target.watch.suppressed == 1
     finally:
         SESSION.window = None
-    step(True)  # three slow in a row: asked again, and now it opens
+    step(True)  # the third slow step's period: asked again, and now it opens
     assert target.saved is not None
