@@ -30,6 +30,18 @@ DEFAULT_ACTIVE = 3
 DEFAULT_REPEAT = 1
 
 SCHEDULE_KEYS = ("wait", "warmup", "active", "repeat", "skip_first")
+#: The trigger's options (a window when a step is slower than the run's own normal, see :mod:`autoprof.trigger`):
+#: process-wide through ``configure()``, and per target through ``@autoprof(...)``.
+TRIGGER_KEYS = (
+    "trigger",
+    "trigger_factor",
+    "trigger_mads",
+    "trigger_history",
+    "trigger_min_steps",
+    "trigger_budget",
+    "trigger_interval",
+    "trigger_floor_ms",
+)
 
 
 class ConfigError(ValueError):
@@ -74,6 +86,23 @@ class Config:
     report: bool = False
     #: A user's own rules (callables declared with ``autoprof.rule``), run after the built-in ones, live and offline.
     rules: tuple[Any, ...] = ()
+    #: Open a window by itself when a step is slower than the target's own normal (off by default: a run's windows
+    #: stay the schedule's unless asked). The options below tune it.
+    trigger: bool = False
+    #: A slow step is at least this many times the baseline's median ...
+    trigger_factor: float = 2.0
+    #: ... and this many MADs (median absolute deviations) above it ...
+    trigger_mads: float = 6.0
+    #: ... and this many milliseconds above it (below, a window could not show the difference).
+    trigger_floor_ms: float = 1.0
+    #: The baseline is the median and MAD of this many recent unprofiled steps.
+    trigger_history: int = 50
+    #: Steps of history before any trigger.
+    trigger_min_steps: int = 20
+    #: Triggered windows record (warmup and active) at most this share of the target's steps.
+    trigger_budget: float = 0.05
+    #: Steps at least between two triggered windows.
+    trigger_interval: int = 200
 
     def replace(self, **changes: Any) -> Config:
         """A copy with ``changes``, each as its field's check (:data:`CHECKS`) returns it; raises
@@ -101,6 +130,21 @@ MAX_TOP_OPS = 1000
 MAX_RANK = 10**7
 MAX_CROSS_RANK_TIMEOUT_S = 3600.0
 MAX_NOISE_FLOOR = 0.5
+MAX_TRIGGER_FACTOR = 1000.0
+MAX_TRIGGER_MADS = 1000.0
+MAX_TRIGGER_FLOOR_MS = 3_600_000.0
+MAX_TRIGGER_HISTORY = 10_000
+#: (low, high) of each numeric trigger option.
+TRIGGER_RANGES: dict[str, tuple[float, float]] = {
+    "trigger_factor": (1.0, MAX_TRIGGER_FACTOR),
+    "trigger_mads": (0.0, MAX_TRIGGER_MADS),
+    "trigger_floor_ms": (0.0, MAX_TRIGGER_FLOOR_MS),
+    "trigger_budget": (0.0, 1.0),
+    "trigger_history": (5, MAX_TRIGGER_HISTORY),
+    "trigger_min_steps": (3, MAX_COUNT),
+    "trigger_interval": (0, MAX_COUNT),
+}
+_TRIGGER_INTS = ("trigger_history", "trigger_min_steps", "trigger_interval")
 
 
 def _plain_int(v: Any) -> int | None:
@@ -237,6 +281,20 @@ def _check_timeout(value: Any) -> float:
     return x
 
 
+def _check_trigger_number(key: str) -> Any:
+    low, high = TRIGGER_RANGES[key]
+
+    def check(value: Any) -> float | int:
+        if key in _TRIGGER_INTS:
+            return _check_int(key, value, int(low), int(high))
+        x = _plain_float(value)
+        if x is None or not low <= x <= high:
+            raise _reject(key, value)
+        return x
+
+    return check
+
+
 def _check_logger(value: Any) -> Any:
     if value is not None and not _is_logger(value):
         raise _reject("logger", value)
@@ -264,7 +322,7 @@ def _check_rules(value: Any) -> tuple[Any, ...]:
 
 #: What each field accepts, as its ConfigError says: "<field> must be <this>, not <the value>".
 ACCEPTS: dict[str, str] = {
-    **{key: "True or False" for key in ("enabled", "record_shapes", "profile_memory", "background", "report")},
+    **{key: "True or False" for key in ("enabled", "record_shapes", "profile_memory", "background", "report", "trigger")},
     **{key: f"an integer from {1 if key == 'active' else 0} to {MAX_ACTIVE if key == 'active' else MAX_COUNT}" for key in SCHEDULE_KEYS},
     "top_ops": f"an integer from 0 to {MAX_TOP_OPS}",
     "sink": "a non-empty path or None",
@@ -275,6 +333,11 @@ ACCEPTS: dict[str, str] = {
     "noise_floor": f"a share of the window from 0 to {MAX_NOISE_FLOOR}",
     "cross_rank_timeout_s": f"a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}",
     "rules": "a list of rules (callables declared with autoprof.rule)",
+    "trigger_factor": f"a number from 1 to {MAX_TRIGGER_FACTOR:g} (times the median step)",
+    "trigger_mads": f"a number from 0 to {MAX_TRIGGER_MADS:g} (MADs above the median step)",
+    "trigger_floor_ms": f"a number of milliseconds from 0 to {MAX_TRIGGER_FLOOR_MS:g}",
+    "trigger_budget": "a share of the steps from 0 to 1",
+    **{key: f"an integer from {int(TRIGGER_RANGES[key][0])} to {int(TRIGGER_RANGES[key][1])}" for key in _TRIGGER_INTS},
 }
 
 #: The one validator of each field, shared by :meth:`Config.validate` (``configure()``) and :func:`from_env`: a
@@ -286,6 +349,8 @@ CHECKS: dict[str, Any] = {
     "profile_memory": _check_bool("profile_memory"),
     "background": _check_bool("background"),
     "report": _check_bool("report"),
+    "trigger": _check_bool("trigger"),
+    **{key: _check_trigger_number(key) for key in TRIGGER_RANGES},
     "rules": _check_rules,
     **{key: _check_schedule(key) for key in SCHEDULE_KEYS},
     "sink": _check_path("sink"),
@@ -364,12 +429,14 @@ ENV: dict[str, tuple[str, Any]] = {
     "AUTOPROF_CROSS_RANK_TIMEOUT": ("cross_rank_timeout_s", float),
     "AUTOPROF_NOISE_FLOOR": ("noise_floor", float),
     **{f"AUTOPROF_{key.upper()}": (key, int) for key in SCHEDULE_KEYS},
+    **{f"AUTOPROF_{key.upper()}": (key, int if key in _TRIGGER_INTS else float) for key in TRIGGER_RANGES},
 }
 _BOOL_ENV = {
     "AUTOPROF_RECORD_SHAPES": "record_shapes",
     "AUTOPROF_PROFILE_MEMORY": "profile_memory",
     "AUTOPROF_BACKGROUND": "background",
     "AUTOPROF_REPORT": "report",
+    "AUTOPROF_TRIGGER": "trigger",
 }
 
 
@@ -436,6 +503,14 @@ class Options(TypedDict, total=False):
     noise_floor: float
     report: bool
     rules: Sequence[Any]
+    trigger: bool
+    trigger_factor: float
+    trigger_mads: float
+    trigger_floor_ms: float
+    trigger_history: int
+    trigger_min_steps: int
+    trigger_budget: float
+    trigger_interval: int
 
 
 def configure(**options: Unpack[Options]) -> Config:
@@ -443,8 +518,10 @@ def configure(**options: Unpack[Options]) -> Config:
 
     Options (:class:`Options`): ``enabled``, ``sink`` (path), ``logger``, ``trace_dir``, ``record_shapes``,
     ``profile_memory``, ``background``, ``top_ops``, ``ranks``, ``cross_rank_timeout_s``, ``peaks``, ``noise_floor``, ``report``, ``rules``
-    (a user's own rules, declared with ``autoprof.rule``) and the schedule
-    defaults ``skip_first``, ``wait``, ``warmup``, ``active``, ``repeat``.
+    (a user's own rules, declared with ``autoprof.rule``), the schedule
+    defaults ``skip_first``, ``wait``, ``warmup``, ``active``, ``repeat``, and the trigger's (a window when a step is
+    slow): ``trigger``, ``trigger_factor``, ``trigger_mads``, ``trigger_floor_ms``, ``trigger_history``,
+    ``trigger_min_steps``, ``trigger_budget``, ``trigger_interval``.
     Raises :class:`ConfigError` (a ``ValueError``) with one line on a bad option; nothing changes then.
     """
     cfg = SWITCH.config.replace(**options)  # each field's check makes a path a str, ranks and rules tuples
@@ -457,4 +534,4 @@ def _reset_for_tests() -> None:  # pragma: no cover - used by the test-suite onl
     SWITCH.set(from_env())
 
 
-__all__ = ["SWITCH", "Config", "ConfigError", "configure", "from_env", "parse_bool"]
+__all__ = ["SWITCH", "TRIGGER_KEYS", "Config", "ConfigError", "configure", "from_env", "parse_bool"]

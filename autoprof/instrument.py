@@ -23,9 +23,10 @@ import torch.autograd.profiler as _ap
 import wrapt
 
 from autoprof import emit as _emit
-from autoprof.config import CHECKS, SCHEDULE_KEYS, SWITCH, ConfigError, check_schedule_value, user_stacklevel
+from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, SWITCH, TRIGGER_KEYS, ConfigError, check_schedule_value, user_stacklevel
 from autoprof.schedule import Phase, Place, Schedule
 from autoprof.session import SECTIONS_SEEN, SESSION, Target, Window, rank_chosen
+from autoprof.trigger import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -98,6 +99,9 @@ class _Step:
             target.rewind = False
             target.pos = target.schedule.warmup_start(target.pos)
         place = target.schedule.place(target.pos)
+        if place.phase == Phase.DONE and target.saved is not None:  # a triggered window's schedule is over
+            target.end_triggered()
+            place = target.schedule.place(target.pos)
         if place.phase in (Phase.DONE, Phase.WAIT):
             self._unprofiled(place.phase)
         else:
@@ -186,7 +190,7 @@ class _Step:
 class _Instrument:
     """Per-decorated-callable state and the call logic shared by the sync and async wrappers."""
 
-    def __init__(self, name: str, schedule: dict[str, int]) -> None:
+    def __init__(self, name: str, schedule: dict[str, Any]) -> None:
         self.name = name
         self.schedule = schedule
         self.target: Target | None = None
@@ -198,6 +202,10 @@ class _Instrument:
             memory = self.schedule.get("profile_memory")
             if memory is not None:
                 target.profile_memory = bool(memory)
+            cfg = SWITCH.config
+            options = {k: self.schedule.get(k, getattr(cfg, k)) for k in TRIGGER_KEYS}
+            if options["trigger"] and target.watching is None:
+                target.watch_with(Settings.of(options))
         return target
 
     def _schedule(self) -> Schedule:
@@ -279,6 +287,15 @@ class _Instrument:
                     step.finish(wall_ns, raised)
 
 
+def _slow(target: Target, step: int, wall_ns: int) -> None:
+    """An idle step the trigger must look at (slow, or its baseline is due); never raises an Exception."""
+    try:
+        SESSION.check_slow(target, step, wall_ns)
+    except Exception as e:
+        _internal_error("trigger", target.name, e)
+        target.watch = None  # the trigger is given up for this target; its calls go on
+
+
 def _give_up(target: Target) -> None:
     target.done = True
     step, target.current = target.current, None
@@ -358,11 +375,25 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             try:
                 t = ins.target
                 if t is not None and t.done and not ap._is_profiler_enabled:
+                    w = t.watch
+                    if w is not None:  # the trigger's timing, as in the sync wrapper
+                        t0 = now()
+                        c = t.calls
+                        t.calls = c + 1
+                        last, prev = w.start, w.prev
+                        w.start, w.prev = t0, c
+                        if last:
+                            dt = t0 - last
+                            w.times.append(dt)
+                            if dt > w.limit or prev >= w.due:
+                                _slow(t, prev, dt)
                     tls.d = 1
                     try:
                         return await fn(*args, **kwargs)
                     finally:
                         tls.d = 0
+                if t is not None and t.watch is not None:
+                    t.watch.start = 0
                 calls: list[Any] = []
                 mode = PLAIN
                 t0 = -1
@@ -403,11 +434,28 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                     _close_rf(rf)
         t = ins.target
         if t is not None and t.done and not ap._is_profiler_enabled:
+            w = t.watch
+            if w is not None:
+                # the trigger's always-on timing: one clock read, one append, one comparison (see autoprof.trigger):
+                # a step's time is its period, from its start to the next call's (the step and what runs after it:
+                # the next batch's loading, a checkpoint), judged when the next call starts
+                t0 = now()
+                c = t.calls
+                t.calls = c + 1
+                last, prev = w.start, w.prev
+                w.start, w.prev = t0, c
+                if last:  # the previous call's period ends here: that step's time
+                    dt = t0 - last
+                    w.times.append(dt)
+                    if dt > w.limit or prev >= w.due:
+                        _slow(t, prev, dt)
             tls.d = 1
             try:
                 return fn(*args, **kwargs)
             finally:
                 tls.d = 0
+        if t is not None and t.watch is not None:
+            t.watch.start = 0  # a period across a profiled call is no step's
         calls: list[Any] = []
         mode = PLAIN
         t0 = -1
@@ -457,9 +505,19 @@ class Steps:
     (a failure is one error record, then the target is given up and only the idle path runs).
     """
 
-    __slots__ = ("_calls", "_ins", "_mode", "_new_run", "_sections", "_t0", "_thread", "_warned_thread", "framework")
+    __slots__ = (
+        "_calls",
+        "_ins",
+        "_mode",
+        "_new_run",
+        "_sections",
+        "_t0",
+        "_thread",
+        "_warned_thread",
+        "framework",
+    )
 
-    def __init__(self, name: str, *, framework: str | None = None, **schedule: int) -> None:
+    def __init__(self, name: str, *, framework: str | None = None, **schedule: Any) -> None:
         _name, options = _validate({"name": name, **schedule})
         self._ins = _Instrument(name, options)
         self.framework = framework
@@ -506,7 +564,21 @@ class Steps:
             _tls.d = 1
             _tls.driver = self
             self._mode = _IDLE
+            watch = target.watch
+            if watch is not None:  # the trigger's timing: the period from the last step's begin to this one's
+                t0 = _now()
+                label = target.calls if number is None else number
+                target.calls += 1
+                last, prev = watch.start, watch.prev
+                watch.start, watch.prev = t0, label
+                if last:  # the previous step's period ends here
+                    dt = t0 - last
+                    watch.times.append(dt)
+                    if dt > watch.limit or prev >= watch.due:
+                        _slow(target, prev, dt)
             return
+        if target is not None and target.watch is not None:
+            target.watch.start = 0  # a period across a profiled step is no step's
         mode = PLAIN
         _tls.driver = self
         try:
@@ -679,16 +751,24 @@ def _underlying(obj: Any) -> Any:
     return obj.__func__ if isinstance(obj, (classmethod, staticmethod)) else obj
 
 
-def _validate(options: dict[str, Any]) -> tuple[str | None, dict[str, int]]:
+def _validate(options: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     name = options.pop("name", None)
     if name is not None and (not isinstance(name, str) or not name):
         raise ConfigError(f"name must be a non-empty string, not {name!r}")
     memory = options.pop("profile_memory", None)
+    trigger = {k: options.pop(k) for k in TRIGGER_KEYS if k in options}
     unknown = set(options) - set(SCHEDULE_KEYS)
     if unknown:
-        valid = ", ".join(("name", *SCHEDULE_KEYS, "profile_memory"))
+        valid = ", ".join(("name", *SCHEDULE_KEYS, "profile_memory", *TRIGGER_KEYS))
         raise ConfigError(f"unknown autoprof option(s): {', '.join(sorted(unknown))} (valid: {valid})")
-    checked = {k: check_schedule_value(k, v) for k, v in options.items()}
+    checked: dict[str, Any] = {k: check_schedule_value(k, v) for k, v in options.items()}
+    for k, v in trigger.items():  # the target's own trigger options over configure()'s (each field's check)
+        try:
+            checked[k] = CHECKS[k](v)
+        except ConfigError:
+            raise
+        except Exception:
+            raise ConfigError(f"{k} must be {ACCEPTS[k]}, not {v!r}") from None
     if memory is not None:  # the target's own choice over configure()'s (a bool: an int to the schedule's dict)
         checked["profile_memory"] = CHECKS["profile_memory"](memory)
     return name, checked
@@ -730,7 +810,7 @@ def _old_torch(obj: Any) -> bool:
     return True
 
 
-def instrument(obj: Any, name: str | None, schedule: dict[str, int]) -> Any:
+def instrument(obj: Any, name: str | None, schedule: dict[str, Any]) -> Any:
     """Wrap ``obj`` (function, method, classmethod/staticmethod, nn.Module instance)."""
     if not SWITCH.enabled or _old_torch(obj):
         return obj  # disabled at decoration time (or a torch below the floor): the original, unchanged
@@ -775,6 +855,14 @@ def autoprof(
     repeat: int = ...,
     skip_first: int = ...,
     profile_memory: bool = ...,
+    trigger: bool = ...,
+    trigger_factor: float = ...,
+    trigger_mads: float = ...,
+    trigger_floor_ms: float = ...,
+    trigger_history: int = ...,
+    trigger_min_steps: int = ...,
+    trigger_budget: float = ...,
+    trigger_interval: int = ...,
 ) -> F: ...
 @overload
 def autoprof(
@@ -788,12 +876,21 @@ def autoprof(
     repeat: int = ...,
     skip_first: int = ...,
     profile_memory: bool = ...,
+    trigger: bool = ...,
+    trigger_factor: float = ...,
+    trigger_mads: float = ...,
+    trigger_floor_ms: float = ...,
+    trigger_history: int = ...,
+    trigger_min_steps: int = ...,
+    trigger_budget: float = ...,
+    trigger_interval: int = ...,
 ) -> Callable[[F], F]: ...
 def autoprof(func: Any = None, /, **options: Any) -> Any:
     """Profile calls of ``func``: each outermost call is one step of its own schedule.
 
     Bare (``@autoprof``) or with keyword-only options (``@autoprof(name=..., wait=..., warmup=...,
-    active=..., repeat=..., skip_first=..., profile_memory=...)``), or called on the object with them (``autoprof(model,
+    active=..., repeat=..., skip_first=..., profile_memory=..., trigger=..., trigger_factor=...)``: the trigger's
+    options over ``configure()``'s), or called on the object with them (``autoprof(model,
     name="encoder")``). Works on functions, methods, classmethods,
     staticmethods, ``async def`` functions, ``nn.Module.forward`` and module instances
     (``autoprof(model)``).

@@ -37,7 +37,8 @@ from autoprof import window as _window
 from autoprof._pace import PACER, lower_thread_priority
 from autoprof.calibrate import CpuPeaks
 from autoprof.config import SWITCH, Config
-from autoprof.schedule import Schedule
+from autoprof.schedule import Phase, Schedule
+from autoprof.trigger import Settings, Trigger, Watch, aim
 
 #: Names of the ``autoprof.section`` blocks entered while a profiler recorded: each window names them in its trace
 #: (``autoprof_sections``), so that its section times are read the same live and offline.
@@ -78,11 +79,16 @@ class Target:
         "recent_ns",
         "reference",
         "rewind",
+        "saved",
         "schedule",
+        "trigger",
+        "triggered",
         "warned_abandoned",
         "warned_foreign",
         "warned_incomplete",
         "warned_yield",
+        "watch",
+        "watching",
         "window",
     )
 
@@ -98,12 +104,18 @@ class Target:
         self.warned_yield = False
         self.warned_abandoned = False
         self.lock = threading.Lock()
+        #: The trigger's settings for this target (None: no trigger), set by its first call's wrapper before the call.
+        self.watching: Settings | None = None
+        self.triggered = 0  # triggered windows so far (the cross-rank exchange counts only the scheduled ones)
         self.restart(done=False)
 
     def restart(self, done: bool) -> None:
         """Start the schedule over, as on a first call (its creation, a trainer's new run, a forked child): its first
         call is cold again, its windows count from the next index. ``done``: a rank that is not chosen stays on the
         idle path."""
+        saved = getattr(self, "saved", None)
+        if saved is not None:  # a triggered window's schedule ran: the target's own is the one to start over
+            self.schedule = saved[0]
         self.calls = 0  # outermost calls by the owner thread
         self.pos = 0  # position in the schedule; stays put while a window cannot open (deferred)
         self.done = done
@@ -115,6 +127,37 @@ class Target:
         self.rewind = False  # this cycle's window was dropped: its next step starts the cycle's warmup again
         self.current: Any = None  # the owner's step in progress (instrument._Step), None between steps
         self.warned_incomplete = False  # a window cut short is said once a run
+        # the trigger: the baseline of step times (None: off, or a rank not chosen), the target's own schedule state
+        # while a triggered window's schedule runs in its place, and why that window opened
+        self.watch: Watch | None = Watch(self.watching) if self.watching is not None and not done else None
+        self.saved: tuple[Schedule, int, bool] | None = None
+        self.trigger: Trigger | None = None
+
+    def watch_with(self, settings: Settings | None) -> None:
+        """Turn the trigger on (``settings``) or off for this target, with a fresh baseline."""
+        self.watching = settings
+        self.watch = Watch(settings) if settings is not None and not self.done else None
+
+    def run_triggered(self, trigger: Trigger) -> int:
+        """Put a triggered window's schedule in place of the target's own (kept, to come back to): ``wait`` steps
+        (aimed at a recurring slowdown's next occurrence), the target's ``warmup`` and ``active``, once. Returns the
+        profiled steps it takes."""
+        own = self.schedule
+        self.saved = (own, self.pos, self.done)
+        self.schedule = Schedule(skip_first=0, wait=aim(trigger, own.warmup), warmup=own.warmup, active=own.active, repeat=1)
+        self.pos = 0
+        self.done = False
+        self.trigger = trigger
+        self.rewind = False
+        return own.warmup + own.active
+
+    def end_triggered(self) -> None:
+        """Back to the target's own schedule where it was, after a triggered window (closed, or over)."""
+        saved, self.saved = self.saved, None
+        if saved is not None:
+            self.schedule, self.pos, self.done = saved
+            self.rewind = False
+        self.trigger = None
 
     def account(self, wall_ns: int) -> None:
         """Count an outermost call that ran, keeping its wall time (the first call's, then recent steady
@@ -127,6 +170,11 @@ class Target:
             if len(recent) > STEADY_KEEP:
                 del recent[0]
         self.calls += 1
+
+    def cost(self) -> int:
+        """The profiled steps (warmup and active) of one triggered window of this target."""
+        own = self.saved[0] if self.saved is not None else self.schedule
+        return own.warmup + own.active
 
     def steady_ns(self) -> int | None:
         """The median wall time of recent calls (None before any)."""
@@ -180,6 +228,44 @@ class Session:
                 target = self.targets[name] = Target(name, schedule)
                 target.done = not rank_chosen()  # a rank not chosen: only the idle path, never a window
             return target
+
+    # -- the trigger ---------------------------------------------------------------------------------
+    def observe(self, target: Target, step: int, wall_ns: int) -> None:
+        """An unprofiled step of ``target`` that ran (its number and wall time) for its trigger's baseline: a step
+        slow enough to ask for a window arms one (:meth:`arm`)."""
+        watch = target.watch
+        if watch is None or target.saved is not None:
+            return
+        found = watch.observe(step, wall_ns, target.calls, target.cost())
+        if found is not None:
+            self.arm(target, found)
+
+    def check_slow(self, target: Target, step: int, wall_ns: int) -> None:
+        """The idle path's slow step, or one whose baseline is due (its time already in the history). Only the owner
+        thread's steps arm a window (the idle path does not ask which thread calls)."""
+        watch = target.watch
+        if watch is None or target.saved is not None or target.owner != threading.get_ident():
+            return
+        found = watch.check(step, wall_ns, target.calls, target.cost())
+        if found is not None:
+            self.arm(target, found)
+
+    def arm(self, target: Target, trigger: Trigger) -> bool:
+        """Open a triggered window for ``trigger`` from ``target``'s next step, if one can open: not while any window
+        is held or a profiler of the user's records (one profiler at a time), nor while the target's own schedule is
+        in a window's warmup or active steps. Refused: counted in the next triggered window's ``suppressed``."""
+        watch = target.watch
+        if watch is None:
+            return False
+        with self.lock:
+            own = target.schedule.place(target.pos).phase
+            busy = self.window is not None or profiler_recording() or self.foreign_prepared()
+            if target.saved is not None or busy or own in (Phase.WARMUP, Phase.ACTIVE) or target.current is not None:
+                watch.refused()
+                return False
+            cost = target.run_triggered(trigger)
+            watch.fired(trigger, cost)
+            return True
 
     def cut(self, target: Target, reason: str) -> bool:
         """End ``target``'s window before its last step (its run ended: a trainer returned, stopped early or
@@ -305,6 +391,13 @@ class Session:
         stopped = time.perf_counter_ns()
         index = target.window
         target.window += 1
+        trigger = target.trigger if target.saved is not None else None
+        if trigger is not None:
+            target.triggered += 1
+            target.end_triggered()  # the target's own schedule from its next step
+            watch = target.watch
+            if watch is not None:
+                watch.recorded([s for s, w in zip(window.steps, window.walls, strict=False) if w > trigger.limit_ns])
         # The raw events are built here, on the training thread: kineto holds the GIL while it builds them (~2 µs
         # an event), so in the background it would stall the next steps anyway, at an unpredictable place; here it
         # is one known cost, reported as stall_ms. The paced background analysis then only reads Python objects.
@@ -331,6 +424,8 @@ class Session:
             sections=sections,
             prof=window.prof,
             events=events,
+            trigger=trigger,
+            peer_window=None if trigger is not None else index - target.triggered,
         )
         if cfg.background and not in_pool_worker():
             if self._queue.unfinished_tasks >= MAX_PENDING:

@@ -25,6 +25,7 @@ from autoprof.rules import regime
 from autoprof.rules._common import step_times_ns
 from autoprof.sections import section_times
 from autoprof.trace.model import Trace, gc_paused
+from autoprof.trigger import Trigger
 
 
 @dataclass(slots=True)
@@ -49,6 +50,10 @@ class ClosedWindow:
     events: Any = field(repr=False)  # kineto's raw events
     skipped_before: int = 0  # windows skipped since the previous one was queued (the analysis was behind)
     reference: list[Any] = field(default_factory=list)  # the target's first window's summary (drift), shared
+    trigger: Trigger | None = None  # why a triggered window opened (None: the schedule's window)
+    #: The window's index among the target's scheduled windows, which every rank records alike (the cross-rank
+    #: exchange's key); None for a triggered window: no other rank recorded it.
+    peer_window: int | None = None
 
     def metadata(self) -> dict[str, Any]:
         """The trace metadata of a live window: what an offline analysis reads from a kept trace's file."""
@@ -61,8 +66,9 @@ class ClosedWindow:
         return meta
 
     def profiled_extra_ms(self) -> float | None:
-        """What recording cost the recorded steps: their wall time beyond as many steady unprofiled calls."""
-        if not self.steady_ns or not self.walls:
+        """What recording cost the recorded steps: their wall time beyond as many steady unprofiled calls (None for a
+        triggered window: its steps' excess is the slowdown it opened for, not the profiler's)."""
+        if not self.steady_ns or not self.walls or self.trigger is not None:
             return None
         return round(max(sum(self.walls) - self.steady_ns * len(self.walls), 0) / 1e6, 3)
 
@@ -85,9 +91,9 @@ def run(job: ClosedWindow) -> None:
             _emit.finding(finding, **ctx, source="live")
         for name, err in analysis.failures:
             _emit.error(f"rule {name} failed: {err}", "rule", err, **ctx)
-        if world > 1:
+        if world > 1 and job.peer_window is not None:
             summary = ranks.summary_from(rank, job.walls, analysis.findings)
-            exchange.compare(job.target, job.window, rank, world, summary, job.config)
+            exchange.compare(job.target, job.peer_window, rank, world, summary, job.config)
     except Exception as e:
         _emit.error(f"window analysis failed: {e}", "analysis", e, **ctx)
     except BaseException as e:
@@ -162,7 +168,20 @@ def _window_fields(job: ClosedWindow, analysis: _Analysis, path: str | None, ove
         "calls_total": job.calls,
         "first_call_ms": round(job.first_call_ns / 1e6, 4) if job.first_call_ns is not None else None,
         "trace_path": path,
+        "trigger": _trigger_record(job, trace),
     }
+
+
+def _trigger_record(job: ClosedWindow, trace: Any) -> dict[str, Any] | None:
+    """A triggered window's ``trigger`` object, judged on its steps' periods as the trigger judges steps (start to
+    the next step's start; the last step, whose period the window does not hold, by its wall time)."""
+    if job.trigger is None:
+        return None
+    from autoprof import engine
+
+    periods = engine.step_periods_ms(trace, job.steps) or [None] * len(job.steps)
+    times = [round(p * 1e6) if p is not None else w for p, w in zip(periods, job.walls, strict=False)]
+    return job.trigger.record(job.steps, times)
 
 
 #: The trace files this process kept (in ``trace_dir``), in the order written: the end-of-run report reads them.

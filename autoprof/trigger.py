@@ -1,0 +1,257 @@
+"""Catch the slow step: a target's running baseline of step times and the trigger that asks for a window when a step
+is slower than the run's own normal. Pure Python, no torch, no clock: it is fed step numbers and wall times (the
+wrapper measures them), so its logic is tested on synthetic times.
+
+The baseline is the median and the MAD (median absolute deviation) of the last ``trigger_history`` unprofiled steps,
+refreshed every 100 steps and before any step over the limit is judged (never on every call: the idle path compares
+one integer, :attr:`Watch.limit`). A step is *slow* when it is at once ``trigger_factor`` times the median, ``trigger_mads`` MADs above
+it and ``trigger_floor_ms`` above it (the factor says it matters, the MADs that it is not the run's usual noise, the floor
+that a window can show it). A slow step alone asks for nothing (a preemption, a GC pause: gone before any window
+could record, since the past cannot be profiled); a window is asked for when
+
+- two steps in a row are slow (``persistent``): the window records the next steps, or
+- the last three slow steps are evenly spaced, ``k`` steps apart (``recurring``, period ``k``): the window is aimed
+  so that its active steps include the next occurrence, the last slow step + ``k``.
+
+Then the budget: at least ``trigger_min_steps`` steps of history, ``trigger_interval`` steps since the last
+triggered window, and the profiled steps of triggered windows (warmup and active) at most ``trigger_budget`` of the
+steps seen, this window's included. Whether the window can open at all (one profiler at a time) is the session's
+call, which tells :meth:`Watch.fired` when it did.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Slow steps remembered (their step numbers), enough to see three evenly spaced ones.
+SLOW_KEEP = 4
+#: The quick-reject limit is refreshed every this many steps once the baseline stands (every ``REFRESH_EARLY`` before):
+#: the idle path compares one integer per call instead of computing a median (~4 µs for 50 steps). A step over the
+#: limit is judged against a baseline refreshed then, from the last ``trigger_history`` steps exactly: a stale limit
+#: can only let a slowdown wait (at most this many steps) when steps got faster, never call a step slow wrongly.
+REFRESH_EVERY = 100
+REFRESH_EARLY = 8
+NEVER = sys.maxsize  # a limit no step reaches: no baseline yet
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """A target's trigger options (validated values, see :mod:`autoprof.config`)."""
+
+    factor: float
+    mads: float
+    history: int
+    min_steps: int
+    budget: float
+    interval: int
+    floor_ns: int
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> Settings:
+        """From a mapping with the trigger keys of the config (``trigger_factor``, ...; ``trigger`` itself not needed)."""
+        return cls(
+            factor=float(values["trigger_factor"]),
+            mads=float(values["trigger_mads"]),
+            history=int(values["trigger_history"]),
+            min_steps=int(values["trigger_min_steps"]),
+            budget=float(values["trigger_budget"]),
+            interval=int(values["trigger_interval"]),
+            floor_ns=int(round(float(values["trigger_floor_ms"]) * 1e6)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """Why a triggered window opened: the slow step that asked for it and the baseline it was judged against."""
+
+    step: int  # the slow step's number
+    wall_ns: int  # its wall time
+    median_ns: int  # the baseline's median
+    mad_ns: int  # and MAD
+    limit_ns: int  # the wall time above which a step was slow
+    kind: str  # "persistent" (two slow steps in a row) or "recurring" (evenly spaced)
+    period: int | None  # recurring: steps between occurrences
+    aimed_at: int | None  # recurring: the occurrence the window's active steps include
+    slow_steps: tuple[int, ...]  # the last slow steps' numbers
+    suppressed: int  # windows asked for and not opened since the last triggered one (budget, interval, another window)
+
+    @property
+    def ratio(self) -> float:
+        return self.wall_ns / self.median_ns if self.median_ns else 0.0
+
+    def record(self, steps: list[int], walls: list[int]) -> dict[str, Any]:
+        """The window record's ``trigger`` object, with what the window's recorded ``steps`` (their ``walls``) showed:
+        ``transient`` when none of them was slow (the slowness was gone by the time the window recorded)."""
+        slow = [s for s, w in zip(steps, walls, strict=False) if w > self.limit_ns]
+        transient = not slow
+        what = (
+            "two slow steps in a row"
+            if self.kind == "persistent"
+            else f"a slowdown every {self.period} steps (the window aimed at step {self.aimed_at})"
+        )
+        took = f"step {self.step} took {self.wall_ns / 1e6:.3f} ms"
+        base = f"{took}, {self.ratio:.1f}x the run's median of {self.median_ns / 1e6:.3f} ms ({what})"
+        if transient:
+            message = f"{base}; the slowness was gone when this window recorded (a transient): none of its steps was slow"
+        else:
+            message = f"{base}; this window recorded {len(slow)} slow step(s): {', '.join(map(str, slow))}"
+        return {
+            "kind": self.kind,
+            "step": self.step,
+            "step_ms": round(self.wall_ns / 1e6, 4),
+            "median_ms": round(self.median_ns / 1e6, 4),
+            "mad_ms": round(self.mad_ns / 1e6, 4),
+            "limit_ms": round(self.limit_ns / 1e6, 4),
+            "ratio": round(self.ratio, 3),
+            "period": self.period,
+            "aimed_at": self.aimed_at,
+            "slow_steps": list(self.slow_steps),
+            "suppressed": self.suppressed,
+            "transient": transient,
+            "slow_steps_recorded": slow,
+            "message": message,
+        }
+
+
+def aim(trigger: Trigger, warmup: int) -> int:
+    """The wait (unprofiled steps) before the warmup of a window asked for by ``trigger`` at its step, so that the
+    window's active steps hold the next occurrence of a recurring slowdown (0 for a persistent one). A step's time
+    is its period, from its start to the next step's start (:mod:`autoprof.instrument`): a slow period that ends at
+    step ``s`` is step ``s - 1`` or what ran between it and ``s`` (a batch loading, a checkpoint), so the window's
+    first active step is ``aimed_at - 1`` and the gap before ``aimed_at`` is between two active steps."""
+    if trigger.period is None:
+        return 0
+    return max(0, trigger.period - 2 - warmup)
+
+
+def baseline(times: list[int]) -> tuple[int, int]:
+    """The median and MAD of ``times`` (ns; sorted in C, the midpoint of the middle two for an even count)."""
+    ordered = sorted(times)
+    med = _middle(ordered)
+    return med, _middle(sorted([abs(t - med) for t in ordered]))
+
+
+def _middle(ordered: list[int]) -> int:
+    n = len(ordered)
+    half = n // 2
+    return ordered[half] if n % 2 else (ordered[half - 1] + ordered[half]) // 2
+
+
+def period_of(slow: list[int]) -> int | None:
+    """The period of a recurring slowdown: the gap of the last three slow steps when it is constant and > 1 (a gap of
+    1 is a persistent slowdown), else None."""
+    if len(slow) < 3:
+        return None
+    a, b, c = slow[-3:]
+    return b - a if b - a == c - b and b - a > 1 else None
+
+
+class Watch:
+    """One target's baseline and trigger state. The wrapper appends every unprofiled step's wall time to
+    :attr:`times` and calls :meth:`check` only for a step slower than :attr:`limit` or when :attr:`due`."""
+
+    __slots__ = (
+        "due",
+        "last_window",
+        "limit",
+        "mad",
+        "median",
+        "prev",
+        "profiled",
+        "seen",
+        "settings",
+        "slow",
+        "start",
+        "suppressed",
+        "times",
+    )
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.times: deque[int] = deque(maxlen=settings.history)
+        self.start = 0  # the perf_counter_ns of the last idle step's start (0: none: the next start begins a period)
+        self.prev = 0  # that step's number (its period ends at the next step's start)
+        self.limit = NEVER  # no step is slow before the baseline stands
+        self.due = 0  # the step number at which the baseline is next refreshed
+        self.seen = 0  # steps of history taken (its first refresh counts them)
+        self.median = 0
+        self.mad = 0
+        self.slow: deque[int] = deque(maxlen=SLOW_KEEP)
+        self.last_window: int | None = None  # the step of the last triggered window's trigger
+        self.profiled = 0  # steps recorded (warmup and active) by triggered windows so far
+        self.suppressed = 0
+
+    def observe(self, step: int, wall_ns: int, steps_so_far: int, cost: int) -> Trigger | None:
+        """Take one unprofiled step (the call the hot path inlines, then :meth:`check`)."""
+        self.times.append(wall_ns)
+        if wall_ns > self.limit or step >= self.due:
+            return self.check(step, wall_ns, steps_so_far, cost)
+        return None
+
+    def refresh(self, step: int) -> None:
+        """The baseline from the history now (it is the run's own normal: a slowdown that lasts becomes normal)."""
+        times = list(self.times)
+        self.seen = max(self.seen, step + 1)
+        if len(times) < min(self.settings.min_steps, self.settings.history) or self.seen < self.settings.min_steps:
+            self.limit = NEVER
+            self.due = step + REFRESH_EARLY
+            return
+        self.due = step + REFRESH_EVERY
+        s = self.settings
+        self.median, self.mad = baseline(times)
+        self.limit = int(max(self.median * s.factor, self.median + s.mads * self.mad, self.median + s.floor_ns))
+
+    def check(self, step: int, wall_ns: int, steps_so_far: int, cost: int) -> Trigger | None:
+        """``step`` (its wall time already in :attr:`times`): refresh the baseline when due; a slow step is
+        remembered, and a :class:`Trigger` returned when it asks for a window the budget allows. ``steps_so_far``:
+        the target's steps counted so far (this one's included); ``cost``: the profiled steps such a window takes."""
+        if step >= self.due or wall_ns > self.limit:
+            self.refresh(step)  # a step over the quick limit is judged against the baseline of now
+        if wall_ns <= self.limit:
+            return None
+        slow = self.slow
+        persistent = bool(slow) and slow[-1] == step - 1
+        slow.append(step)
+        period = None if persistent else period_of(list(slow))
+        if not persistent and period is None:
+            return None
+        s = self.settings
+        if self.last_window is not None and step - self.last_window < s.interval:
+            self.suppressed += 1
+            return None
+        if self.profiled + cost > s.budget * steps_so_far:
+            self.suppressed += 1
+            return None
+        return Trigger(
+            step=step,
+            wall_ns=wall_ns,
+            median_ns=self.median,
+            mad_ns=self.mad,
+            limit_ns=self.limit,
+            kind="persistent" if persistent else "recurring",
+            period=period,
+            aimed_at=None if period is None else step + period,
+            slow_steps=tuple(slow),
+            suppressed=self.suppressed,
+        )
+
+    def fired(self, trigger: Trigger, cost: int) -> None:
+        """The session opened the window ``trigger`` asked for: it counts against the budget and the interval."""
+        self.last_window = trigger.step
+        self.profiled += cost
+        self.suppressed = 0
+
+    def refused(self) -> None:
+        """The session could not open it (another window, the target's own schedule): counted."""
+        self.suppressed += 1
+
+    def recorded(self, slow: list[int]) -> None:
+        """Slow steps a triggered window recorded (not fed to the baseline): remembered, so a recurring slowdown's
+        period is still seen across the window."""
+        for step in slow:
+            if not self.slow or step > self.slow[-1]:
+                self.slow.append(step)
