@@ -238,7 +238,12 @@ def _diff(args: argparse.Namespace) -> int:
         return 2
     bases, new = args.paths[:-1], args.paths[-1]
     try:
-        diffs = diff(bases, new, top=args.top, workers=args.workers, confidence=args.confidence)
+        config = _user_rules(args.rules)
+    except ValueError as e:
+        err.write(f"autoprof: {e}\n")
+        return 2
+    try:
+        diffs = diff(bases, new, config=config, top=args.top, workers=args.workers, confidence=args.confidence)
     except TraceError as e:
         err.write(f"autoprof: {e}\n")
         return 2
@@ -451,6 +456,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     diff_cmd.add_argument("--top", type=_top, default=10, metavar="N", help="ops and kernels listed per kind of change (default 10)")
     diff_cmd.add_argument("--workers", type=_workers, default=None, metavar="N", help="helper processes for large files (as analyze)")
+    diff_cmd.add_argument(
+        "--rules", action="append", default=[], metavar="MODULE:ATTR", help="also run your own rules on both sides (as analyze)"
+    )
     report_cmd = sub.add_parser("report", help="one self-contained HTML page about saved traces (needs autoprof[report])")
     report_cmd.add_argument("paths", nargs="+", metavar="PATH")
     report_cmd.add_argument("-o", "--output", default="autoprof-report.html", metavar="FILE", help="the page to write")

@@ -465,6 +465,7 @@ class Diff:
             "kernel_changes": [c.to_json() for c in self.kernels],
             "kernel_call_changes": [c.to_json() for c in self.kernel_calls],
             "memory_peak_changes": [p.to_json() for p in self.memory_peaks],
+            "rule_failures": {"base": self.failures[0], "new": self.failures[1]},
             "files": {"base": self.files[0], "new": self.files[1]},
             "windows": {"base": self.windows[0], "new": self.windows[1]},
         }

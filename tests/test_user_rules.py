@@ -103,6 +103,28 @@ def test_a_users_rule_runs_offline_through_the_command(tmp_path: Path, rules_mod
     assert line == "autoprof: --rules myrules:NOPE: AttributeError: module 'myrules' has no attribute 'NOPE'"
 
 
+def test_diff_runs_a_users_rules_on_both_sides_and_shows_their_failures(
+    tmp_path: Path, rules_module: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autoprof import cli
+
+    _step_records(tmp_path, [])
+    autoprof.flush()
+    (kept,) = sorted((tmp_path / "traces").glob("*.json.gz"))
+    assert cli.main(["diff", "--json", "--rules", "myrules:RULES", str(kept), str(kept)]) == 0
+    (rec,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    validate_record(rec)
+    failures = rec["rule_failures"]
+    assert failures["base"] == failures["new"] and len(failures["new"]) == 2
+    assert any("myteam.broken failed" in f and "a bug in my rule" in f for f in failures["new"])
+    # a rule that raised makes --fail-on-new unknowable: status 2, one line naming it
+    assert cli.main(["diff", "--rules", "myrules:RULES", "--fail-on-new", "info", str(kept), str(kept)]) == 2
+    out, err = capsys.readouterr()
+    assert "myteam.broken" in out and err.count("\n") == 1 and "rule myteam." in err and "failed" in err
+    assert cli.main(["diff", "--rules", "myrules:NOPE", str(kept), str(kept)]) == 2
+    assert capsys.readouterr().err == "autoprof: --rules myrules:NOPE: AttributeError: module 'myrules' has no attribute 'NOPE'\n"
+
+
 def test_rules_are_declared_and_checked_with_one_line() -> None:
     with pytest.raises(ValueError, match="dotted"):
         autoprof.rule("no_dot", verdicts=("x",))
