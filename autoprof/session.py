@@ -230,16 +230,6 @@ class Session:
             return target
 
     # -- the trigger ---------------------------------------------------------------------------------
-    def observe(self, target: Target, step: int, wall_ns: int) -> None:
-        """An unprofiled step of ``target`` that ran (its number and wall time) for its trigger's baseline: a step
-        slow enough to ask for a window arms one (:meth:`arm`)."""
-        watch = target.watch
-        if watch is None or target.saved is not None:
-            return
-        found = watch.observe(step, wall_ns, target.calls, target.cost())
-        if found is not None:
-            self.arm(target, found)
-
     def check_slow(self, target: Target, step: int, wall_ns: int) -> None:
         """The idle path's slow step, or one whose baseline is due (its time already in the history). Only the owner
         thread's steps arm a window (the idle path does not ask which thread calls)."""

@@ -1,6 +1,7 @@
 """Catch the slow step: a target's running baseline of step times and the trigger that asks for a window when a step
-is slower than the run's own normal. Pure Python, no torch, no clock: it is fed step numbers and wall times (the
-wrapper measures them), so its logic is tested on synthetic times.
+is slower than the run's own normal. Pure Python, no torch, no clock: it is fed step numbers and step times (the
+wrapper measures each idle step's period, from its start to the next call's start), so its logic is tested on
+synthetic times.
 
 The baseline is the median and the MAD (median absolute deviation) of the last ``trigger_history`` unprofiled steps,
 refreshed every 100 steps and before any step over the limit is judged (never on every call: the idle path compares
