@@ -591,6 +591,7 @@ def compare_one(base: Profile, new: Profile, top: int = 10, confidence: float = 
     )
     name_ops = [_by_name(p.ops, p.op_steps) for p in (base, new)]
     op_names, call_names = _changes(name_ops[0][0], name_ops[1][0], name_ops[0][1], name_ops[1][1], steps, step_ns, window, top, confidence)
+    gemm_kernels = _gemm_kernels(base, new)
     return Diff(
         rank=new.rank,
         base_path=base.path,
@@ -601,7 +602,7 @@ def compare_one(base: Profile, new: Profile, top: int = 10, confidence: float = 
         kernels=kernels,
         verdicts=_verdicts(base.window_findings, new.window_findings),
         devices=(base.devices, new.devices) if base.devices != new.devices and (base.devices or new.devices) else None,
-        gemm_kernels=_gemm_kernels(base, new),
+        gemm_kernels=gemm_kernels,
         events=(base.events, new.events),
         failures=(list(base.failures), list(new.failures)),
         step_shift=ratio_shift(base.step_ns, new.step_ns, confidence),
@@ -609,7 +610,7 @@ def compare_one(base: Profile, new: Profile, top: int = 10, confidence: float = 
         kernel_calls=kernel_calls,
         op_names=op_names,
         call_names=call_names,
-        gemm_summary=(_gemm_summary(base), _gemm_summary(new)) if _gemm_kernels(base, new) else None,
+        gemm_summary=(_gemm_summary(base), _gemm_summary(new)) if gemm_kernels else None,
         compiled=_compiled(base, new),
         files=(base.paths, new.paths),
         windows=(len(base.window_findings), len(new.window_findings)),

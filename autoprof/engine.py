@@ -93,20 +93,23 @@ def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
 
     n_steps = len(trace.steps)
     host_step, device_step = win.host_step, win.device_step
+
+    def count(totals: dict[Any, list[int]], per_step: dict[Any, list[int]], key: Any, ns: int, k: int) -> None:
+        """One call of ``key`` taking ``ns``, in step ``k`` (-1: none): into its totals and its step's row."""
+        entry = totals.setdefault(key, [0, 0])
+        entry[0] += 1
+        entry[1] += ns
+        if 0 <= k < n_steps:
+            row = per_step.get(key)
+            if row is None:
+                row = per_step[key] = [0] * n_steps
+            row[k] += ns
+
     ops: dict[tuple[str, str], list[int]] = {}
     op_steps: dict[tuple[str, str], list[int]] = {}
     for i in range(trace.n_host):
         if trace.h_cat[i] == CPU_OP_CODE and win.host_in[i]:
-            key = (trace.host_name(i), shapes_text(i))
-            entry = ops.setdefault(key, [0, 0])
-            entry[0] += 1
-            entry[1] += trace.h_self[i]
-            k = host_step[i] if n_steps else -1
-            if 0 <= k < n_steps:
-                row = op_steps.get(key)
-                if row is None:
-                    row = op_steps[key] = [0] * n_steps
-                row[k] += trace.h_self[i]
+            count(ops, op_steps, (trace.host_name(i), shapes_text(i)), trace.h_self[i], host_step[i] if n_steps else -1)
     kernels: dict[tuple[str, str, str], list[int]] = {}
     kernel_steps: dict[tuple[str, str, str], list[int]] = {}
     parent = trace.h_parent
@@ -117,16 +120,7 @@ def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
         while op >= 0 and trace.h_cat[op] != CPU_OP_CODE:
             op = parent[op]
         key = (trace.host_name(op), shapes_text(op)) if op >= 0 else ("", "")
-        kkey = (*key, short_kernel_name(trace.device_name(d)))
-        entry = kernels.setdefault(kkey, [0, 0])
-        entry[0] += 1
-        entry[1] += trace.d_dur[d]
-        k = device_step[d] if n_steps else -1
-        if 0 <= k < n_steps:
-            row = kernel_steps.get(kkey)
-            if row is None:
-                row = kernel_steps[kkey] = [0] * n_steps
-            row[k] += trace.d_dur[d]
+        count(kernels, kernel_steps, (*key, short_kernel_name(trace.device_name(d))), trace.d_dur[d], device_step[d] if n_steps else -1)
     devices = sorted({str(p.get("name")) for p in trace.device_properties if p.get("name")}) if trace.n_device else []
     peaks = memory.step_peaks(trace) or {}  # the window record's step_memory_peak_bytes, in the order of the steps
     return Profile(
