@@ -283,14 +283,28 @@ def test_a_threshold_inside_the_interval_does_not_trip(tmp_path: Path, capsys: A
 # --- ranks, targets, several bases -----------------------------------------------------------------------------
 
 
-def test_one_rank_regressed_names_its_rank(tmp_path: Path, capsys: Any) -> None:
-    ra, rb = tmp_path / "ra", tmp_path / "rb"
-    ra.mkdir()
-    rb.mkdir()
+def _two_ranks(tmp_path: Path, new: dict[int, list[float] | None]) -> tuple[Path, Path]:
+    """A base run of two ranks of nine 10 ms steps, and a new one whose rank ``r`` has the steps ``new[r]`` (None: a
+    trace of that rank without steps)."""
+    base, later = tmp_path / "base", tmp_path / "new"
+    base.mkdir()
+    later.mkdir()
     for r in (0, 1):
-        _trace(ra / f"train.window0.rank{r}.pt.trace.json", _nine(10), rank=r)
-    _trace(rb / "train.window0.rank0.pt.trace.json", _nine(10), rank=0)
-    _trace(rb / "train.window0.rank1.pt.trace.json", _nine(13), rank=1)
+        _trace(base / f"train.window0.rank{r}.pt.trace.json", _nine(10), rank=r)
+        steps = new[r]
+        if steps is not None:
+            _trace(later / f"train.window0.rank{r}.pt.trace.json", steps, rank=r)
+            continue
+        bare = {
+            "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 500, "pid": 1, "tid": 1}],
+            "distributedInfo": {"rank": r, "world_size": 2},
+        }
+        (later / f"train.window0.rank{r}.pt.trace.json").write_text(json.dumps(bare))
+    return base, later
+
+
+def test_one_rank_regressed_names_its_rank(tmp_path: Path, capsys: Any) -> None:
+    ra, rb = _two_ranks(tmp_path, {0: _nine(10), 1: _nine(13)})
     rc, out, err = _run(capsys, "--json", str(ra), str(rb), "--fail-on-regression", "5")
     recs = _records(out)
     assert rc == 1 and [r["diff_rank"] for r in recs] == [0, 1]
@@ -299,17 +313,7 @@ def test_one_rank_regressed_names_its_rank(tmp_path: Path, capsys: Any) -> None:
 
 
 def test_a_rank_without_steps_on_one_side_makes_the_gate_status_2(tmp_path: Path, capsys: Any) -> None:
-    ra, rc_ = tmp_path / "ra", tmp_path / "rc"
-    ra.mkdir()
-    rc_.mkdir()
-    for r in (0, 1):
-        _trace(ra / f"train.window0.rank{r}.pt.trace.json", _nine(10), rank=r)
-    _trace(rc_ / "train.window0.rank0.pt.trace.json", _nine(10), rank=0)
-    bare = {
-        "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 500, "pid": 1, "tid": 1}],
-        "distributedInfo": {"rank": 1, "world_size": 2},
-    }
-    (rc_ / "train.window0.rank1.pt.trace.json").write_text(json.dumps(bare))
+    ra, rc_ = _two_ranks(tmp_path, {0: _nine(10), 1: None})
     rc, out, err = _run(capsys, "--json", str(ra), str(rc_), "--fail-on-regression", "5")
     recs = _records(out)
     assert rc == 2 and len(recs) == 2 and len(err) == 1 and "has no steps" in err[0]
@@ -319,17 +323,7 @@ def test_a_rank_without_steps_on_one_side_makes_the_gate_status_2(tmp_path: Path
 
 
 def test_a_regressed_rank_is_said_and_fails_even_when_another_rank_cannot_be_evaluated(tmp_path: Path, capsys: Any) -> None:
-    ra, rc_ = tmp_path / "ra", tmp_path / "rc"
-    ra.mkdir()
-    rc_.mkdir()
-    for r in (0, 1):
-        _trace(ra / f"train.window0.rank{r}.pt.trace.json", _nine(10), rank=r)
-    _trace(rc_ / "train.window0.rank0.pt.trace.json", _nine(13), rank=0)  # rank 0: 30% slower
-    bare = {
-        "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 500, "pid": 1, "tid": 1}],
-        "distributedInfo": {"rank": 1, "world_size": 2},
-    }
-    (rc_ / "train.window0.rank1.pt.trace.json").write_text(json.dumps(bare))
+    ra, rc_ = _two_ranks(tmp_path, {0: _nine(13), 1: None})  # rank 0: 30% slower; rank 1 without steps
     rc, _, err = _run(capsys, str(ra), str(rc_), "--fail-on-regression", "5")
     assert rc == 1 and len(err) == 2, err
     assert "gate tripped" in err[0] and err[0].endswith("(rank 0)") and "has no steps" in err[1]
