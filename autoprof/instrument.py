@@ -10,6 +10,7 @@ import contextvars
 import functools
 import inspect
 import os
+import sys
 import threading
 import time
 import types
@@ -26,7 +27,7 @@ from autoprof import emit as _emit
 from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, SWITCH, TRIGGER_KEYS, ConfigError, check_schedule_value, user_stacklevel
 from autoprof.schedule import Phase, Place, Schedule
 from autoprof.session import SECTIONS_SEEN, SESSION, Target, Window, rank_chosen
-from autoprof.trigger import Settings
+from autoprof.trigger import FUTURE, Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,6 +44,44 @@ _is_compiling = getattr(torch.compiler, "is_dynamo_compiling", None) or torch.co
 # torch.jit.trace records what a call does: autoprof steps aside there as it does under dynamo (checked only
 # where autoprof would annotate, never on the idle path).
 _is_tracing = getattr(torch._C, "_is_tracing", None) or (lambda: False)
+
+
+class _Inside:
+    """The plain idle calls in flight (any thread): a hint, never the truth (see :func:`_held`)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+#: A plain idle call (the idle path of a target whose calls never held a decorated call nor were held by one, as
+#: seen in its windows) marks no thread-local depth: it counts itself here. A decorated call that finds the depth at 0
+#: while this is not 0 looks up its own thread's stack for such a call (:func:`_held`): rare, and exact.
+_INSIDE = _Inside()
+#: The sync wrapper's code (one code object for every decorated function): how :func:`_held` knows its frames.
+_WRAPPER_CODES: set[Any] = set()
+HELD = 3  # the depth of a call held by a plain idle call: nested, found on the stack (never stored in the thread-local)
+
+
+def _held() -> int:
+    """:data:`HELD` when a plain idle call of this thread holds its caller (a frame of the sync wrapper up the stack,
+    past its guards, while the depth is 0), else 0. That call's target is no longer plain: from its next call it marks
+    the depth."""
+    try:
+        frame: types.FrameType | None = sys._getframe(2)
+        while frame is not None:
+            # a frame of the wrapper past its guards (its target read) while this thread's depth is 0: on its plain
+            # path (the others mark the depth), or itself held by one
+            if frame.f_code in _WRAPPER_CODES and "t" in frame.f_locals:
+                held = frame.f_locals["t"]
+                if held is not None:
+                    held.plain = False
+                return HELD
+            frame = frame.f_back
+    except Exception:
+        pass
+    return 0
 
 
 class Mode(IntEnum):
@@ -279,6 +318,8 @@ class _Instrument:
         finally:
             target = self.target
             if mode == OWNER and target is not None:
+                if _tls.d == 2:  # a decorated call (or a trainer's step) ran inside this one: its target is not plain
+                    target.plain = False
                 step = target.current
                 target.current = None
                 if wall_ns >= 0:
@@ -339,6 +380,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
     now = _now
     name = ins.name
     task_depth = _task_depth
+    inside = _INSIDE
 
     if inspect.iscoroutinefunction(fn):
 
@@ -348,7 +390,11 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             here = task_depth.get()  # this task's: concurrent tasks on one thread interleave at every await
             running = getattr(tls, "a", 0)  # outermost async calls in flight on this thread, in any task
             in_sync: int = getattr(tls, "d", 0)
+            if not in_sync and inside.n:
+                in_sync = _held()
             if here > 0 or (here == 0 and not running and in_sync):
+                if in_sync == 1:
+                    tls.d = 2  # tell the sync call that holds this one (its target is not plain)
                 # nested in this task's call (or in a sync call that runs an event loop): an annotation while a
                 # profiler records
                 if not ap._is_profiler_enabled or _is_tracing():
@@ -380,20 +426,18 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                         t0 = now()
                         c = t.calls
                         t.calls = c + 1
-                        last, prev = w.start, w.prev
-                        w.start, w.prev = t0, c
-                        if last:
-                            dt = t0 - last
-                            w.times.append(dt)
-                            if dt > w.limit or prev >= w.due:
-                                _slow(t, prev, dt)
+                        dt = t0 - w.start
+                        w.start = t0
+                        w.times.append(dt)
+                        if dt > w.limit or c > w.due:
+                            _slow(t, c - 1, dt)
                     tls.d = 1
                     try:
                         return await fn(*args, **kwargs)
                     finally:
                         tls.d = 0
                 if t is not None and t.watch is not None:
-                    t.watch.start = 0
+                    t.watch.start = FUTURE
                 calls: list[Any] = []
                 mode = PLAIN
                 t0 = -1
@@ -418,11 +462,39 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not switch.enabled or is_compiling():
             return fn(*args, **kwargs)
+        t = ins.target
+        if t is not None and t.plain and t.done and not ap._is_profiler_enabled:
+            # the plain idle path (what every call pays for the rest of a run): no thread-local depth to mark
+            w = t.watch
+            if w is not None:
+                # the trigger's always-on timing: one clock read, one append, one comparison (see autoprof.trigger):
+                # a step's time is its period, from its start to the next call's (the step and what runs after it:
+                # the next batch's loading, a checkpoint), judged when the next call starts; after a profiled call
+                # the start is in the future (the period is negative: no step's)
+                t0 = now()
+                c = t.calls
+                t.calls = c + 1
+                dt = t0 - w.start
+                w.start = t0
+                w.times.append(dt)
+                if dt > w.limit or c > w.due:
+                    _slow(t, c - 1, dt)
+            inside.n += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                inside.n -= 1
         try:
             depth = tls.d
         except AttributeError:
             depth = tls.d = 0
+        if not depth and inside.n:
+            depth = _held()
         if depth:
+            if depth == 1:
+                tls.d = 2  # tell the call that holds this one (its target is not plain)
+            if t is not None and t.plain:
+                t.plain = False  # this target's calls can be held by another's: its idle path marks the depth
             if not ap._is_profiler_enabled or _is_tracing():
                 return fn(*args, **kwargs)
             rf = None
@@ -432,30 +504,24 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             finally:
                 if rf is not None:
                     _close_rf(rf)
-        t = ins.target
         if t is not None and t.done and not ap._is_profiler_enabled:
             w = t.watch
-            if w is not None:
-                # the trigger's always-on timing: one clock read, one append, one comparison (see autoprof.trigger):
-                # a step's time is its period, from its start to the next call's (the step and what runs after it:
-                # the next batch's loading, a checkpoint), judged when the next call starts
+            if w is not None:  # the trigger's timing, as on the plain path
                 t0 = now()
                 c = t.calls
                 t.calls = c + 1
-                last, prev = w.start, w.prev
-                w.start, w.prev = t0, c
-                if last:  # the previous call's period ends here: that step's time
-                    dt = t0 - last
-                    w.times.append(dt)
-                    if dt > w.limit or prev >= w.due:
-                        _slow(t, prev, dt)
+                dt = t0 - w.start
+                w.start = t0
+                w.times.append(dt)
+                if dt > w.limit or c > w.due:
+                    _slow(t, c - 1, dt)
             tls.d = 1
             try:
                 return fn(*args, **kwargs)
             finally:
                 tls.d = 0
         if t is not None and t.watch is not None:
-            t.watch.start = 0  # a period across a profiled call is no step's
+            t.watch.start = FUTURE  # a period across a profiled call is no step's
         calls: list[Any] = []
         mode = PLAIN
         t0 = -1
@@ -472,6 +538,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             finally:  # even if an interrupt lands as end() is entered (the next step heals the rest)
                 tls.d = 0
 
+    _WRAPPER_CODES.add(wrapper.__code__)
     return wrapper
 
 
@@ -483,6 +550,7 @@ def _after_fork_in_child() -> None:
     calls are steps of its own targets, not annotations of a call that only runs in the parent."""
     _tls.d = 0
     _tls.a = 0
+    _INSIDE.n = 0
     _tls.driver = None
     _tls.sections = []
 
@@ -547,9 +615,12 @@ class Steps:
                 return
             self.end()
         number = step if type(step) is int and 0 <= step < 1 << 63 else None  # not a bool, nor past the schema's int64
-        if getattr(_tls, "d", 0):
+        depth = getattr(_tls, "d", 0) or (_INSIDE.n and _held())
+        if depth:
             driver = getattr(_tls, "driver", None)
             if driver is None or driver is self or not driver.in_step:
+                if depth == 1:
+                    _tls.d = 2  # tell the call that holds this loop (its target is not plain)
                 return  # inside an ``@autoprof`` call (a loop around the trainer): not a step
             driver.stop("another loop's step began in this thread", failed=True)  # its loop left it open
         if not SWITCH.enabled or _is_compiling() or not TORCH_SUPPORTED:
@@ -569,16 +640,14 @@ class Steps:
                 t0 = _now()
                 label = target.calls if number is None else number
                 target.calls += 1
-                last, prev = watch.start, watch.prev
-                watch.start, watch.prev = t0, label
-                if last:  # the previous step's period ends here
-                    dt = t0 - last
-                    watch.times.append(dt)
-                    if dt > watch.limit or prev >= watch.due:
-                        _slow(target, prev, dt)
+                dt = t0 - watch.start
+                prev, watch.start, watch.prev = watch.prev, t0, label
+                watch.times.append(dt)  # negative after a profiled step: no step's period (the judge skips it)
+                if dt > watch.limit or prev >= watch.due:
+                    _slow(target, prev, dt)
             return
         if target is not None and target.watch is not None:
-            target.watch.start = 0  # a period across a profiled step is no step's
+            target.watch.start = FUTURE  # a period across a profiled step is no step's
         mode = PLAIN
         _tls.driver = self
         try:

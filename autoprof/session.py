@@ -74,6 +74,7 @@ class Target:
         "lock",
         "name",
         "owner",
+        "plain",
         "pos",
         "profile_memory",
         "recent_ns",
@@ -107,6 +108,9 @@ class Target:
         #: The trigger's settings for this target (None: no trigger), set by its first call's wrapper before the call.
         self.watching: Settings | None = None
         self.triggered = 0  # triggered windows so far (the cross-rank exchange counts only the scheduled ones)
+        #: No call of it was seen to hold a decorated call (or a trainer's step) nor to be held by one: its idle path
+        #: marks no thread-local depth (autoprof.instrument). Learned in its windows, and from the stack where missed.
+        self.plain = True
         self.restart(done=False)
 
     def restart(self, done: bool) -> None:

@@ -37,6 +37,10 @@ SLOW_KEEP = 4
 REFRESH_EVERY = 100
 REFRESH_EARLY = 8
 NEVER = sys.maxsize  # a limit no step reaches: no baseline yet
+#: A step start in the future (~146 years of perf_counter_ns): the next period measured from it is negative, no
+#: step's (the first call's, one across a profiled call). The history keeps it (the wrapper appends without a test);
+#: the baseline and the judge skip it.
+FUTURE = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +178,8 @@ class Watch:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.times: deque[int] = deque(maxlen=settings.history)
-        self.start = 0  # the perf_counter_ns of the last idle step's start (0: none: the next start begins a period)
-        self.prev = 0  # that step's number (its period ends at the next step's start)
+        self.start = FUTURE  # the perf_counter_ns of the last idle step's start (FUTURE: none: the next begins a period)
+        self.prev = 0  # that step's number (its period ends at the next step's start; the trainers' driver keeps it)
         self.limit = NEVER  # no step is slow before the baseline stands
         self.due = 0  # the step number at which the baseline is next refreshed
         self.seen = 0  # steps of history taken (its first refresh counts them)
@@ -195,7 +199,7 @@ class Watch:
 
     def refresh(self, step: int) -> None:
         """The baseline from the history now (it is the run's own normal: a slowdown that lasts becomes normal)."""
-        times = list(self.times)
+        times = [t for t in self.times if t >= 0]  # a negative period is no step's (see FUTURE)
         self.seen = max(self.seen, step + 1)
         if len(times) < min(self.settings.min_steps, self.settings.history) or self.seen < self.settings.min_steps:
             self.limit = NEVER
