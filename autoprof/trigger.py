@@ -4,11 +4,12 @@ wrapper measures each idle step's period, from its start to the next call's star
 synthetic times.
 
 The baseline is the median and the MAD (median absolute deviation) of the last ``trigger_history`` unprofiled steps,
-refreshed every 100 steps and before any step over the limit is judged (never on every call: the idle path compares
-one integer, :attr:`Watch.limit`). A step is *slow* when it is at once ``trigger_factor`` times the median, ``trigger_mads`` MADs above
-it and ``trigger_floor_ms`` above it (the factor says it matters, the MADs that it is not the run's usual noise, the floor
-that a window can show it). A slow step alone asks for nothing (a preemption, a GC pause: gone before any window
-could record, since the past cannot be profiled); a window is asked for when
+refreshed every 100 steps (every 200, 400, ... up to 1,000 while it holds) and before any step over the limit is
+judged (never on every call: the idle path compares one integer, :attr:`Watch.limit`). A step is *slow* when it is
+at once ``trigger_factor`` times the median, ``trigger_mads`` MADs above it and ``trigger_floor_ms`` above it (the
+factor says it matters, the MADs that it is not the run's usual noise, the floor that a window can show it). A slow
+step alone asks for nothing (a preemption, a GC pause: gone before any window could record, since the past cannot be
+profiled); a window is asked for when
 
 - two steps in a row are slow (``persistent``): the window records the next steps, or
 - the last three slow steps are evenly spaced, ``k`` steps apart (``recurring``, period ``k``): the window is aimed
@@ -33,9 +34,14 @@ SLOW_KEEP = 4
 #: The quick-reject limit is refreshed every this many steps once the baseline stands (every ``REFRESH_EARLY`` before):
 #: the idle path compares one integer per call instead of computing a median (~4 µs for 50 steps). A step over the
 #: limit is judged against a baseline refreshed then, from the last ``trigger_history`` steps exactly: a stale limit
-#: can only let a slowdown wait (at most this many steps) when steps got faster, never call a step slow wrongly.
+#: can only let a slowdown wait (at most ``REFRESH_MAX`` steps) when steps got faster, never call a step slow wrongly.
 REFRESH_EVERY = 100
 REFRESH_EARLY = 8
+#: While the baseline holds (a refresh finds the median within ``STABLE`` of the last), the refresh interval doubles,
+#: up to this many steps: a steady run pays for a median every 1,000 steps, not every 100 (~40 ns a call at 100). Any
+#: refresh that finds the median moved starts again at ``REFRESH_EVERY``.
+REFRESH_MAX = 1000
+STABLE = 0.1
 NEVER = sys.maxsize  # a limit no step reaches: no baseline yet
 #: A step start in the future (~146 years of perf_counter_ns): the next period measured from it is negative, no
 #: step's (the first call's, one across a profiled call). The history keeps it (the wrapper appends without a test);
@@ -161,6 +167,7 @@ class Watch:
 
     __slots__ = (
         "due",
+        "every",
         "last_window",
         "limit",
         "mad",
@@ -182,6 +189,7 @@ class Watch:
         self.prev = 0  # that step's number (its period ends at the next step's start; the trainers' driver keeps it)
         self.limit = NEVER  # no step is slow before the baseline stands
         self.due = 0  # the step number at which the baseline is next refreshed
+        self.every = REFRESH_EVERY  # steps between refreshes while the baseline holds (doubles up to REFRESH_MAX)
         self.seen = 0  # steps of history taken (its first refresh counts them)
         self.median = 0
         self.mad = 0
@@ -205,9 +213,12 @@ class Watch:
             self.limit = NEVER
             self.due = step + REFRESH_EARLY
             return
-        self.due = step + REFRESH_EVERY
         s = self.settings
+        last = self.median if self.limit != NEVER else 0
         self.median, self.mad = baseline(times)
+        held = last > 0 and abs(self.median - last) <= STABLE * last
+        self.every = min(2 * self.every, REFRESH_MAX) if held else REFRESH_EVERY
+        self.due = step + self.every
         self.limit = int(max(self.median * s.factor, self.median + s.mads * self.mad, self.median + s.floor_ns))
 
     def check(self, step: int, wall_ns: int, steps_so_far: int, cost: int) -> Trigger | None:
