@@ -55,9 +55,10 @@ class _Inside:
         self.n = 0
 
 
-#: A plain idle call (the idle path of a target whose calls never held a decorated call nor were held by one, as
-#: seen in its windows) marks no thread-local depth: it counts itself here. A decorated call that finds the depth at 0
-#: while this is not 0 looks up its own thread's stack for such a call (:func:`_held`): rare, and exact.
+#: A plain idle call (the idle path of a target whose calls were not seen to hold a decorated call nor to be held by
+#: one) marks no nesting depth: it counts itself here. A decorated call (or a trainer loop's step) that finds the depth
+#: at 0 while this is not 0 looks up its own thread's stack for such a call (:func:`_held`): exact, and once per
+#: holder, which is not plain from then on.
 _INSIDE = _Inside()
 #: The sync wrapper's code (one code object for every decorated function): how :func:`_held` knows its frames.
 _WRAPPER_CODES: set[Any] = set()
@@ -318,8 +319,6 @@ class _Instrument:
         finally:
             target = self.target
             if mode == OWNER and target is not None:
-                if _tls.d == 2:  # a decorated call (or a trainer's step) ran inside this one: its target is not plain
-                    target.plain = False
                 step = target.current
                 target.current = None
                 if wall_ns >= 0:
@@ -328,13 +327,31 @@ class _Instrument:
                     step.finish(wall_ns, raised)
 
 
+def _tick(target: Target, t0: int) -> None:
+    """An idle call past its watch's next tick (see autoprof.trigger); never raises an Exception."""
+    try:
+        SESSION.tick(target, t0)
+    except Exception as e:
+        _internal_error("trigger", target.name, e)
+        _drop_watch(target)
+
+
+def _drop_watch(target: Target) -> None:
+    """The trigger is given up for this target (its calls go on, still counted)."""
+    try:
+        target._calls = target.calls  # the watch's pending calls, counted before it goes
+    except Exception:
+        pass
+    target.watch = None
+
+
 def _slow(target: Target, step: int, wall_ns: int) -> None:
     """An idle step the trigger must look at (slow, or its baseline is due); never raises an Exception."""
     try:
         SESSION.check_slow(target, step, wall_ns)
     except Exception as e:
         _internal_error("trigger", target.name, e)
-        target.watch = None  # the trigger is given up for this target; its calls go on
+        _drop_watch(target)
 
 
 def _give_up(target: Target) -> None:
@@ -387,14 +404,29 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
         async def awrapper(*args: Any, **kwargs: Any) -> Any:
             if not switch.enabled or is_compiling():
                 return await fn(*args, **kwargs)
+            t = ins.target
+            if t is not None and t.plain and t.done and not ap._is_profiler_enabled:
+                # the plain idle path, as in the sync wrapper: no task or thread depth to mark (a call that this one
+                # holds finds it on the stack; a concurrent task's call is its own: no annotation is held across awaits)
+                w = t.watch
+                if w is not None:  # the trigger's timing, as in the sync wrapper
+                    t0 = now()
+                    w.starts.append(t0)
+                    if t0 > w.next:
+                        _tick(t, t0)
+                inside.n += 1
+                try:
+                    return await fn(*args, **kwargs)
+                finally:
+                    inside.n -= 1
             here = task_depth.get()  # this task's: concurrent tasks on one thread interleave at every await
             running = getattr(tls, "a", 0)  # outermost async calls in flight on this thread, in any task
             in_sync: int = getattr(tls, "d", 0)
-            if not in_sync and inside.n:
-                in_sync = _held()
+            if here == 0 and not running and not in_sync and inside.n:
+                in_sync = _held()  # held by a plain idle call (sync, or an async one of this task)
             if here > 0 or (here == 0 and not running and in_sync):
-                if in_sync == 1:
-                    tls.d = 2  # tell the sync call that holds this one (its target is not plain)
+                if t is not None and t.plain:
+                    t.plain = False  # this target's calls can be held by another's
                 # nested in this task's call (or in a sync call that runs an event loop): an annotation while a
                 # profiler records
                 if not ap._is_profiler_enabled or _is_tracing():
@@ -419,25 +451,20 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             token = task_depth.set(1)
             tls.a = running + 1
             try:
-                t = ins.target
                 if t is not None and t.done and not ap._is_profiler_enabled:
                     w = t.watch
                     if w is not None:  # the trigger's timing, as in the sync wrapper
                         t0 = now()
-                        c = t.calls
-                        t.calls = c + 1
-                        dt = t0 - w.start
-                        w.start = t0
-                        w.times.append(dt)
-                        if dt > w.limit or c > w.due:
-                            _slow(t, c - 1, dt)
+                        w.starts.append(t0)
+                        if t0 > w.next:
+                            _tick(t, t0)
                     tls.d = 1
                     try:
                         return await fn(*args, **kwargs)
                     finally:
                         tls.d = 0
                 if t is not None and t.watch is not None:
-                    t.watch.start = FUTURE
+                    t.watch.pause()
                 calls: list[Any] = []
                 mode = PLAIN
                 t0 = -1
@@ -457,6 +484,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 tls.a = getattr(tls, "a", 1) - 1
                 task_depth.reset(token)
 
+        _WRAPPER_CODES.add(awrapper.__code__)
         return awrapper
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -469,16 +497,12 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             if w is not None:
                 # the trigger's always-on timing: one clock read, one append, one comparison (see autoprof.trigger):
                 # a step's time is its period, from its start to the next call's (the step and what runs after it:
-                # the next batch's loading, a checkpoint), judged when the next call starts; after a profiled call
-                # the start is in the future (the period is negative: no step's)
+                # the next batch's loading, a checkpoint), judged at a tick (a call past the watch's next), which
+                # every slow period ends in
                 t0 = now()
-                c = t.calls
-                t.calls = c + 1
-                dt = t0 - w.start
-                w.start = t0
-                w.times.append(dt)
-                if dt > w.limit or c > w.due:
-                    _slow(t, c - 1, dt)
+                w.starts.append(t0)
+                if t0 > w.next:
+                    _tick(t, t0)
             inside.n += 1
             try:
                 return fn(*args, **kwargs)
@@ -491,8 +515,6 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
         if not depth and inside.n:
             depth = _held()
         if depth:
-            if depth == 1:
-                tls.d = 2  # tell the call that holds this one (its target is not plain)
             if t is not None and t.plain:
                 t.plain = False  # this target's calls can be held by another's: its idle path marks the depth
             if not ap._is_profiler_enabled or _is_tracing():
@@ -508,20 +530,16 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             w = t.watch
             if w is not None:  # the trigger's timing, as on the plain path
                 t0 = now()
-                c = t.calls
-                t.calls = c + 1
-                dt = t0 - w.start
-                w.start = t0
-                w.times.append(dt)
-                if dt > w.limit or c > w.due:
-                    _slow(t, c - 1, dt)
+                w.starts.append(t0)
+                if t0 > w.next:
+                    _tick(t, t0)
             tls.d = 1
             try:
                 return fn(*args, **kwargs)
             finally:
                 tls.d = 0
         if t is not None and t.watch is not None:
-            t.watch.start = FUTURE  # a period across a profiled call is no step's
+            t.watch.pause()  # a period across a profiled call is no step's
         calls: list[Any] = []
         mode = PLAIN
         t0 = -1
@@ -619,8 +637,6 @@ class Steps:
         if depth:
             driver = getattr(_tls, "driver", None)
             if driver is None or driver is self or not driver.in_step:
-                if depth == 1:
-                    _tls.d = 2  # tell the call that holds this loop (its target is not plain)
                 return  # inside an ``@autoprof`` call (a loop around the trainer): not a step
             driver.stop("another loop's step began in this thread", failed=True)  # its loop left it open
         if not SWITCH.enabled or _is_compiling() or not TORCH_SUPPORTED:

@@ -65,7 +65,7 @@ class Target:
     """Schedule position and step state of one outermost decorated callable."""
 
     __slots__ = (
-        "calls",
+        "_calls",
         "current",
         "done",
         "first_call_ns",
@@ -120,7 +120,7 @@ class Target:
         saved = getattr(self, "saved", None)
         if saved is not None:  # a triggered window's schedule ran: the target's own is the one to start over
             self.schedule = saved[0]
-        self.calls = 0  # outermost calls by the owner thread
+        self._calls = 0  # outermost calls by the owner thread (see calls)
         self.pos = 0  # position in the schedule; stays put while a window cannot open (deferred)
         self.done = done
         self.first_call_ns: int | None = None
@@ -137,9 +137,22 @@ class Target:
         self.saved: tuple[Schedule, int, bool] | None = None
         self.trigger: Trigger | None = None
 
+    @property
+    def calls(self) -> int:
+        """Outermost calls so far (the owner thread's, and every idle call the trigger timed: the idle path counts
+        nothing itself, its watch's starts do)."""
+        watch = self.watch
+        return self._calls + (watch.pending() if watch is not None else 0)
+
+    @calls.setter
+    def calls(self, value: int) -> None:
+        watch = self.watch
+        self._calls = value - (watch.pending() if watch is not None else 0)
+
     def watch_with(self, settings: Settings | None) -> None:
         """Turn the trigger on (``settings``) or off for this target, with a fresh baseline."""
         self.watching = settings
+        self._calls = self.calls  # the old watch's pending calls are counted
         self.watch = Watch(settings) if settings is not None and not self.done else None
 
     def run_triggered(self, trigger: Trigger) -> int:
@@ -234,6 +247,17 @@ class Session:
             return target
 
     # -- the trigger ---------------------------------------------------------------------------------
+    def tick(self, target: Target, t0: int) -> None:
+        """A wrapper's idle call that started at ``t0``, past its watch's next tick (:meth:`Watch.tick`). Every
+        thread's calls are judged (a target called from several threads mixes their periods); only the owner
+        thread's arm a window."""
+        watch = target.watch
+        if watch is None:
+            return
+        found = watch.tick(t0, target.calls, target.cost())
+        if found is not None and target.saved is None and target.owner == threading.get_ident():
+            self.arm(target, found)
+
     def check_slow(self, target: Target, step: int, wall_ns: int) -> None:
         """The idle path's slow step, or one whose baseline is due (its time already in the history). Only the owner
         thread's steps arm a window (the idle path does not ask which thread calls)."""

@@ -43,6 +43,13 @@ REFRESH_EARLY = 8
 REFRESH_MAX = 1000
 STABLE = 0.1
 NEVER = sys.maxsize  # a limit no step reaches: no baseline yet
+#: The wrapper's starts are judged at a *tick*: the first call that starts later than ``limit`` after the last tick (at
+#: most ``TICK_MAX`` ns after it). Between two ticks every period is at most that long, so only the period that ends at
+#: a tick can be slow: each slow step is still judged at the call that ends it, and the calls between pay one clock
+#: read, one append and one comparison. A fast step ticks once a ``trigger_floor_ms`` or so, a slow one every few calls.
+TICK_MAX = 10_000_000
+#: The starts kept past this many are dropped at a tick (the baseline needs only the last ``trigger_history``).
+TRIM = 4096
 #: A step start in the future (~146 years of perf_counter_ns): the next period measured from it is negative, no
 #: step's (the first call's, one across a profiled call). The history keeps it (the wrapper appends without a test);
 #: the baseline and the judge skip it.
@@ -162,22 +169,27 @@ def period_of(slow: list[int]) -> int | None:
 
 
 class Watch:
-    """One target's baseline and trigger state. The wrapper appends every unprofiled step's wall time to
-    :attr:`times` and calls :meth:`check` only for a step slower than :attr:`limit` or when :attr:`due`."""
+    """One target's baseline and trigger state. The wrappers append every idle call's start to :attr:`starts` and call
+    :meth:`tick` when one starts after :attr:`next`; a pause (a profiled call) breaks the periods. The trainers' driver
+    feeds step periods instead (:attr:`times`, then :meth:`check` only for a step slower than :attr:`limit` or when
+    :attr:`due`), as the tests do."""
 
     __slots__ = (
+        "counted",
         "due",
         "every",
         "last_window",
         "limit",
         "mad",
         "median",
+        "next",
         "prev",
         "profiled",
         "seen",
         "settings",
         "slow",
         "start",
+        "starts",
         "suppressed",
         "times",
     )
@@ -185,6 +197,9 @@ class Watch:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.times: deque[int] = deque(maxlen=settings.history)
+        self.starts: list[int] = []  # the wrappers' idle call starts (perf_counter_ns; -1: a break, no call)
+        self.counted = 0  # entries of starts already counted in the target's calls (see pending)
+        self.next = 0  # a start after this is a tick (0: the first call ticks)
         self.start = FUTURE  # the perf_counter_ns of the last idle step's start (FUTURE: none: the next begins a period)
         self.prev = 0  # that step's number (its period ends at the next step's start; the trainers' driver keeps it)
         self.limit = NEVER  # no step is slow before the baseline stands
@@ -204,6 +219,37 @@ class Watch:
         if wall_ns > self.limit or step >= self.due:
             return self.check(step, wall_ns, steps_so_far, cost)
         return None
+
+    def pending(self) -> int:
+        """Calls in :attr:`starts` not yet counted in the target's own count (the idle path counts nothing)."""
+        return len(self.starts) - self.counted
+
+    def pause(self) -> None:
+        """A profiled call is next: the period from the last idle start to the next one is no step's."""
+        starts = self.starts
+        if starts and starts[-1] >= 0:
+            starts.append(-1)
+            self.counted += 1  # a break is no call
+
+    def tick(self, t0: int, calls: int, cost: int) -> Trigger | None:
+        """The call that started at ``t0`` (the last of :attr:`starts`) came after :attr:`next`: judge the period that
+        it ends (the previous call's; only it can be slow, see ``TICK_MAX``) and refresh the baseline when due.
+        ``calls``: the target's calls so far, this one's included; ``cost`` as :meth:`check`'s."""
+        starts = self.starts
+        found = None
+        step = calls - 2  # the previous call's number: its period ends at this call's start
+        period = starts[-1] - starts[-2] if len(starts) >= 2 and starts[-2] >= 0 and starts[-1] >= 0 else -1
+        if period > self.limit or step >= self.due:
+            tail = starts[-(self.settings.history + 1) :]
+            self.times.clear()
+            self.times.extend(b - a for a, b in zip(tail, tail[1:], strict=False) if a >= 0 and b >= 0)
+            found = self.check(step, period, calls, cost)
+        if len(starts) > TRIM:
+            cut = len(starts) - self.settings.history - 1
+            del starts[:cut]
+            self.counted -= cut
+        self.next = t0 + min(self.limit, TICK_MAX)
+        return found
 
     def refresh(self, step: int) -> None:
         """The baseline from the history now (it is the run's own normal: a slowdown that lasts becomes normal)."""

@@ -39,13 +39,14 @@ def test_a_target_that_holds_nothing_takes_the_plain_path(records: Any) -> None:
     assert outer(1) == 2 and instrument._tls.d == before and instrument._INSIDE.n == 0
 
 
-def test_a_target_whose_windows_held_a_decorated_call_is_not_plain(records: Any) -> None:
+def test_a_target_that_holds_a_decorated_call_is_plain_no_more_after_its_first_idle_call(records: Any) -> None:
     inner = autoprof(name="held_inner")(lambda x: x * 2)
     outer = autoprof(name="holding_outer", **FAST)(lambda x: inner(x) + 1)
     _idle(outer, 1)
-    assert not SESSION.targets["holding_outer"].plain
-    assert "held_inner" not in SESSION.targets  # nested: never a target of its own
-    assert outer(3) == 7
+    assert "held_inner" not in SESSION.targets  # nested in its windows: never a target of its own
+    assert outer(3) == 7  # the first plain idle call: its nested call finds it on the stack
+    assert not SESSION.targets["holding_outer"].plain and "held_inner" not in SESSION.targets
+    assert outer(3) == 7 and instrument._tls.d == 0  # from then on it marks the depth (and resets it)
 
 
 def test_a_decorated_call_first_made_inside_a_plain_call_is_nested(records: Any) -> None:
@@ -174,10 +175,131 @@ def test_the_trigger_skips_the_period_across_a_profiled_call(records: Any) -> No
     step = autoprof(name="periods", **FAST)(lambda x: x)
     for i in range(6):
         step(i)
-    watch = SESSION.targets["periods"].watch
+    target = SESSION.targets["periods"]
+    watch = target.watch
     assert watch is not None
-    times = list(watch.times)
-    # the first idle call after the window measures from no start (negative: no step's), the others are periods
-    assert times and times[0] < 0 and all(t >= 0 for t in times[1:])
-    watch.refresh(10)
-    assert watch.median >= 0
+    # three calls through the schedule (warmup, active, the one that finds it over), then three idle ones: their starts
+    assert len(watch.starts) == 3 and all(t > 0 for t in watch.starts)
+    assert target.calls == 6  # the idle calls count, though the idle path counts nothing itself
+    watch.pause()  # a profiled call: a break, no call
+    assert watch.starts[-1] == -1 and target.calls == 6
+    step(6)
+    assert target.calls == 7
+    watch.due = 0  # a refresh is due: the tick fills the history
+    watch.tick(watch.starts[-1], target.calls, target.cost())
+    s = watch.starts
+    assert s[3] == -1 and list(watch.times) == [s[1] - s[0], s[2] - s[1]]  # not the period across the break
+
+
+def test_a_tick_judges_only_the_period_that_ends_it(records: Any) -> None:
+    from autoprof.trigger import Settings, Watch
+
+    settings = Settings(factor=2.0, mads=6.0, history=50, min_steps=5, budget=1.0, interval=0, floor_ns=0)
+    watch = Watch(settings)
+    t, calls, found = 0, 0, []
+
+    def call(period: int) -> None:
+        nonlocal t, calls
+        t += period
+        calls += 1
+        watch.starts.append(t)  # what the wrapper does
+        if t > watch.next:
+            got = watch.tick(t, calls, 4)
+            if got is not None:
+                found.append(got)
+
+    for _ in range(200):
+        call(1_000_000)  # 1 ms steps: before the baseline, a tick every TICK_MAX (10 ms); after, every 2 ms
+    assert watch.limit == 2_000_000 and not found
+    ticks_before = len(watch.starts)
+    call(50_000_000)  # the period of step 199 (it ends at the start of call 200, numbered from 0) ...
+    call(50_000_000)  # ... and of step 200: two slow steps in a row
+    assert found and found[0].kind == "persistent" and found[0].step == 200 and found[0].slow_steps[-2:] == (199, 200)
+    assert len(watch.starts) == ticks_before + 2 and len(watch.starts) <= 4096 + 1
+    for _ in range(10_000):
+        call(1000)  # fast calls: thousands between two ticks
+    assert len(watch.starts) <= 4096 + 1  # trimmed at ticks: bounded memory
+
+
+def test_async_plain_calls_run_concurrently_and_hold_nested_ones(records: Any) -> None:
+    autoprof.configure(trigger=True)
+
+    @autoprof(name="async_leaf")
+    async def leaf(x: int) -> int:
+        await asyncio.sleep(0)
+        return x + 100
+
+    use = {"on": False}
+
+    @autoprof(name="async_plain", **FAST)
+    async def step(x: int) -> int:
+        await asyncio.sleep(0)
+        return (await leaf(x) if use["on"] else x) * 2
+
+    async def main() -> list[int]:
+        for i in range(3):
+            await step(i)  # its window: it is idle after
+        assert SESSION.targets["async_plain"].plain
+        out = list(await asyncio.gather(*(step(i) for i in range(4))))
+        use["on"] = True
+        out += await asyncio.gather(*(step(i) for i in range(4)))
+        return out
+
+    assert asyncio.run(main()) == [0, 2, 4, 6, 200, 202, 204, 206]
+    assert "async_leaf" not in SESSION.targets  # held on the stack of its own task's plain call
+    target = SESSION.targets["async_plain"]
+    assert not target.plain and instrument._INSIDE.n == 0
+    assert target.watch is not None and target.calls >= 8  # the trigger timed the idle calls
+
+
+def _fake_clock(monkeypatch: Any) -> list[int]:
+    """The wrappers' clock, driven by the test (decorate after this): deterministic periods on a loaded machine."""
+    clock = [1_000_000_000]
+    monkeypatch.setattr(instrument, "_now", lambda: clock[0])
+    return clock
+
+
+def _triggered(records: Any, target: str) -> list[dict[str, Any]]:
+    autoprof.flush()
+    return [w["trigger"] for w in records.of("autoprof.window", target=target) if w.get("trigger")]
+
+
+def test_on_a_fake_clock_a_slowdown_at_step_200_opens_a_window_within_three_steps(records: Any, monkeypatch: Any) -> None:
+    clock = _fake_clock(monkeypatch)
+    autoprof.configure(trigger=True)
+    step = autoprof(name="fake_slowdown", **FAST)(lambda i: i)
+    for i in range(230):
+        clock[0] += 5_000_000 if i < 200 else 50_000_000  # call i starts here: the period of call i - 1
+        assert step(i) == i
+    got = _triggered(records, "fake_slowdown")
+    assert got, "no triggered window"
+    t = got[0]
+    assert t["kind"] == "persistent" and t["step"] == 200 and t["slow_steps"][-2:] == [199, 200]
+    assert t["median_ms"] == 5.0 and t["step_ms"] == 50.0 and t["ratio"] == 10.0
+    assert SESSION.targets["fake_slowdown"].calls == 230
+
+
+def test_on_a_fake_clock_a_steady_run_of_2000_steps_triggers_nothing(records: Any, monkeypatch: Any) -> None:
+    clock = _fake_clock(monkeypatch)
+    autoprof.configure(trigger=True)
+    step = autoprof(name="fake_steady", **FAST)(lambda i: i)
+    for i in range(2000):
+        clock[0] += 5_000_000 + (i * 7919 % 1000) * 1000  # 5-6 ms, spread
+        step(i)
+    assert not _triggered(records, "fake_steady")
+    target = SESSION.targets["fake_steady"]
+    assert target.calls == 2000 and target.watch is not None and 5_000_000 <= target.watch.median <= 6_000_000
+
+
+def test_on_a_fake_clock_a_slowdown_every_50th_step_is_found_with_its_period(records: Any, monkeypatch: Any) -> None:
+    clock = _fake_clock(monkeypatch)
+    autoprof.configure(trigger=True)
+    step = autoprof(name="fake_every_50", **FAST)(lambda i: i)
+    for i in range(420):
+        clock[0] += 45_000_000 if i % 50 == 1 and i > 1 else 2_000_000  # the period of every 50th call is slow
+        step(i)
+    got = _triggered(records, "fake_every_50")
+    assert got, "no triggered window"
+    t = got[0]
+    assert t["kind"] == "recurring" and t["period"] == 50 and t["aimed_at"] == t["step"] + 50
+    assert t["step"] % 50 == 0
