@@ -174,6 +174,27 @@ def test_trigger_options_from_the_environment() -> None:
         assert from_env({"AUTOPROF_TRIGGER_BUDGET": "2"}).trigger_budget == 0.05
 
 
+def test_an_integrations_trigger_options_are_its_targets_own(tmp_path: Any) -> None:
+    from autoprof.config import SWITCH
+    from autoprof.integrations import split_options
+    from autoprof.session import SESSION
+
+    own = split_options({"trigger": True, "trigger_budget": 0.1, "warmup": 2, "trace_dir": str(tmp_path)})
+    assert own == {"warmup": 2, "trigger": True, "trigger_budget": 0.1}
+    assert SWITCH.config.trigger is False and SWITCH.config.trace_dir == str(tmp_path)  # the trigger is not process-wide
+    before = SWITCH.config
+    for bad, says in (({"trigger_budget": 2}, "trigger_budget must be a share"), ({"trigger": "yes"}, "trigger must be True")):
+        with pytest.raises(ConfigError) as e:
+            split_options({**bad, "trace_dir": "elsewhere"})  # checked when the integration is built, one line
+        assert says in str(e.value) and "\n" not in str(e.value)
+    assert SWITCH.config is before  # nothing changed
+    steps = Steps("integration_target", framework="lightning", **own)
+    with steps.step(0):
+        pass
+    watching = SESSION.targets["integration_target"].watching
+    assert watching is not None and watching.budget == 0.1
+
+
 # -- live ---------------------------------------------------------------------------------------------------------
 
 

@@ -180,7 +180,7 @@ def _hf_run(tmp: Path, with_autoprof: bool, delay: float) -> dict[str, torch.Ten
     model = transformers.GPT2LMHeadModel(config)
     args = transformers.TrainingArguments(
         output_dir=str(tmp),
-        max_steps=HF_SLOW_FROM + 8,
+        max_steps=HF_SLOW_FROM + 6,  # the triggered window's last step is 45
         per_device_train_batch_size=2,
         use_cpu=True,
         report_to=[],
@@ -198,7 +198,7 @@ def _hf_run(tmp: Path, with_autoprof: bool, delay: float) -> dict[str, torch.Ten
 
 @pytest.mark.skipif(transformers is None, reason="transformers is not installed")
 def test_hf_trainer_a_slow_data_path_opens_a_triggered_window(records: Records, tmp_path: Path) -> None:
-    weights = _hf_run(tmp_path / "run", True, delay=0.05)  # 2 samples of 50 ms: a step several times its usual
+    weights = _hf_run(tmp_path / "run", True, delay=0.1)  # 2 samples of 100 ms: a step ~10x its usual
     windows = records.of("autoprof.window", target="GPT2LMHeadModel.training_step")
     assert [w["trigger"] is None for w in windows] == [True, False], [w["trigger"] for w in windows]
     triggered = windows[1]
