@@ -16,6 +16,10 @@ A run's end stops autoprof's profiler whatever ends it: a stage's end hook (``on
 ``predict`` themselves are watched, through a pass-through wrapper of Lightning's one entry-point handler, so a run
 without callbacks is covered too), ``teardown``. A window cut short that way is dropped and said once
 (``window_incomplete``), never mixed into the next run; each run (``setup``) starts the schedules over.
+
+With ``trigger=True`` (:mod:`autoprof.trigger`) a step's period is its begin to the next step's of its stage; a
+step that follows another stage's steps (training after a validation run inside ``fit``, the next validation run
+after the training between) begins a new period, so the trainer's own rhythm is never a slow step.
 """
 
 from __future__ import annotations
