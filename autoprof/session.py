@@ -268,6 +268,14 @@ class Session:
         if found is not None:
             self.arm(target, found)
 
+    def new_period(self, name: str) -> None:
+        """The next step of target ``name`` begins a new period: its time since its last step is no step's (a trainer
+        ran another stage's steps meanwhile, timed as their own target's). Nothing when it has no trigger."""
+        target = self.targets.get(name)
+        watch = target.watch if target is not None else None
+        if watch is not None:
+            watch.start = 0
+
     def arm(self, target: Target, trigger: Trigger) -> bool:
         """Open a triggered window for ``trigger`` from ``target``'s next step, if one can open: not while any window
         is held or a profiler of the user's records (one profiler at a time), nor while the target's own schedule is

@@ -103,8 +103,12 @@ class Trigger:
 
     def record(self, steps: list[int], walls: list[int]) -> dict[str, Any]:
         """The window record's ``trigger`` object, with what the window's recorded ``steps`` (their ``walls``) showed:
-        ``transient`` when none of them was slow (the slowness was gone by the time the window recorded)."""
-        slow = [s for s, w in zip(steps, walls, strict=False) if w > self.limit_ns]
+        ``transient`` when none of them was slow (the slowness was gone by the time the window recorded). A recorded
+        step is slow when it is over the limit and at least halfway from the median to the slow step's time: the
+        profiler's own cost on a step of a few ms can take it over the limit alone, never that far above it for a
+        slowdown well over the limit."""
+        still = max(self.limit_ns, (self.median_ns + self.wall_ns) // 2)
+        slow = [s for s, w in zip(steps, walls, strict=False) if w > still]
         transient = not slow
         what = (
             "two slow steps in a row"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autoprof import emit as _emit
-from autoprof.config import SCHEDULE_KEYS, Config, ConfigError, check_schedule_value, configure
+from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, TRIGGER_KEYS, Config, ConfigError, check_schedule_value, configure
 
 #: The keyword arguments every integration takes besides the schedule's: :func:`autoprof.configure`'s, read from the
 #: :class:`~autoprof.config.Config` fields (a new option is an integration's option too, ``rules`` included).
@@ -41,19 +41,33 @@ def guarded(framework: str, where: str, fn: Callable[..., Any], *args: Any) -> N
         failed(framework, where, e)
 
 
-def split_options(options: dict[str, Any]) -> dict[str, int]:
+def split_options(options: dict[str, Any]) -> dict[str, Any]:
     """Apply an integration's process-wide options (``trace_dir``, ``sink``, ``ranks``... as
-    :func:`autoprof.configure`) and return its schedule options (``wait``, ``warmup``...). One-line
-    :class:`ConfigError` on an unknown option; nothing changes then."""
+    :func:`autoprof.configure`) and return its targets' own: the schedule's (``wait``, ``warmup``...) and the
+    trigger's (``trigger``, ``trigger_factor``..., as ``@autoprof(trigger=...)``: for the integration's targets only,
+    over ``configure()``'s). One-line :class:`ConfigError` on an unknown or bad option; nothing changes then."""
     unknown = sorted(set(options) - set(SCHEDULE_KEYS) - set(CONFIG_KEYS))
     if unknown:
         valid = ", ".join(SCHEDULE_KEYS + CONFIG_KEYS)
         raise ConfigError(f"unknown autoprof option(s): {', '.join(unknown)} (valid: {valid})")
-    settings = {k: v for k, v in options.items() if k in CONFIG_KEYS}
-    schedule = {k: check_schedule_value(k, v) for k, v in options.items() if k in SCHEDULE_KEYS}
+    settings = {k: v for k, v in options.items() if k in CONFIG_KEYS and k not in TRIGGER_KEYS}
+    own: dict[str, Any] = {k: check_schedule_value(k, v) for k, v in options.items() if k in SCHEDULE_KEYS}
+    for k in TRIGGER_KEYS:
+        if k in options:
+            own[k] = _check_trigger(k, options[k])
     if settings:
         configure(**settings)
-    return schedule
+    return own
+
+
+def _check_trigger(key: str, value: Any) -> Any:
+    """A trigger option's value, checked as ``configure()`` checks it (one line)."""
+    try:
+        return CHECKS[key](value)
+    except ConfigError:
+        raise
+    except Exception:
+        raise ConfigError(f"{key} must be {ACCEPTS[key]}, not {value!r}") from None
 
 
 def watch_raises(owner: Any, attr: str, on_raise: Callable[[Any, BaseException], None]) -> None:

@@ -16,6 +16,10 @@ A run's end stops autoprof's profiler whatever ends it: a stage's end hook (``on
 ``predict`` themselves are watched, through a pass-through wrapper of Lightning's one entry-point handler, so a run
 without callbacks is covered too), ``teardown``. A window cut short that way is dropped and said once
 (``window_incomplete``), never mixed into the next run; each run (``setup``) starts the schedules over.
+
+With ``trigger=True`` (:mod:`autoprof.trigger`) a step's period is its begin to the next step's of its stage; a
+step that follows another stage's steps (training after a validation run inside ``fit``, the next validation run
+after the training between) begins a new period, so the trainer's own rhythm is never a slow step.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ except ImportError:
         raise missing("Lightning (lightning or pytorch_lightning)", "lightning") from None
 
 from autoprof.instrument import Steps
+from autoprof.session import SESSION
 
 FRAMEWORK = "lightning"
 STAGES = ("train", "validation", "test", "predict")
@@ -48,11 +53,12 @@ _ENDS = {f"on_{stage}_end": stage for stage in STAGES}
 class _Stages:
     """The targets of one trainer's stages, and the step in progress (at most one: stages do not overlap)."""
 
-    def __init__(self, schedule: dict[str, int]) -> None:
+    def __init__(self, schedule: dict[str, Any]) -> None:
         self.schedule = schedule
         self.targets: dict[str, Steps] = {}
         self.current: Steps | None = None
         self.stage: str | None = None
+        self.last: str | None = None  # the stage of the last step begun
         self.batches = 0  # micro-batches of the training step in progress
         self.stepped = False  # the optimizer stepped in the training step in progress
         self.handled: BaseException | None = None  # the exception being handled where the step began (a fit retried in an except)
@@ -64,6 +70,11 @@ class _Stages:
         if steps is None:
             cls = module.__class__.__name__ if module is not None else "LightningModule"  # (a weak proxy forwards __class__)
             steps = self.targets[stage] = Steps(f"{cls}.{_STEP_HOOK[stage]}", framework=FRAMEWORK, **self.schedule)
+        if self.last is not None and self.last != stage:
+            # the trigger times a step from its begin to the next one's: the time since this stage's last step went
+            # to another stage's steps (a validation run inside fit), timed as that stage's target: no step's period
+            SESSION.new_period(steps.name)
+        self.last = stage
         self.current, self.stage = steps, stage
         self.batches, self.stepped = 0, False
         self.handled = sys.exc_info()[1]
@@ -85,7 +96,7 @@ class _Stages:
 
     def restart(self) -> None:
         """A new run of the trainer (``fit``, ``validate``...): every stage's schedule starts over."""
-        self.current = self.stage = None
+        self.current = self.stage = self.last = None
         for steps in list(self.targets.values()):
             steps.restart()
 
@@ -110,7 +121,8 @@ class AutoprofProfiler(_pl.profilers.Profiler):
     """A Lightning profiler (``Trainer(profiler=AutoprofProfiler(...))``) whose findings are autoprof's records.
 
     Options: ``@autoprof``'s schedule (``wait``, ``warmup``, ``active``, ``repeat``, ``skip_first``) for every stage's
-    target, and :func:`autoprof.configure`'s (``trace_dir``, ``sink``, ``ranks``...), applied process-wide.
+    target, the trigger's (``trigger``, ``trigger_budget``...) for those targets, and :func:`autoprof.configure`'s
+    (``trace_dir``, ``sink``, ``ranks``...), applied process-wide.
     ``summary()`` says where the records went; the records themselves are written as windows close.
     """
 

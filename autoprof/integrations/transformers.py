@@ -42,8 +42,9 @@ def _model_name(model: Any) -> str:
 class AutoprofCallback(_TrainerCallback):
     """A ``TrainerCallback`` that profiles the Trainer's steps with autoprof's schedule.
 
-    Options: ``@autoprof``'s schedule (``wait``, ``warmup``, ``active``, ``repeat``, ``skip_first``) and
-    :func:`autoprof.configure`'s (``trace_dir``, ``sink``, ``ranks``...), applied process-wide.
+    Options: ``@autoprof``'s schedule (``wait``, ``warmup``, ``active``, ``repeat``, ``skip_first``) and the trigger's
+    (``trigger``, ``trigger_budget``...) for its target, and :func:`autoprof.configure`'s (``trace_dir``, ``sink``,
+    ``ranks``...), applied process-wide.
     """
 
     def __init__(self, **options: Any) -> None:

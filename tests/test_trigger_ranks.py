@@ -1,0 +1,97 @@
+"""Catch the slow step across ranks (issue 35): two gloo ranks on the CPU through torchrun, as tests/test_distributed.py
+runs them. Rank 1's batches turn slow part-way through a run: it opens a triggered window that says so (its ``rank``);
+rank 0 goes on with its own schedule and opens none; the scheduled windows before and after it (a second run) are
+still compared across the ranks, window for window."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, validate_record
+
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
+
+SCRIPT = """
+import time
+import torch
+import torch.distributed as dist
+from autoprof.instrument import Steps
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+w = torch.randn(64, 64)
+steps = Steps("rank_step")  # the trigger from the environment (AUTOPROF_TRIGGER=true)
+for run, n in enumerate((50, 8)):
+    if run:
+        steps.restart()  # a second run: the schedule's window again, compared across the ranks
+    for i in range(n):
+        with steps.step(i):
+            if rank == 1 and run == 0 and i >= 40:
+                time.sleep(0.08)  # rank 1's batches turn slow
+            time.sleep(0.01)  # steps of ~10 ms: a shared machine's hiccups stay below twice that
+            (w @ w).sum().item()
+    steps.stop()
+import autoprof
+autoprof.flush()  # the analysis and the cross-rank comparisons finish before the group goes away
+dist.barrier()
+dist.destroy_process_group()
+print("rank", rank, "done")
+"""
+
+
+def _torchrun(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    script = tmp_path / "ranks.py"
+    script.write_text(SCRIPT)
+    log = tmp_path / "records.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
+    env.update(
+        AUTOPROF_LOG=str(log),
+        AUTOPROF_TRIGGER="true",
+        AUTOPROF_TRIGGER_BUDGET="0.2",  # a triggered window may open from step 20 (4 profiled steps): a short run
+        AUTOPROF_CROSS_RANK_TIMEOUT="10",  # a comparison that waited for a window the other rank never recorded
+        PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
+        OMP_NUM_THREADS="1",
+    )
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script)]
+    for attempt in range(3):
+        if log.exists():
+            log.unlink()
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180)
+        aborted = "terminate called" in out.stderr or "exitcode  : -6" in out.stderr  # gloo's teardown race (see there)
+        if out.returncode == 0 or not aborted or attempt == 2:
+            break
+    recs = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    for r in recs:
+        validate_record(r)
+    return out, recs
+
+
+def test_a_rank_that_triggers_says_so_and_the_others_go_on(tmp_path: Path) -> None:
+    out, recs = _torchrun(tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "rank 0 done" in out.stdout and "rank 1 done" in out.stdout
+    windows = [r for r in recs if r["event"] == "autoprof.window"]
+    mine = {rank: [w for w in windows if w["rank"] == rank] for rank in (0, 1)}
+    # rank 0: its scheduled window of each run, nothing triggered by rank 1's slowdown
+    assert [w["trigger"] for w in mine[0]] == [None, None] and [w["window"] for w in mine[0]] == [0, 1]
+    # rank 1: the scheduled window, the triggered one (its own index), the second run's scheduled window
+    assert [w["trigger"] is None for w in mine[1]] == [True, False, True] and [w["window"] for w in mine[1]] == [0, 1, 2]
+    triggered = mine[1][1]
+    t = triggered["trigger"]
+    assert triggered["world_size"] == 2 and triggered["rank"] == 1
+    assert t["kind"] == "persistent" and t["step"] == 41 and t["slow_steps"][-2:] == [40, 41] and t["ratio"] > 3, t
+    assert triggered["steps"] == [44, 45, 46] and t["transient"] is False
+    findings = [r for r in recs if r["event"] == "autoprof.finding" and r.get("window") == 1 and r["rank"] == 1]
+    assert "bound_regime" in {f["rule"] for f in findings}  # its findings say the rank too
+    # the scheduled windows are compared across the ranks, window for window (rank 1's second scheduled window is
+    # its third): one comparison each, by rank 0, and none waited for a window the other rank never recorded
+    compared = [r for r in recs if r.get("rule") == "straggler_ranks"]
+    assert [(r["rank"], r["window"]) for r in compared] == [(0, 0), (0, 1)], compared
+    assert not [r for r in recs if r["event"] == "autoprof.warning" and r["reason"] == "cross_rank_skipped"]
