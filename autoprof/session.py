@@ -38,7 +38,7 @@ from autoprof._pace import PACER, lower_thread_priority
 from autoprof.calibrate import CpuPeaks
 from autoprof.config import SWITCH, Config
 from autoprof.schedule import Phase, Schedule
-from autoprof.trigger import Settings, Trigger, Watch, aim
+from autoprof.trigger import FUTURE, Settings, Trigger, Watch, aim
 
 #: Names of the ``autoprof.section`` blocks entered while a profiler recorded: each window names them in its trace
 #: (``autoprof_sections``), so that its section times are read the same live and offline.
@@ -274,7 +274,8 @@ class Session:
         target = self.targets.get(name)
         watch = target.watch if target is not None else None
         if watch is not None:
-            watch.start = 0
+            watch.start = FUTURE  # the trainers' driver: the next period, measured from the future, is negative
+            watch.pause()  # the wrappers' starts: a break
 
     def arm(self, target: Target, trigger: Trigger) -> bool:
         """Open a triggered window for ``trigger`` from ``target``'s next step, if one can open: not while any window
