@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import sys
 import threading
@@ -24,7 +23,8 @@ from typing import IO, Any
 from autoprof import __version__
 from autoprof.compare import Diff, confidence_text
 from autoprof.config import SWITCH, Config, ConfigError
-from autoprof.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record
+from autoprof.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record, window_fields
+from autoprof.emit import line as record_line
 from autoprof.engine import FileResult, cross_rank, diff, iter_files
 from autoprof.findings import SEVERITIES, severity_rank
 from autoprof.trace.chrome import TraceError
@@ -83,21 +83,17 @@ def _records(result: FileResult) -> list[dict[str, Any]]:
         "rank": result.rank,
         "world_size": result.world_size,
     }
-    window = build_record(
-        WINDOW_EVENT,
-        "info",
-        **ctx,
-        trace_rank=result.rank,
+    fields = window_fields(
         steps=result.steps,
-        step_wall_ms=[round(ns / 1e6, 4) for ns in result.step_ns],
+        step_wall_ns=result.step_ns,
         top_ops=result.top_ops,
-        # offline, the program paid nothing for its window: both costs are 0 (and records stay reproducible)
-        event_count=result.event_count,
-        autoprof_overhead_ms=0.0,
-        stall_ms=0.0,
         sections=result.sections,
-        **result.summary,
+        event_count=result.event_count,
+        # offline, the program paid nothing for its window: both costs are 0 (and records stay reproducible)
+        costs={"autoprof_overhead_ms": 0.0, "stall_ms": 0.0},
+        summary=result.summary,
     )
+    window = build_record(WINDOW_EVENT, "info", **ctx, trace_rank=result.rank, **fields)
     findings = [finding_record(finding, **ctx, trace_rank=result.rank) for finding in result.findings]
     errors = [
         build_record(
@@ -258,7 +254,7 @@ def _diff(args: argparse.Namespace) -> int:
             fields = d.to_json()
             fields["gate"] = g.to_json() if g is not None else None
             rec = build_record(DIFF_EVENT, level, target=d.new_path, window=None, source=d.new_path, **fields)
-            out.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
+            out.write(record_line(rec) + "\n")
     else:
         for d in diffs:
             _diff_table(d, out)
@@ -510,7 +506,7 @@ def _analyze(args: argparse.Namespace) -> int:
         if args.json:
             for result in results:
                 for rec in _records(result):
-                    out.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
+                    out.write(record_line(rec) + "\n")
         else:
             _table(results, out, color)
         out.flush()
