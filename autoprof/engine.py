@@ -468,30 +468,6 @@ def _load(f: str | os.PathLike[str], workers: int | None) -> Trace:
     return trace
 
 
-def loaded(
-    paths: Sequence[str | os.PathLike[str]],
-    workers: int | None,
-    progress: Callable[[str], AbstractContextManager[Any]] | None = None,
-) -> Iterator[tuple[str, Trace | TraceError]]:
-    """Each trace file under ``paths`` (paths or URLs), in input order: its name and its loaded trace, or the error
-    that stopped it (the loop ``diff`` and ``report`` read files through)."""
-    for path in paths:
-        for f in _inputs(path):
-            if isinstance(f, TraceError):
-                yield f.path, f
-                continue
-            try:
-                with progress(str(f)) if progress else nullcontext():
-                    trace = _load(f, workers)
-            except TraceError as e:
-                yield str(f), e
-                continue
-            except Exception as e:  # as analyze_one: this file's one line
-                yield str(f), chrome.failed_load(str(f), e)
-                continue
-            yield str(f), trace
-
-
 class PerFile(Protocol):
     """What :func:`one_job` reads of a file's result (an :class:`Analysis`, the report's ``FileReport``)."""
 
