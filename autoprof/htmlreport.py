@@ -336,12 +336,12 @@ def reports(
     paths: Sequence[str | os.PathLike[str]],
     config: Config | None = None,
     workers: int | None = None,
-    jobs: int | None = None,
+    jobs: int | None = 1,
     executor: Executor | None = None,
 ) -> list[FileReport]:
     """Every trace file under ``paths`` read for the page (a file that cannot be read: its one-line error), with
     the cross-rank comparison of per-rank traces attached to the lowest rank, as ``analyze`` does: each file's
-    :class:`autoprof.engine.Analysis` (``workers``, ``jobs``, ``executor`` as :func:`autoprof.analyze`), its page
+    :class:`autoprof.engine.Analysis` (``workers``, ``jobs``, ``executor`` as :func:`write`), its page
     read by :func:`file_report` where the trace was loaded."""
     analyses = engine.analyze_files(paths, config, workers=workers, jobs=jobs, executor=executor, views=engine.Views(page=file_report))
     return [page_of(analysis) for analysis in analyses]
@@ -377,14 +377,17 @@ def write(
     out: str | os.PathLike[str],
     config: Config | None = None,
     workers: int | None = None,
-    jobs: int | None = None,
+    jobs: int | None = 1,
     executor: Executor | None = None,
 ) -> list[FileReport]:
-    """Read ``paths`` and write the page to ``out``; returns what it shows. Raises :class:`OutputError` (before
-    reading anything) when ``out`` is empty, a directory, or one of the inputs (the same file, or one found in an
-    input directory); :class:`NoReadableInputError` (a :class:`TraceError`) when no input is a readable trace (the
-    unreadable ones are listed on the page otherwise); ``ImportError`` (one line, naming the extra) without plotly;
-    ``OSError`` (one line) when the page cannot be written. No temporary file is left behind in any case."""
+    """Read ``paths`` and write the page to ``out``; returns what it shows. ``workers``, ``jobs``, ``executor``: as
+    :func:`autoprof.analyze`, but ``jobs`` defaults to 1: the files are read in this process, one after another (the
+    end-of-run report of a training program starts no process; ``None``: the usable CPUs, the CLI's default).
+    Raises :class:`OutputError` (before reading anything) when ``out`` is empty, a directory, or one of the inputs
+    (the same file, or one found in an input directory); :class:`NoReadableInputError` (a :class:`TraceError`) when
+    no input is a readable trace (the unreadable ones are listed on the page otherwise); ``ImportError`` (one line,
+    naming the extra) without plotly; ``OSError`` (one line) when the page cannot be written. No temporary file is
+    left behind in any case."""
     _plotly()  # missing: say so before reading any trace
     check_output(out, paths)
     reps = reports(paths, config, workers, jobs, executor)

@@ -88,6 +88,22 @@ def test_the_pipeline_reads_views_in_the_worker_that_loads_the_file(tmp_path: Pa
     assert [a.summary for a in there] == [a.summary for a in here]
 
 
+def test_the_report_in_python_reads_in_this_process_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``htmlreport.write``/``reports`` (``autoprof.report``, the end-of-run report) start no process unless asked."""
+    from autoprof import _fleet
+
+    def no_pool(*_: object) -> None:
+        raise AssertionError("a FilePool was started")
+
+    monkeypatch.setattr(_fleet, "FilePool", no_pool)
+    monkeypatch.setattr(_fleet, "usable_cpus", lambda: 4)  # as on a machine of 4 CPUs, whatever this one has
+    files = [_trace(tmp_path / f"r{k}.json.gz") for k in range(2)]
+    reps = htmlreport.reports(files)
+    assert [r.error for r in reps] == [None, None] and all(r.step_ns for r in reps)
+    with pytest.raises(AssertionError, match="FilePool"):
+        htmlreport.reports(files, jobs=2)  # asked: the pool is what it would start
+
+
 # -- the same options on every command ---------------------------------------------------------------------------
 
 
