@@ -163,8 +163,9 @@ def test_a_failing_rule_is_in_every_output(tmp_path: Path, broken_rules: Path, c
     assert rep.error is None and rep.failures == [FAILURE]
 
 
-def test_a_failing_rule_is_in_the_diff_and_the_report_read_in_parallel(broken_rules: Path) -> None:
-    """``--jobs 2``: the files go to fresh processes, the user's rule by its import path; its failure comes back."""
+def test_a_failing_rule_is_in_the_diff_read_in_parallel(broken_rules: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--jobs 2``: the files go to fresh processes, the user's rule by its import path; its failure comes back, and
+    the record is the one ``--jobs 1`` writes."""
     tmp = broken_rules
     files = [str(_trace(tmp / f"r{k}.json.gz", op_us=1_000 + 500 * k)) for k in range(3)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
@@ -174,6 +175,10 @@ def test_a_failing_rule_is_in_the_diff_and_the_report_read_in_parallel(broken_ru
     (rec,) = map(json.loads, out.stdout.splitlines())
     assert out.returncode == 0, out.stderr
     assert rec["rule_failures"] == {"base": [FAILURE, FAILURE], "new": [FAILURE]} and len(rec["files"]["base"]) == 2
+    code, here, _ = _main(capsys, *run[3:5], "--jobs", "1", *run[7:])
+    (one,) = map(json.loads, here.splitlines())
+    drop = ("timestamp", "pid")
+    assert code == 0 and {k: v for k, v in one.items() if k not in drop} == {k: v for k, v in rec.items() if k not in drop}
 
 
 # -- one builder of the window record, one writer of records ------------------------------------------------------
