@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import sys
 import threading
@@ -24,8 +23,9 @@ from typing import IO, Any
 from autoprof import __version__
 from autoprof.compare import Diff, confidence_text
 from autoprof.config import SWITCH, Config, ConfigError
-from autoprof.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record
-from autoprof.engine import FileResult, cross_rank, diff, iter_files
+from autoprof.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record, window_fields
+from autoprof.emit import line as record_line
+from autoprof.engine import Analysis, cross_rank, diff, iter_files
 from autoprof.findings import SEVERITIES, severity_rank
 from autoprof.trace.chrome import TraceError
 
@@ -74,7 +74,7 @@ class _Progress:
             self.stream.flush()
 
 
-def _records(result: FileResult) -> list[dict[str, Any]]:
+def _records(result: Analysis) -> list[dict[str, Any]]:
     """The file's records, as the live path writes them: one window record, then the findings."""
     ctx: dict[str, Any] = {
         "target": result.path,
@@ -83,21 +83,17 @@ def _records(result: FileResult) -> list[dict[str, Any]]:
         "rank": result.rank,
         "world_size": result.world_size,
     }
-    window = build_record(
-        WINDOW_EVENT,
-        "info",
-        **ctx,
-        trace_rank=result.rank,
+    fields = window_fields(
         steps=result.steps,
-        step_wall_ms=[round(ns / 1e6, 4) for ns in result.step_ns],
+        step_wall_ns=result.step_ns,
         top_ops=result.top_ops,
-        # offline, the program paid nothing for its window: both costs are 0 (and records stay reproducible)
-        event_count=result.event_count,
-        autoprof_overhead_ms=0.0,
-        stall_ms=0.0,
         sections=result.sections,
-        **result.summary,
+        event_count=result.event_count,
+        # offline, the program paid nothing for its window: both costs are 0 (and records stay reproducible)
+        costs={"autoprof_overhead_ms": 0.0, "stall_ms": 0.0},
+        summary=result.summary,
     )
+    window = build_record(WINDOW_EVENT, "info", **ctx, trace_rank=result.rank, **fields)
     findings = [finding_record(finding, **ctx, trace_rank=result.rank) for finding in result.findings]
     errors = [
         build_record(
@@ -113,7 +109,7 @@ def _records(result: FileResult) -> list[dict[str, Any]]:
     return [window, *findings, *errors]
 
 
-def _table(results: list[FileResult], out: IO[str], color: bool) -> None:
+def _table(results: list[Analysis], out: IO[str], color: bool) -> None:
     def c(text: str, sev: str) -> str:
         return f"{_COLORS.get(sev, '')}{text}{_RESET}" if color else text
 
@@ -238,15 +234,20 @@ def _diff(args: argparse.Namespace) -> int:
         return 2
     bases, new = args.paths[:-1], args.paths[-1]
     try:
-        config = _user_rules(args.rules)
-    except ValueError as e:
+        config, client, executor = _analysis_setup(args)
+    except (ValueError, ImportError, OSError) as e:
         err.write(f"autoprof: {e}\n")
         return 2
     try:
-        diffs = diff(bases, new, config=config, top=args.top, workers=args.workers, confidence=args.confidence)
+        diffs = diff(
+            bases, new, config=config, top=args.top, workers=args.workers, confidence=args.confidence, jobs=args.jobs, executor=executor
+        )
     except TraceError as e:
         err.write(f"autoprof: {e}\n")
         return 2
+    finally:
+        if client is not None:
+            client.close()
     shown = " ".join(_shown(b) for b in bases)
     if not diffs:
         err.write(f"autoprof: {shown} and {_shown(new)} share no rank, target or file name to compare\n")
@@ -258,7 +259,7 @@ def _diff(args: argparse.Namespace) -> int:
             fields = d.to_json()
             fields["gate"] = g.to_json() if g is not None else None
             rec = build_record(DIFF_EVENT, level, target=d.new_path, window=None, source=d.new_path, **fields)
-            out.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
+            out.write(record_line(rec) + "\n")
     else:
         for d in diffs:
             _diff_table(d, out)
@@ -381,30 +382,18 @@ def _diff_table(d: Diff, out: IO[str]) -> None:
     out.write("\n")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="autoprof", description="Find out why a PyTorch program is slow.")
-    parser.add_argument("--version", action="version", version=f"autoprof {__version__}")
-    sub = parser.add_subparsers(dest="command")
-    analyze_cmd = sub.add_parser("analyze", help="analyze saved torch.profiler chrome traces (.json, .json.gz, or a directory)")
-    analyze_cmd.add_argument("paths", nargs="+", metavar="PATH")
-    analyze_cmd.add_argument("--json", action="store_true", help="print JSON records, one per line (the live path's records)")
-    analyze_cmd.add_argument("--fail-on", choices=SEVERITIES, default=None, help="exit 1 when a finding at or above this severity exists")
-    analyze_cmd.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    analyze_cmd.add_argument(
-        "--workers",
-        type=_workers,
-        default=None,
-        metavar="N",
-        help="helper processes that parse a large file's events (default: the CPUs, at most 4, shared with --jobs; 0: none)",
-    )
-    analyze_cmd.add_argument(
+def _analysis_options() -> argparse.ArgumentParser:
+    """The options of how trace files are analyzed, alike for every command that reads them (``analyze``, ``diff``,
+    ``report``): argparse's parent parser of each."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
         "--rules",
         action="append",
         default=[],
         metavar="MODULE:ATTR",
-        help="also run your own rules: a rule or a list of rules declared with autoprof.rule (repeatable)",
+        help="also run your own rules: a rule or a list of rules declared with autoprof.rule (repeatable; diff: on both sides)",
     )
-    analyze_cmd.add_argument(
+    common.add_argument(
         "--jobs",
         type=_jobs,
         default=None,
@@ -412,21 +401,55 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="files analyzed in parallel, each in a fresh process (default and most: the usable CPUs, and no more than "
         "the files; 1: one after another)",
     )
-    analyze_cmd.add_argument(
+    common.add_argument(
+        "--workers",
+        type=_workers,
+        default=None,
+        metavar="N",
+        help="helper processes that parse a large file's events (default: the CPUs, at most 4, shared with --jobs; 0: none)",
+    )
+    common.add_argument(
         "--scheduler",
         default=None,
         metavar="ADDRESS",
         help="analyze the files on a Dask cluster (tcp://HOST:8786); its workers read the files (needs autoprof[dask])",
     )
-    analyze_cmd.add_argument(
+    common.add_argument(
         "--scheduler-timeout",
         type=_seconds,
         default=SCHEDULER_TIMEOUT_S,
         metavar="SECONDS",
         help=f"how long --scheduler waits to reach the scheduler before giving up (default {SCHEDULER_TIMEOUT_S:g})",
     )
+    return common
+
+
+def _analysis_setup(args: argparse.Namespace) -> tuple[Config, Any, Any]:
+    """What the analysis options ask for: the configuration with ``--rules``, and ``--scheduler``'s Dask client and
+    executor (None, None without it; the caller closes the client). Raises ``ValueError``, ``ImportError`` or
+    ``OSError`` with one line."""
+    config = _user_rules(args.rules)
+    if not args.scheduler:
+        return config, None, None
+    client, executor = _dask_executor(args.scheduler, args.scheduler_timeout)
+    return config, client, executor
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="autoprof", description="Find out why a PyTorch program is slow.")
+    parser.add_argument("--version", action="version", version=f"autoprof {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    common = _analysis_options()
+    analyze_cmd = sub.add_parser(
+        "analyze", parents=[common], help="analyze saved torch.profiler chrome traces (.json, .json.gz, or a directory)"
+    )
+    analyze_cmd.add_argument("paths", nargs="+", metavar="PATH")
+    analyze_cmd.add_argument("--json", action="store_true", help="print JSON records, one per line (the live path's records)")
+    analyze_cmd.add_argument("--fail-on", choices=SEVERITIES, default=None, help="exit 1 when a finding at or above this severity exists")
+    analyze_cmd.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     diff_cmd = sub.add_parser(
         "diff",
+        parents=[common],
         help="what changed between two runs (trace files, per-rank directories, or kept trace_dirs); several BASE runs are "
         "pooled into one baseline",
     )
@@ -455,15 +478,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "events, a rule that failed)",
     )
     diff_cmd.add_argument("--top", type=_top, default=10, metavar="N", help="ops and kernels listed per kind of change (default 10)")
-    diff_cmd.add_argument("--workers", type=_workers, default=None, metavar="N", help="helper processes for large files (as analyze)")
-    diff_cmd.add_argument(
-        "--rules", action="append", default=[], metavar="MODULE:ATTR", help="also run your own rules on both sides (as analyze)"
-    )
-    report_cmd = sub.add_parser("report", help="one self-contained HTML page about saved traces (needs autoprof[report])")
+    report_cmd = sub.add_parser("report", parents=[common], help="one self-contained HTML page about saved traces (needs autoprof[report])")
     report_cmd.add_argument("paths", nargs="+", metavar="PATH")
     report_cmd.add_argument("-o", "--output", default="autoprof-report.html", metavar="FILE", help="the page to write")
-    report_cmd.add_argument("--workers", type=_workers, default=None, metavar="N", help="helper processes for large files (as analyze)")
-    report_cmd.add_argument("--rules", action="append", default=[], metavar="MODULE:ATTR", help="also run your own rules (as analyze)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
@@ -501,32 +518,25 @@ def _analyze(args: argparse.Namespace) -> int:
     out, err = sys.stdout, sys.stderr
     color = args.color == "always" or (args.color == "auto" and out.isatty())
     worst = -1  # the highest severity seen
-    held: list[FileResult] = []
+    held: list[Analysis] = []
 
-    def show(results: list[FileResult]) -> None:
+    def show(results: list[Analysis]) -> None:
         nonlocal worst
         for result in results:
             worst = max([worst, *(severity_rank(finding.severity) for finding in result.findings)])
         if args.json:
             for result in results:
                 for rec in _records(result):
-                    out.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
+                    out.write(record_line(rec) + "\n")
         else:
             _table(results, out, color)
         out.flush()
 
     try:
-        config = _user_rules(args.rules)
-    except ValueError as e:
+        config, client, executor = _analysis_setup(args)
+    except (ValueError, ImportError, OSError) as e:
         err.write(f"autoprof: {e}\n")
         return 2
-    client = executor = None
-    if args.scheduler:
-        try:
-            client, executor = _dask_executor(args.scheduler, args.scheduler_timeout)
-        except (ImportError, OSError) as e:
-            err.write(f"autoprof: {e}\n")
-            return 2
     try:
         bad = _stream(args, show, held, executor, config)
     finally:
@@ -542,9 +552,7 @@ def _analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stream(
-    args: argparse.Namespace, show: Callable[[list[FileResult]], None], held: list[FileResult], executor: Any, config: Config
-) -> int:
+def _stream(args: argparse.Namespace, show: Callable[[list[Analysis]], None], held: list[Analysis], executor: Any, config: Config) -> int:
     """Each file's output as it comes, in input order; the files of a distributed job held for the comparison.
     Returns the count of bad inputs."""
     err = sys.stderr
@@ -566,15 +574,20 @@ def _report(args: argparse.Namespace) -> int:
     from autoprof import htmlreport
 
     err = sys.stderr
+    client = None
     try:
-        reps = htmlreport.write(args.paths, args.output, _user_rules(args.rules), workers=args.workers)
+        config, client, executor = _analysis_setup(args)
+        reps = htmlreport.write(args.paths, args.output, config, workers=args.workers, jobs=args.jobs, executor=executor)
     except htmlreport.NoReadableInputError as e:  # no page: every input's own line, as analyze
-        for line in e.errors:
-            err.write(f"autoprof: {line}\n")
+        for problem in e.errors:
+            err.write(f"autoprof: {problem}\n")
         return 2
     except (TraceError, ImportError, OSError, ValueError) as e:
         err.write(f"autoprof: {e}\n")
         return 2
+    finally:
+        if client is not None:
+            client.close()
     bad = [r for r in reps if r.error is not None]
     for r in reps:
         if r.error is not None:

@@ -9,13 +9,14 @@ import datetime as _dt
 import errno
 import json
 import logging
+import math
 import os
 import select
 import socket
 import sys
 import threading
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 import structlog
@@ -84,8 +85,57 @@ def _default(o: Any) -> Any:
     return str(o)
 
 
+def line(record: Mapping[str, Any]) -> str:
+    """A record as its JSON line (no newline): the one writer of records, live (the logger's last processor) and in
+    the CLI's ``--json`` output. JSON has no NaN or infinity: a number such deep in a record (its top level is
+    :func:`_sanitize`'s) is written null."""
+    try:
+        return json.dumps(record, default=_default, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(record), default=_default, separators=(",", ":"), allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float in it (in dicts, lists and tuples) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def render_json(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> str:
-    return json.dumps(event_dict, default=_default, separators=(",", ":"), allow_nan=False)
+    return line(event_dict)
+
+
+def window_fields(
+    *,
+    steps: Sequence[int],
+    step_wall_ns: Sequence[int],
+    top_ops: list[dict[str, Any]],
+    sections: list[dict[str, Any]],
+    event_count: int,
+    costs: Mapping[str, Any],
+    summary: Mapping[str, Any],
+    live: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``autoprof.window`` record's own fields, the one builder live (:mod:`autoprof.window`) and offline (the
+    CLI): the steps and their wall times, the top ops, the sections, the events, what the window cost the program
+    (``costs``), the trace's reading (``summary``: :func:`autoprof.engine.window_summary`), then a live window's own
+    fields (``live``: its target's calls, the kept trace, the trigger). Offline (``live`` None) the sections follow
+    the costs, where that record has always had them: both records stay as they were, byte for byte."""
+    fields: dict[str, Any] = {"steps": list(steps), "step_wall_ms": [round(ns / 1e6, 4) for ns in step_wall_ns], "top_ops": top_ops}
+    if live is not None:
+        fields["sections"] = sections
+    fields["event_count"] = event_count
+    fields.update(costs)
+    if live is None:
+        fields["sections"] = sections
+    fields.update(summary)
+    fields.update(live or {})
+    return fields
 
 
 #: How long one record may wait for a sink that does not take it (a FIFO nobody reads, a full pipe). After

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Executor
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager, closing, nullcontext
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from autoprof import _fleet, ranks
@@ -138,29 +138,42 @@ def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
     )
 
 
-def profiles(paths: Sequence[str | os.PathLike[str]], config: Config | None = None, workers: int | None = None) -> list[Profile]:
-    """The :class:`Profile` of each trace file under ``paths`` (raises :class:`TraceError` on a bad input)."""
-    if config is None:
-        config = SWITCH.config
-    out: list[Profile] = []
+def profiles(
+    paths: Sequence[str | os.PathLike[str]],
+    config: Config | None = None,
+    workers: int | None = None,
+    jobs: int | None = None,
+    executor: Executor | None = None,
+) -> list[Profile]:
+    """The :class:`Profile` of each trace file under ``paths`` (raises :class:`TraceError` on a bad input): each
+    file's :class:`Analysis` (:func:`iter_inputs`, ``jobs``/``executor`` as :func:`iter_files`), read for the diff,
+    its rule failures with it."""
+    listed: list[tuple[int, str | os.PathLike[str] | TraceError]] = []  # (which run, the input)
     seen: set[str] = set()  # a file named twice (``diff a a b``, a directory and a file in it) is read once
     for run, path in enumerate(paths):
         found = 0
-        for name, trace in loaded([path], workers):
-            if isinstance(trace, TraceError):
-                raise trace
+        for f in _inputs(path):
             found += 1
-            key = name if "://" in name else os.path.realpath(name)
-            if key in seen:
-                continue  # its steps would count twice: a narrower interval than the runs give
-            seen.add(key)
-            findings, failures = analyze_trace(trace, config)
-            profile = profile_of(trace, findings, name)
-            profile.failures = [f"rule {rule} failed: {getattr(e, 'type_name', type(e).__name__)}: {e}" for rule, e in failures]
+            if not isinstance(f, TraceError):
+                name = str(f)
+                key = name if "://" in name else os.path.realpath(name)
+                if key in seen:
+                    continue  # its steps would count twice: a narrower interval than the runs give
+                seen.add(key)
+            listed.append((run, f))
+        if not found:
+            listed.append((run, TraceError(str(path) or "(no input)", "no trace files found")))
+    out: list[Profile] = []
+    analyses = iter_inputs([f for _, f in listed], config, workers=workers, jobs=jobs, executor=executor, views=Views(diff=True))
+    with closing(analyses):
+        for (run, _), analysis in zip(listed, analyses):
+            if analysis.exc is not None:
+                raise analysis.exc
+            profile = analysis.profile
+            assert profile is not None  # asked for (Views.diff)
+            profile.failures = analysis.failure_lines
             profile.run = run
             out.append(profile)
-        if not found:
-            raise TraceError(str(path) or "(no input)", "no trace files found")
     if not out:
         raise TraceError(", ".join(map(str, paths)) or "(no input)", "no trace files found")
     return out
@@ -173,15 +186,18 @@ def diff(
     top: int = 10,
     workers: int | None = None,
     confidence: float = 0.95,
+    jobs: int | None = None,
+    executor: Executor | None = None,
 ) -> list[Diff]:
     """Compare two runs (each a trace file, a directory of per-rank traces, or a kept ``trace_dir``; ``base`` may be
     several runs, pooled: a baseline of recent runs): one :class:`autoprof.compare.Diff` per pair of groups (one
     each; else per rank; else per file name, a kept trace's window left out; the files of a group pooled, see
     :func:`autoprof.compare.compare`), read by the same engine as ``analyze``, with intervals at ``confidence``.
     The per-rank comparison (stragglers) is not part of a side's verdicts. Raises :class:`autoprof.TraceError` on a
-    bad input (one that names no trace file among them)."""
+    bad input (one that names no trace file among them). ``workers``, ``jobs``, ``executor``: as :func:`analyze`."""
     sides = [[p] if isinstance(p, (str, os.PathLike)) else list(p) for p in (base, new)]
-    return compare(profiles(sides[0], config, workers), profiles(sides[1], config, workers), top, confidence)
+    read = [profiles(side, config, workers, jobs, executor) for side in sides]
+    return compare(read[0], read[1], top, confidence)
 
 
 def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
@@ -197,11 +213,29 @@ def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
     return [{"name": trace.names[nid], "self_cpu_us": round(t / 1000, 3), "calls": calls[nid]} for nid, t in top]
 
 
+#: What the report reads of a loaded trace, in the process that loaded it (:func:`autoprof.htmlreport.file_report`).
+PageReader = Callable[[Trace, Sequence[Finding], Config], Any]
+
+
+@dataclass(frozen=True)
+class Views:
+    """What a command reads of each trace beyond the :class:`Analysis`'s own fields, while the trace is loaded (in
+    the process that loads it): ``diff``, the comparison's :class:`~autoprof.compare.Profile`; ``page``, the
+    report's page reader (a module-level function: it travels to the workers by name)."""
+
+    diff: bool = False
+    page: PageReader | None = None
+
+
 @dataclass
-class FileResult:
-    """Findings of one trace file (or the error that stopped it)."""
+class Analysis:
+    """One trace's analysis, the one result every command renders (``analyze``'s table and records, ``diff``,
+    ``report``): its findings and the rules that failed on it, its steps, top ops, sections and window summary, or the
+    error that stopped it; and, when asked (:class:`Views`), what the diff compares (``profile``) and what the page
+    draws (``page``). Small and picklable whatever the trace's size: a worker process returns it."""
 
     path: str
+    _: KW_ONLY
     rank: int = 0
     world_size: int = 1
     findings: list[Finding] = field(default_factory=list)
@@ -214,6 +248,17 @@ class FileResult:
     top_ops: list[dict[str, Any]] = field(default_factory=list)
     sections: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)  # window_summary(): device step times, flush, regime
+    profile: Profile | None = None  # Views.diff: the comparison's reading (its findings: the file's, before cross_rank)
+    page: Any = None  # Views.page: what the page reader returned (an htmlreport.FileReport)
+
+    @property
+    def failure_lines(self) -> list[str]:
+        """Each failed rule as every output says it: ``rule NAME failed: TYPE: message``."""
+        return [f"rule {name} failed: {getattr(e, 'type_name', type(e).__name__)}: {e}" for name, e in self.failures]
+
+
+#: The former name of :class:`Analysis` (``analyze_files`` returned ``FileResult``s): the same class.
+FileResult = Analysis
 
 
 class RuleFailureError(Exception):
@@ -234,12 +279,14 @@ def analyze_files(
     workers: int | None = None,
     jobs: int | None = None,
     executor: Executor | None = None,
-) -> list[FileResult]:
+    views: Views | None = None,
+) -> list[Analysis]:
     """Analyze trace files or directories of them (paths or fsspec URLs). Bad inputs become results with ``error``
     set; the good ones are still analyzed. ``progress(label)`` wraps each file's load when files are read one
     after another (the CLI shows a note on a terminal). ``workers``: helper processes for one large file (see
-    :func:`autoprof.trace.chrome.load`; 0 = none); ``jobs``, ``executor``: files in parallel (:func:`iter_files`)."""
-    results = list(iter_files(paths, config, progress, workers, jobs, executor))
+    :func:`autoprof.trace.chrome.load`; 0 = none); ``jobs``, ``executor``: files in parallel (:func:`iter_files`);
+    ``views``: what else to read of each trace (:class:`Views`)."""
+    results = list(iter_files(paths, config, progress, workers, jobs, executor, views))
     cross_rank(results)
     return results
 
@@ -251,8 +298,9 @@ def iter_files(
     workers: int | None = None,
     jobs: int | None = None,
     executor: Executor | None = None,
-) -> Iterator[FileResult]:
-    """Each file's result, in input order (the cross-rank comparison is :func:`cross_rank`'s, once all a job's ranks
+    views: Views | None = None,
+) -> Iterator[Analysis]:
+    """Each file's :class:`Analysis`, in input order (the cross-rank comparison is :func:`cross_rank`'s, once all a job's ranks
     are in).
 
     Files in parallel: ``executor`` (any ``concurrent.futures.Executor``: a Dask ``client.get_executor()``, ...)
@@ -261,9 +309,22 @@ def iter_files(
     single file: one after another, here).
     The two levels share the CPUs: files first (they parallelise perfectly, a file's helpers only its parse), then
     what is left: each file's ``workers`` default to 0 unless every job has two CPUs or more."""
+    yield from iter_inputs([f for path in paths for f in _inputs(path)], config, progress, workers, jobs, executor, views)
+
+
+def iter_inputs(
+    inputs: list[str | os.PathLike[str] | TraceError],
+    config: Config | None = None,
+    progress: Callable[[str], AbstractContextManager[Any]] | None = None,
+    workers: int | None = None,
+    jobs: int | None = None,
+    executor: Executor | None = None,
+    views: Views | None = None,
+) -> Generator[Analysis, None, None]:
+    """:func:`iter_files` on inputs already listed (trace files, and the errors that stopped a path's listing): one
+    :class:`Analysis` each, in their order (the one pipeline ``analyze``, ``diff`` and ``report`` read files through)."""
     if config is None:
         config = SWITCH.config  # e.g. peaks set with autoprof.configure(peaks=...)
-    inputs = [f for path in paths for f in _inputs(path)]
     good = [f for f in inputs if not isinstance(f, TraceError)]
     cpus = _fleet.usable_cpus()
     n = min(jobs, cpus) if jobs is not None else cpus  # more interpreters than CPUs only compete (and the pool: files)
@@ -275,13 +336,13 @@ def iter_files(
     if (executor is None and (n <= 1 or len(good) <= 1 or here_only)) or rules_here:
         for f in inputs:
             if isinstance(f, TraceError):
-                yield FileResult(f.path, error=str(f), exc=f)
+                yield Analysis(f.path, error=str(f), exc=f)
                 continue
             with progress(str(f)) if progress else nullcontext():
-                result = analyze_one(str(f), config, workers)
+                result = analyze_one(str(f), config, workers, None, views)
             yield result
         return
-    yield from _in_parallel(inputs, good, config, workers, n, executor, shipped)
+    yield from _in_parallel(inputs, good, config, workers, n, executor, shipped, views)
 
 
 def _in_parallel(
@@ -292,7 +353,8 @@ def _in_parallel(
     jobs: int,
     executor: Executor | None,
     shipped: Shipped | None = None,
-) -> Iterator[FileResult]:
+    views: Views | None = None,
+) -> Iterator[Analysis]:
     """:func:`iter_files` with files analyzed by ``executor`` (or a local :class:`~autoprof._fleet.FilePool`); the
     user's rules travel as ``shipped`` (by import path, see :func:`autoprof.rules.ship`), not in the config."""
     # a host logger stays here: records are written by this process
@@ -303,11 +365,11 @@ def _in_parallel(
     pool = executor if executor is not None else _fleet.FilePool(min(jobs, len(good)))
     done = False
     try:
-        futures = [pool.submit(analyze_one, str(f), portable, workers, shipped) for f in good]
+        futures = [pool.submit(analyze_one, str(f), portable, workers, shipped, views) for f in good]
         pending = iter(futures)
         for f in inputs:
             if isinstance(f, TraceError):
-                yield FileResult(f.path, error=str(f), exc=f)
+                yield Analysis(f.path, error=str(f), exc=f)
                 continue
             future = next(pending)
             try:
@@ -319,7 +381,7 @@ def _in_parallel(
                     else f"could not be analyzed: {type(e).__name__}: {e}"
                 )
                 err = TraceError(str(f), problem)
-                result = FileResult(str(f), error=str(err), exc=err)
+                result = Analysis(str(f), error=str(err), exc=err)
             yield result
         done = True
     finally:
@@ -331,11 +393,13 @@ def _in_parallel(
                 pool.terminate()
 
 
-def analyze_one(path: str, config: Config, workers: int | None = None, rules: Shipped | None = None) -> FileResult:
+def analyze_one(
+    path: str, config: Config, workers: int | None = None, rules: Shipped | None = None, views: Views | None = None
+) -> Analysis:
     """One trace file (a path or an fsspec URL), loaded and analyzed: the task a worker runs for a file (it reads
     the file itself; the result is small and picklable whatever the trace's size). ``rules``: the user's rules as
     :func:`autoprof.rules.ship` sent them (they replace ``config.rules``); one that cannot be imported here is one
-    failure of this file's, not the file's error."""
+    failure of this file's, not the file's error. ``views``: what else to read of the trace (:class:`Views`)."""
     unshipped: list[tuple[str, BaseException]] = []
     if rules is not None:
         found, unshipped = rules.resolve()
@@ -343,26 +407,39 @@ def analyze_one(path: str, config: Config, workers: int | None = None, rules: Sh
     try:
         trace = _load(path, workers)
     except TraceError as e:
-        return FileResult(e.path, error=str(e), exc=e)
+        return Analysis(e.path, error=str(e), exc=e)
     except Exception as e:  # MemoryError (a gzip bomb), a loader's bug: this file's one line, the others go on
         err = chrome.failed_load(path, e)
-        return FileResult(path, error=str(err), exc=err)
+        return Analysis(path, error=str(err), exc=err)
+    return analysis_of(trace, config, path, unshipped, views)
+
+
+def analysis_of(
+    trace: Trace,
+    config: Config,
+    path: str,
+    failed_before: Sequence[tuple[str, BaseException]] = (),
+    views: Views | None = None,
+) -> Analysis:
+    """A loaded trace's :class:`Analysis`: the rules run (``failed_before``: failures that came first, a user's rule
+    that could not be imported), then what the records, the table and the asked ``views`` read of it."""
     findings, failures = analyze_trace(trace, config)
-    failures = unshipped + failures
-    return FileResult(
+    failures = [*failed_before, *failures]
+    views = views or Views()
+    return Analysis(
         path,
-        trace.rank,
-        trace.world_size,
-        findings,
-        None,
-        None,
-        [(name, e if isinstance(e, RuleFailureError) else RuleFailureError(type(e).__name__, str(e))) for name, e in failures],
-        trace.n_events,
-        [s.number for s in trace.steps],
-        [s.dur_ns for s in trace.steps],
-        top_ops(trace, config.top_ops if config is not None else Config().top_ops),
-        section_times(trace),
-        window_summary(trace, findings),
+        rank=trace.rank,
+        world_size=trace.world_size,
+        findings=findings,
+        failures=[(name, e if isinstance(e, RuleFailureError) else RuleFailureError(type(e).__name__, str(e))) for name, e in failures],
+        event_count=trace.n_events,
+        steps=[s.number for s in trace.steps],
+        step_ns=[s.dur_ns for s in trace.steps],
+        top_ops=top_ops(trace, config.top_ops if config is not None else Config().top_ops),
+        sections=section_times(trace),
+        summary=window_summary(trace, findings),
+        profile=profile_of(trace, findings, path) if views.diff else None,
+        page=views.page(trace, findings, config) if views.page is not None else None,
     )
 
 
@@ -391,32 +468,8 @@ def _load(f: str | os.PathLike[str], workers: int | None) -> Trace:
     return trace
 
 
-def loaded(
-    paths: Sequence[str | os.PathLike[str]],
-    workers: int | None,
-    progress: Callable[[str], AbstractContextManager[Any]] | None = None,
-) -> Iterator[tuple[str, Trace | TraceError]]:
-    """Each trace file under ``paths`` (paths or URLs), in input order: its name and its loaded trace, or the error
-    that stopped it (the loop ``diff`` and ``report`` read files through)."""
-    for path in paths:
-        for f in _inputs(path):
-            if isinstance(f, TraceError):
-                yield f.path, f
-                continue
-            try:
-                with progress(str(f)) if progress else nullcontext():
-                    trace = _load(f, workers)
-            except TraceError as e:
-                yield str(f), e
-                continue
-            except Exception as e:  # as analyze_one: this file's one line
-                yield str(f), chrome.failed_load(str(f), e)
-                continue
-            yield str(f), trace
-
-
 class PerFile(Protocol):
-    """What :func:`one_job` reads of a file's result (``FileResult``, the report's ``FileReport``)."""
+    """What :func:`one_job` reads of a file's result (an :class:`Analysis`, the report's ``FileReport``)."""
 
     rank: int
     error: str | None
@@ -434,7 +487,7 @@ def one_job(results: Sequence[_R]) -> dict[int, _R] | None:
     return by_rank if len(by_rank) >= 2 and len(by_rank) == len(good) else None
 
 
-def cross_rank(results: list[FileResult]) -> None:
+def cross_rank(results: list[Analysis]) -> None:
     """Per-rank traces of one job: the straggler and regime comparison, attached to the lowest rank's result
     (as the lowest profiled rank emits it live)."""
     by_rank = one_job(results)

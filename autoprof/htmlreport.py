@@ -18,11 +18,12 @@ import re
 import secrets
 import statistics
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
 from autoprof import engine, ranks
-from autoprof.config import SWITCH, Config
+from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.peaks import CPU_PEAK_NAME
 from autoprof.rules import memory, regime, roofline
@@ -331,28 +332,31 @@ def _kernels(trace: Trace) -> list[dict[str, Any]]:
 # -- the runs ------------------------------------------------------------------------------------------
 
 
-def reports(paths: Sequence[str | os.PathLike[str]], config: Config | None = None, workers: int | None = None) -> list[FileReport]:
+def reports(
+    paths: Sequence[str | os.PathLike[str]],
+    config: Config | None = None,
+    workers: int | None = None,
+    jobs: int | None = 1,
+    executor: Executor | None = None,
+) -> list[FileReport]:
     """Every trace file under ``paths`` read for the page (a file that cannot be read: its one-line error), with
-    the cross-rank comparison of per-rank traces attached to the lowest rank, as ``analyze`` does."""
-    if config is None:
-        config = SWITCH.config
-    out: list[FileReport] = []
-    results: list[engine.FileResult] = []
-    for name, trace in engine.loaded(paths, workers):
-        if isinstance(trace, TraceError):
-            out.append(FileReport(name, error=str(trace), problem=trace.problem))
-            results.append(engine.FileResult(name, error=str(trace)))
-            continue
-        findings, failures = engine.analyze_trace(trace, config)
-        rep = file_report(trace, findings, config)
-        rep.failures = [f"rule {rule} failed: {getattr(e, 'type_name', type(e).__name__)}: {e}" for rule, e in failures]
-        out.append(rep)
-        results.append(engine.FileResult(name, trace.rank, trace.world_size, findings, step_ns=rep.step_ns))
-    engine.cross_rank(results)  # the lowest rank's findings gain the comparison; waiting ranks' are reworded
-    for rep, result in zip(out, results):
-        if result.error is None:
-            rep.findings = [f.to_record() for f in result.findings]
-    return out
+    the cross-rank comparison of per-rank traces attached to the lowest rank, as ``analyze`` does: each file's
+    :class:`autoprof.engine.Analysis` (``workers``, ``jobs``, ``executor`` as :func:`write`), its page
+    read by :func:`file_report` where the trace was loaded."""
+    analyses = engine.analyze_files(paths, config, workers=workers, jobs=jobs, executor=executor, views=engine.Views(page=file_report))
+    return [page_of(analysis) for analysis in analyses]
+
+
+def page_of(analysis: engine.Analysis) -> FileReport:
+    """What the page shows of one :class:`~autoprof.engine.Analysis`: its page, with the findings as the cross-rank
+    comparison left them and the rules that failed; or the error that stopped the file."""
+    if analysis.error is not None or not isinstance(analysis.page, FileReport):
+        problem = analysis.exc.problem if analysis.exc is not None else None
+        return FileReport(analysis.path, error=analysis.error or f"{analysis.path}: not read for the page", problem=problem)
+    rep = analysis.page
+    rep.findings = [f.to_record() for f in analysis.findings]  # free text: cut where the page shows it (clipped)
+    rep.failures = analysis.failure_lines
+    return rep
 
 
 class NoReadableInputError(TraceError):
@@ -369,16 +373,24 @@ class OutputError(ValueError):
 
 
 def write(
-    paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], config: Config | None = None, workers: int | None = None
+    paths: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    config: Config | None = None,
+    workers: int | None = None,
+    jobs: int | None = 1,
+    executor: Executor | None = None,
 ) -> list[FileReport]:
-    """Read ``paths`` and write the page to ``out``; returns what it shows. Raises :class:`OutputError` (before
-    reading anything) when ``out`` is empty, a directory, or one of the inputs (the same file, or one found in an
-    input directory); :class:`NoReadableInputError` (a :class:`TraceError`) when no input is a readable trace (the
-    unreadable ones are listed on the page otherwise); ``ImportError`` (one line, naming the extra) without plotly;
-    ``OSError`` (one line) when the page cannot be written. No temporary file is left behind in any case."""
+    """Read ``paths`` and write the page to ``out``; returns what it shows. ``workers``, ``jobs``, ``executor``: as
+    :func:`autoprof.analyze`, but ``jobs`` defaults to 1: the files are read in this process, one after another (the
+    end-of-run report of a training program starts no process; ``None``: the usable CPUs, the CLI's default).
+    Raises :class:`OutputError` (before reading anything) when ``out`` is empty, a directory, or one of the inputs
+    (the same file, or one found in an input directory); :class:`NoReadableInputError` (a :class:`TraceError`) when
+    no input is a readable trace (the unreadable ones are listed on the page otherwise); ``ImportError`` (one line,
+    naming the extra) without plotly; ``OSError`` (one line) when the page cannot be written. No temporary file is
+    left behind in any case."""
     _plotly()  # missing: say so before reading any trace
     check_output(out, paths)
-    reps = reports(paths, config, workers)
+    reps = reports(paths, config, workers, jobs, executor)
     if not reps:
         raise NoReadableInputError(", ".join(map(str, paths)) or "(no input)", "no trace files")
     bad = [r for r in reps if r.error is not None]

@@ -148,28 +148,32 @@ def _drift(job: ClosedWindow, analysis: _Analysis) -> list[Finding]:
 
 
 def _window_fields(job: ClosedWindow, analysis: _Analysis, path: str | None, overhead_ns: int) -> dict[str, Any]:
-    """The ``autoprof.window`` record's own fields."""
+    """The ``autoprof.window`` record's own fields (:func:`autoprof.emit.window_fields`, as offline)."""
     from autoprof import engine
 
     trace = analysis.trace
-    return {
-        "steps": job.steps,
-        "step_wall_ms": [round(w / 1e6, 4) for w in job.walls],
-        "top_ops": engine.top_ops(trace, job.config.top_ops),
-        "sections": section_times(trace),
-        "event_count": trace.n_events,
-        "autoprof_overhead_ms": round(overhead_ns / 1e6, 3),
-        "analysis_cpu_ms": round(analysis.cpu_ns / 1e6, 3),
-        "profiled_step_extra_ms": job.profiled_extra_ms(),
-        "stall_ms": round(job.stall_ns / 1e6, 3),
-        "stall_stop_ms": round(job.stop_ns / 1e6, 3),
-        "windows_skipped": job.skipped_before,
-        **engine.window_summary(trace, analysis.findings, job.steps),
-        "calls_total": job.calls,
-        "first_call_ms": round(job.first_call_ns / 1e6, 4) if job.first_call_ns is not None else None,
-        "trace_path": path,
-        "trigger": _trigger_record(job, trace),
-    }
+    return _emit.window_fields(
+        steps=job.steps,
+        step_wall_ns=job.walls,
+        top_ops=engine.top_ops(trace, job.config.top_ops),
+        sections=section_times(trace),
+        event_count=trace.n_events,
+        costs={
+            "autoprof_overhead_ms": round(overhead_ns / 1e6, 3),
+            "analysis_cpu_ms": round(analysis.cpu_ns / 1e6, 3),
+            "profiled_step_extra_ms": job.profiled_extra_ms(),
+            "stall_ms": round(job.stall_ns / 1e6, 3),
+            "stall_stop_ms": round(job.stop_ns / 1e6, 3),
+            "windows_skipped": job.skipped_before,
+        },
+        summary=engine.window_summary(trace, analysis.findings, job.steps),
+        live={
+            "calls_total": job.calls,
+            "first_call_ms": round(job.first_call_ns / 1e6, 4) if job.first_call_ns is not None else None,
+            "trace_path": path,
+            "trigger": _trigger_record(job, trace),
+        },
+    )
 
 
 def _trigger_record(job: ClosedWindow, trace: Any) -> dict[str, Any] | None:

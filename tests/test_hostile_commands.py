@@ -292,7 +292,7 @@ def test_jobs_1_a_load_out_of_memory_is_that_files_line_and_the_others_go_on(
     assert code == 2 and str(good) in out and "bound_regime" in out
     assert len(err) == 1 and err[0].startswith(f"autoprof: {bomb}: ") and "out of memory" in err[0], err
 
-    code, _, err = _main(capsys, "report", str(bomb), str(good), "-o", str(tmp_path / "r.html"))
+    code, _, err = _main(capsys, "report", "--jobs", "1", str(bomb), str(good), "-o", str(tmp_path / "r.html"))
     assert code == 2 and (tmp_path / "r.html").exists()
     assert err[0].startswith(f"autoprof: {bomb}: ") and "MemoryError" in err[0], err
     code, _, err = _main(capsys, "diff", str(bomb), str(good))
