@@ -4,10 +4,12 @@ its imports.
 
 The trace is built from ../shared/traces/hta/a100_rank3_of8_train.json.gz (its steps repeated with shifted
 timestamps and ids; cached in benchmarks/.cache/). Each contender runs in its own process, so peak RSS is
-its own. Targets: autoprof at most 1/5 of HTA's time and 1/2 of its peak memory.
+its own. Targets (issue 37): autoprof in one process at most 0.10 of HTA's time and 0.15 of its peak memory
+(where HTA is not importable, json.load of the same run stands in, scaled by the ratio recorded between them).
 
 "autoprof" is `autoprof analyze --json` with its default helper processes (the usable CPUs, at most 4);
-"autoprof -w0" the same in one process. Peak memory counts the largest helper process too.
+"autoprof -w0" the same in one process; "-w0 dicts" that again with every batch read into dicts by orjson, as
+before msgspec (the typed reading's own gain). Peak memory counts the largest helper process too.
 
 Run:  python benchmarks/analyze_file.py [--events 1000000] [--hta-python PATH]
 (--hta-python: a Python that has the `holistictraceanalysis` package, e.g. a separate venv.)
@@ -38,11 +40,13 @@ _REPORT = (
 )
 
 
-def _autoprof(workers: str) -> str:
-    """What `autoprof analyze --json FILE` does, in the benchmark's process (records kept in memory)."""
+def _autoprof(workers: str, dict_batches: bool = False) -> str:
+    """What `autoprof analyze --json FILE` does, in the benchmark's process (records kept in memory);
+    ``dict_batches``: every batch read the way it was before msgspec (orjson into dicts)."""
     return (
         _PRELUDE
         + f"sys.path.insert(0, {str(HERE.parent)!r})\n"
+        + ("import autoprof.trace.events as _events\n_events._decode_events = None\n" if dict_batches else "")
         + "import io, os, contextlib\n"
         + "from autoprof.cli import main\n"
         + "buf = io.StringIO()\n"
@@ -58,6 +62,7 @@ def _autoprof(workers: str) -> str:
 CODE = {
     "autoprof": _autoprof("str(__import__('autoprof.trace._pool', fromlist=['x']).default_workers())"),
     "autoprof -w0": _autoprof("'0'"),
+    "-w0 dicts": _autoprof("'0'", dict_batches=True),
     "json.load": _PRELUDE
     + "import gzip, json\n"
     + "doc = json.load(gzip.open(sys.argv[1]))\n"
@@ -70,6 +75,12 @@ CODE = {
     + "detail = 'temporal breakdown: ' + str(df.to_dict('records'))[:120]\n"
     + _REPORT,
 }
+
+
+TIME_TARGET, MEMORY_TARGET = 0.10, 0.15  # issue 37: autoprof in one process against HTA
+# HTA / json.load measured side by side on one 2-core machine (31.1 s / 7.42 s, 1624 MB / 1676 MB): the scale
+# where HTA cannot be installed.
+HTA_OVER_JSON_TIME, HTA_OVER_JSON_MEMORY = 31.1 / 7.42, 1624 / 1676
 
 
 def run(name: str, python: str, trace: Path, trace_dir: Path) -> dict[str, object] | None:
@@ -91,7 +102,7 @@ def main() -> None:
         trace_dir = Path(d)
         os.symlink(trace, trace_dir / "rank0.json.gz")
         results = {}
-        for name in ("autoprof", "autoprof -w0", "json.load", "HTA"):
+        for name in ("autoprof", "autoprof -w0", "-w0 dicts", "json.load", "HTA"):
             py = args.hta_python if name == "HTA" else sys.executable
             if name == "HTA":
                 probe = subprocess.run([py, "-c", "import hta"], capture_output=True)
@@ -112,11 +123,20 @@ def main() -> None:
     for name, r in results.items():
         if r:
             print(f"  {name}: {r['detail']}")
-    ap_r, hta = results.get("autoprof"), results.get("HTA")
-    if ap_r and hta:
-        t, m = ap_r["seconds"] / hta["seconds"], ap_r["peak_mb"] / hta["peak_mb"]
-        print(f"\ntime target (<= 0.20 of HTA): {'met' if t <= 0.2 else 'NOT met'} ({t:.3f})")
-        print(f"memory target (<= 0.50 of HTA): {'met' if m <= 0.5 else 'NOT met'} ({m:.3f})")
+    one, dicts, hta, jl = results.get("autoprof -w0"), results.get("-w0 dicts"), results.get("HTA"), results.get("json.load")
+    if one and dicts:
+        t, m = one["seconds"] / dicts["seconds"], one["peak_mb"] / dicts["peak_mb"]
+        print(f"\ntyped records / dict batches, one process: time {t:.3f}, memory {m:.3f}")
+    anchor = hta or jl
+    if one and anchor:
+        # Without HTA here: json.load of the same run, scaled by the HTA/json.load ratio recorded on one machine.
+        t_scale, m_scale = (1.0, 1.0) if hta else (HTA_OVER_JSON_TIME, HTA_OVER_JSON_MEMORY)
+        t = one["seconds"] / (anchor["seconds"] * t_scale)
+        m = one["peak_mb"] / (anchor["peak_mb"] * m_scale)
+        how = "HTA in this run" if hta else f"json.load in this run x {t_scale:.2f} (time), x {m_scale:.2f} (memory)"
+        print(f"one process against {how}:")
+        print(f"  time target (<= {TIME_TARGET:.2f} of HTA): {'met' if t <= TIME_TARGET else 'NOT met'} ({t:.3f})")
+        print(f"  memory target (<= {MEMORY_TARGET:.2f} of HTA): {'met' if m <= MEMORY_TARGET else 'NOT met'} ({m:.3f})")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,19 @@ pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 
 PACKAGE = Path(__file__).resolve().parent.parent / "autoprof"
 DOC = PACKAGE.parent / "docs" / "architecture.md"
-THIRD_PARTY = ("torch", "structlog", "wrapt", "orjson", "lightning", "pytorch_lightning", "transformers", "plotly", "fsspec", "distributed")
+THIRD_PARTY = (
+    "torch",
+    "structlog",
+    "wrapt",
+    "orjson",
+    "msgspec",
+    "lightning",
+    "pytorch_lightning",
+    "transformers",
+    "plotly",
+    "fsspec",
+    "distributed",
+)
 _NAME = re.compile(r"[A-Za-z_][\w.]*")
 
 

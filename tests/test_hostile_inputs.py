@@ -174,12 +174,13 @@ def test_the_cut_search_finds_what_the_one_by_one_search_finds(buf: str, data: A
     pos = data.draw(st.integers(0, max(0, len(buf) - 1)))
     end = data.draw(st.integers(pos, len(buf)))
     lo = data.draw(st.integers(0, len(buf) + 1))
-    old = jsonstream._QUICK_CANDIDATES
-    jsonstream._QUICK_CANDIDATES = quick  # the regular expression takes over after `quick` candidates
+    old = jsonstream._QUICK_CANDIDATES, jsonstream._COMMA_CANDIDATES
+    jsonstream._QUICK_CANDIDATES = quick  # the comma search or the regular expression takes over after `quick`
+    jsonstream._COMMA_CANDIDATES = data.draw(st.sampled_from([-1, 1, 4096]))  # -1: always the regex; 4096: commas
     try:
         got = jsonstream.last_cut(buf, pos, end, lo)
     finally:
-        jsonstream._QUICK_CANDIDATES = old
+        jsonstream._QUICK_CANDIDATES, jsonstream._COMMA_CANDIDATES = old
     want = _reference_last_cut(buf, pos, end)
     assert got == (want if want is not None and want[1] >= max(lo, pos + 1) else None)
 
@@ -199,15 +200,43 @@ def _malformed(path: Path, text: str) -> Path:
         "[" + "1," * 50_000,  # a long list never closed
     ],
 )
-def test_a_long_malformed_value_is_named_as_when_read_whole(tmp_path: Path, body: str) -> None:
-    """The message (problem, position in the file) does not depend on how much is read at a time."""
+def test_a_long_malformed_value_is_named_as_when_read_whole(tmp_path: Path, body: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The message (problem, position in the file) does not depend on how much is read at a time, nor on
+    msgspec's skipping a long value before json decodes it (``_LONG``: from what length it does)."""
     path = _malformed(tmp_path / "bad.json", '{"traceEvents": [' + json.dumps(_EV) + ', {"ph": "X", "args": {"s": ' + body)
     messages = []
-    for sizes in (_SMALL, ReadSizes(chunk_chars=1 << 24, batch_chars=1 << 24), ReadSizes(chunk_chars=4096, batch_chars=0)):
-        with pytest.raises(TraceError) as e:
-            chrome.load(path, workers=0, sizes=sizes)
-        messages.append(str(e.value))
+    for long in (1 << 30, 10_000):
+        monkeypatch.setattr(jsonstream, "_LONG", long)
+        for sizes in (_SMALL, ReadSizes(chunk_chars=1 << 24, batch_chars=1 << 24), ReadSizes(chunk_chars=4096, batch_chars=0)):
+            with pytest.raises(TraceError) as e:
+                chrome.load(path, workers=0, sizes=sizes)
+            messages.append(str(e.value))
     assert len(set(messages)) == 1 and "at char" in messages[0], messages
+
+
+def test_a_long_value_is_decoded_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """msgspec skips a long value (building nothing) until the buffer holds its end, and json decodes it then,
+    once, rather than once per doubling of the buffer; a lone surrogate (msgspec calls it truncated input)
+    still reads as json reads it."""
+    monkeypatch.setattr(jsonstream, "_LONG", 10_000)
+    decoded: list[int] = []
+    real = json.JSONDecoder.raw_decode
+
+    def spy(self: json.JSONDecoder, s: str, idx: int = 0) -> Any:
+        if len(s) - idx > 100_000:
+            decoded.append(len(s) - idx)
+        return real(self, s, idx)
+
+    monkeypatch.setattr(json.JSONDecoder, "raw_decode", spy)
+    path = _long_value_trace(tmp_path / "long.json", "string", 2_000_000)
+    assert chrome.load(path, workers=0, sizes=_SMALL).n_events == 3
+    assert len(decoded) == 1, decoded  # without the skip: one decode per doubling from 64 KiB, ~6
+    p = tmp_path / "surrogate.json"
+    p.write_text(
+        '{"traceEvents": [' + json.dumps(_EV) + ', {"ph": "X", "cat": "cpu_op", "name": "' + "y" * 300_000 + '\\ud800", "ts": 1}]}'
+    )
+    t = chrome.load(p, workers=0, sizes=_SMALL)
+    assert "y" * 300_000 + "\ud800" in t.names
 
 
 def test_a_value_past_the_limit_is_refused_with_the_decoders_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

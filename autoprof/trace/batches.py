@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autoprof.trace import _pool
-from autoprof.trace.events import BatchResult, BatchStatus, EventConsumer, parse_batch, read_batch
+from autoprof.trace.events import BatchResult, BatchStatus, EventConsumer, consume_batch, read_batch
 from autoprof.trace.jsonstream import Batch, StreamReader
 
 POOL_AFTER = 2  # batches read in this process before helper processes are started (a large file only)
@@ -45,10 +45,8 @@ def read_array(reader: StreamReader, consumer: EventConsumer, workers: int, pool
                 if pool is not None and pool.submit(bid, batch.text):
                     pass
                 elif len(flight.pending) == 1:  # nothing before it: straight into the builder
-                    events = parse_batch(batch.text)
-                    if events is None:
+                    if not consume_batch(consumer, batch.text):
                         return _rescan(reader, consumer, flight)
-                    consumer.consume(events)
                     flight.pending.clear()
                     flight.done += 1
                     continue
@@ -88,11 +86,7 @@ def _merge(consumer: EventConsumer, result: BatchResult, text: str) -> bool:
         return True
     if result.status is BatchStatus.UNPARSED:
         return False
-    events = parse_batch(text)  # consumed here: raises the exact error, with the index in the file
-    if events is None:
-        return False
-    consumer.consume(events)
-    return True
+    return consume_batch(consumer, text)  # consumed here: raises the exact error, with the index in the file
 
 
 def _rescan(reader: StreamReader, consumer: EventConsumer, flight: _InFlight) -> None:

@@ -126,14 +126,101 @@ def parse_batch(text: str) -> list[Any] | None:
     return v if type(v) is list else None
 
 
-def read_batch(text: str, source: str) -> BatchResult:
-    """One batch, parsed and consumed on its own (in a helper process, or here while helpers are busy)."""
+# -- typed decoding (msgspec): only the fields the consumer reads, no dict per event ---------------------------
+# Every field is ``Any`` (the values are exactly the ones ``json`` gives, checked by the same code as a dict's)
+# but ``args``, an object or nothing: a batch where any event is not an object, or has ``args`` that is not
+# one, does not decode and goes the dict way, whose reading names the problem. The shapes and concrete inputs
+# stay raw text (``msgspec.Raw``) until an op whose shapes the rules read needs them, and are decoded once per
+# distinct text.
+try:
+    import msgspec
+except ImportError:  # pragma: no cover - msgspec is a dependency; without it every batch goes the dict way
+    msgspec = None  # type: ignore[assignment]
+
+_decode_events: Any = None
+_decode_raw: Any = None
+_UNSET: Any = None
+_NO_ARGS: Any = None
+if msgspec is not None:
+    _UNSET = msgspec.UNSET
+    _NO_RAW = msgspec.Raw()
+
+    class _Args(msgspec.Struct, gc=False):
+        """The ``args`` keys the consumer reads (absent: ``None``, as ``dict.get``; the raw ones: empty)."""
+
+        correlation: Any = -1
+        dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+        types: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+        concrete: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
+        grid: Any = None
+        block: Any = None
+        device: Any = None
+        stream: Any = None
+        nbytes: Any = msgspec.field(default=None, name="Bytes")
+        dtype: Any = msgspec.field(default=None, name="Device Type")
+        dindex: Any = msgspec.field(default=None, name="Device Id")
+        addr: Any = msgspec.field(default=None, name="Addr")
+        total: Any = msgspec.field(default=None, name="Total Allocated")
+        reserved: Any = msgspec.field(default=None, name="Total Reserved")
+
+    class _Event(msgspec.Struct, gc=False):
+        """The keys of an event the consumer reads (absent: ``None``, as ``dict.get``; ``ts``: unset)."""
+
+        ph: Any = None
+        cat: Any = None
+        name: Any = None
+        pid: Any = None
+        tid: Any = None
+        ts: Any = msgspec.UNSET
+        dur: Any = 0
+        id: Any = None
+        args: _Args | None = None
+
+    _NO_ARGS = _Args()
+    _decode_events = msgspec.json.Decoder(list[_Event]).decode
+    _decode_raw = msgspec.json.decode
+
+
+def decode_batch(text: str) -> list[Any] | None:
+    """The events of a batch as typed records (:class:`_Event`), or None where msgspec is missing or the batch
+    does not decode that way (then :func:`parse_batch` reads it as dicts)."""
+    if _decode_events is None:
+        return None
+    try:
+        return _decode_events("[" + text + "]")  # type: ignore[no-any-return]
+    except Exception:  # not a run of objects, NaN, a lone surrogate, nesting too deep...: the dict way decides
+        return None
+
+
+def _raw_value(raw: Any) -> Any:
+    """A raw argument's value, exactly as ``json`` reads it (msgspec first; the stdlib for what it refuses,
+    e.g. 1e400, which the stdlib reads as inf)."""
+    try:
+        return _decode_raw(raw)
+    except Exception:
+        return json.loads(bytes(raw))
+
+
+def consume_batch(consumer: EventConsumer, text: str) -> bool:
+    """Parse a batch and append its events to ``consumer``: typed where it decodes so, else as dicts. False
+    where the text is not a run of whole events (nothing appended). Raises as :meth:`EventConsumer.consume`."""
+    typed = decode_batch(text)
+    if typed is not None:
+        consumer.consume_typed(typed)
+        return True
     events = parse_batch(text)
     if events is None:
-        return BatchResult(BatchStatus.UNPARSED)
+        return False
+    consumer.consume(events)
+    return True
+
+
+def read_batch(text: str, source: str) -> BatchResult:
+    """One batch, parsed and consumed on its own (in a helper process, or here while helpers are busy)."""
     consumer = EventConsumer(TraceBuilder(source=source), source)
     try:
-        consumer.consume(events)
+        if not consume_batch(consumer, text):
+            return BatchResult(BatchStatus.UNPARSED)
     except Exception:  # redone where the event index in the whole file is known, for the exact error
         return BatchResult(BatchStatus.FAILED)
     return BatchResult(BatchStatus.READ, consumer.columns())
@@ -160,6 +247,10 @@ class EventConsumer:
         # Op name -> its last (dims, types): repeated shapes share one copy (less memory, less for the
         # cyclic collector to walk, and pickled once by a helper).
         self.last_shapes: dict[str, tuple[Any, ...]] = {}
+        # The typed reading's copies: raw argument text -> its value; (kind, raw texts) -> shapes; launch configs.
+        self.raw_values: dict[bytes, Any] = {}
+        self.shape_values: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.launch_values: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.dev_no_corr: dict[int, tuple[int, int]] = {}  # device index -> (thread, ts): linked by flows
         # Flow events (used only if correlation ids are missing): start?, thread, ts, id.
         self.f_start = array("b")
@@ -253,6 +344,184 @@ class EventConsumer:
             add_tid(tid)
             add_corr(corr)
         self.count = k + 1
+
+    def consume_typed(self, events: Iterable[Any]) -> None:
+        """:meth:`consume` for typed records (:func:`decode_batch`): the same columns, the same errors."""
+        b = self.builder
+        source = self.source
+        cat_cache = self.cat_cache
+        threads = self.threads
+        dropped = DROPPED_OPS
+        cpu_op = CPU_OP_CODE
+        unset = _UNSET
+        no_args = _NO_ARGS
+        flow_cats = FLOW_CATEGORIES
+        add_name, add_cat, add_ts, add_dur = b.h_name.append, b.h_cat.append, b.h_ts.append, b.h_dur.append
+        add_tid, add_corr = b.h_tid.append, b.h_corr.append
+        f_start, f_tid, f_ts, f_id = self.f_start.append, self.f_tid.append, self.f_ts.append, self.f_id.append
+        names = b._name_ids
+        intern = b.intern
+        ev: Any
+        ts: Any
+        dur: Any
+        name: Any
+        k = self.count - 1
+        for k, ev in enumerate(events, self.count):  # k is read after the loop
+            ph = ev.ph
+            cat = ev.cat
+            if ph != "X":
+                if ph == "s" or ph == "f":  # self._flow, inlined
+                    if cat not in flow_cats:
+                        continue
+                    ts = ev.ts
+                    if type(ts) is not int and type(ts) is not float:
+                        raise TraceError(source, f"event {k}: flow event without a numeric 'ts'")
+                    key = (ev.pid, ev.tid)
+                    try:
+                        tid = threads[key]
+                    except KeyError:
+                        tid = threads[key] = b.thread(*key)
+                    except TypeError:
+                        tid = self._thread(*key)
+                    flow_id = ev.id
+                    f_start(ph == "s")
+                    f_tid(tid)
+                    f_ts(round(ts * 1000))
+                    f_id(flow_id if type(flow_id) is int else _int(flow_id))
+                    continue
+                if ph == "M" or (ph is None and ev.ts is unset):
+                    continue
+            try:
+                code = cat_cache[cat]
+            except KeyError:
+                code = cat_cache[cat] = category_code(cat)
+            except TypeError:  # unhashable category
+                code = SKIPPED
+            if code < 0:
+                if ph == "i" and ev.name == "[memory]":
+                    self._memory_typed(ev)
+                continue
+            ts = ev.ts
+            if type(ts) is int:
+                ts *= 1000
+            elif type(ts) is float:
+                ts = round(ts * 1000)
+            else:
+                raise _bad_time(source, k, cat, "ts", None if ts is unset else ts)
+            dur = ev.dur
+            if type(dur) is int:
+                dur *= 1000
+            elif type(dur) is float:
+                dur = round(dur * 1000)
+            elif dur is None:
+                dur = 0
+            else:
+                raise _bad_time(source, k, cat, "dur", dur)
+            name = ev.name
+            if type(name) is not str:
+                name = str(name)
+            elif code == cpu_op and name in dropped:
+                continue
+            args = ev.args
+            if args is None:
+                args = no_args
+            corr = args.correlation
+            if type(corr) is not int:
+                corr = _int(corr)
+            key = (ev.pid, ev.tid)
+            try:  # self._thread(*key), inlined: the hot path
+                tid = threads[key]
+            except KeyError:
+                tid = threads[key] = b.thread(*key)
+            except TypeError:
+                tid = self._thread(*key)
+            if code >= DEVICE_OFFSET:
+                self._device_typed(code, name, ts, dur, tid, corr, ev, args)
+                continue
+            if code == cpu_op and args.dims:
+                self._shapes_typed(name, args, len(b.h_ts))
+            nid = names.get(name)
+            add_name(nid if nid is not None else intern(name))
+            add_cat(code)
+            add_ts(ts)
+            add_dur(dur if dur > 0 else 0)
+            add_tid(tid)
+            add_corr(corr)
+        self.count = k + 1
+
+    def _memory_typed(self, ev: Any) -> None:
+        """:meth:`_memory` for a typed record."""
+        args = ev.args
+        ts = ev.ts
+        if args is None or (type(ts) is not int and (type(ts) is not float or not math.isfinite(ts))):
+            return
+        nbytes = _int(args.nbytes, 0)
+        if not nbytes:
+            return
+        self.builder.add_memory(
+            round(ts * 1000),
+            self._thread(ev.pid, ev.tid),
+            _int(args.dtype, 0),
+            _int(args.dindex, -1),
+            _int(args.addr, -1),
+            nbytes,
+            _int(args.total, -1),
+            _int(args.reserved, -1),
+        )
+
+    def _raw(self, raw: Any) -> Any:
+        """A raw argument's value, decoded once per distinct text (a trace repeats its shapes: one copy)."""
+        key = bytes(raw)
+        try:
+            return self.raw_values[key]
+        except KeyError:
+            value = self.raw_values[key] = _raw_value(raw)
+            return value
+
+    def _shapes_typed(self, name: str, args: Any, index: int) -> None:
+        """:meth:`_shapes` for a typed record (the host event at ``index``): the same values, one copy of each
+        distinct (dims, types)."""
+        want = self.shaped.get(name)
+        if want is None:
+            want = self.shaped[name] = name in SHAPED_OPS or name.startswith(SHAPED_PREFIXES)
+        if not want:
+            return
+        dims, types = args.dims, args.types
+        concrete = args.concrete
+        if name in CAUSAL_ARG:
+            key: tuple[Any, ...] = (name, bytes(dims), bytes(types), bytes(concrete))
+        elif name in CONV_OPS:
+            key = (None, bytes(dims), bytes(types), bytes(concrete))
+        else:
+            key = (bytes(dims), bytes(types))
+        shapes = self.shape_values.get(key)
+        if shapes is None:
+            raw = self._raw
+            dims_v, types_v = raw(dims), raw(types) if types else None
+            concrete_v = raw(concrete) if concrete else None
+            if name in CAUSAL_ARG:  # attention: whether it is causal halves its FLOPs
+                shapes = (dims_v, types_v, causal_flag(name, concrete_v))
+            elif name in CONV_OPS:  # convolutions: stride, padding, groups... give their output size
+                shapes = (dims_v, types_v, None, conv_args(concrete_v))
+            else:
+                shapes = (dims_v, types_v)
+            self.shape_values[key] = shapes
+        self.builder.h_shapes[index] = shapes
+
+    def _device_typed(self, code: int, name: str, ts: int, dur: int, tid: int, corr: int, ev: Any, args: Any) -> None:
+        """:meth:`_device` for a typed record; equal launch configurations share one copy."""
+        grid, block = args.grid, args.block
+        launch = (tuple(grid), tuple(block)) if isinstance(grid, list) and isinstance(block, list) else None
+        if launch is not None:
+            try:
+                launch = self.launch_values.setdefault(launch, launch)
+            except TypeError:  # an unhashable element: kept as it is
+                pass
+        device = _int(args.device, _int(ev.pid, 0))
+        stream = _int(args.stream, _int(ev.tid, 0))
+        j = self.builder.add_device(DEVICE_CATEGORIES[code - DEVICE_OFFSET], name, ts, dur, device, stream, corr, launch)
+        if corr < 0:
+            self.dev_no_corr[j] = (tid, ts)
 
     def _memory(self, ev: dict[str, Any], k: int) -> None:
         """An allocator instant (``profile_memory``): its time, thread, device, address, bytes and the totals after

@@ -27,6 +27,36 @@ _MAX_VALUE = 256 << 20  # one JSON value (an event, a metadata entry) larger tha
 _WS = re.compile(r"[ \t\n\r]*")
 _CUT_REVERSED = re.compile(r"\{[ \t\n\r]*,[ \t\n\r]*\}")  # a cut ('}' ',' '{'), read backwards
 _QUICK_CANDIDATES = 64  # '{' tried one by one before the rest of the text goes to _CUT_REVERSED
+_COMMA_CANDIDATES = 4096  # ... or, where it has no more commas than this, each comma (the regex reads ~13 ns a '{')
+
+
+_LONG = 1 << 20  # a value still undecoded past this many characters is skipped by msgspec before json decodes it
+_SURROGATE = re.compile(r"\\u[dD][89abAB]")  # an escaped surrogate, which msgspec reports as truncated input
+
+_skip_value: Any
+try:
+    import msgspec
+
+    _skip_value = msgspec.json.Decoder(msgspec.Raw).decode
+except ImportError:  # pragma: no cover - msgspec is a dependency
+    _skip_value = None
+
+
+def _unfinished(buf: str, pos: int) -> bool:
+    """Whether the value at ``pos`` certainly runs past the end of ``buf``: msgspec skips it (no objects built,
+    far faster than decoding it) and finds the input truncated. Only a hint that saves decoding a long value
+    again and again as the buffer grows: ``json`` decodes every value and names every error, and a text
+    msgspec reads otherwise (or an escaped surrogate, which it reports as truncated) is left to it."""
+    if _skip_value is None:
+        return False
+    text = buf[pos:] if pos else buf
+    try:
+        _skip_value(text)
+    except msgspec.DecodeError as e:
+        return str(e) == "Input data was truncated" and _SURROGATE.search(text) is None
+    except Exception:
+        return False
+    return False
 
 
 class Batch(NamedTuple):
@@ -124,6 +154,12 @@ class StreamReader:
         while True:
             if len(self.buf) - self.pos < 65536 and not self.eof:
                 self._more()
+                continue
+            held = len(self.buf) - self.pos
+            if not self.eof and _LONG < held <= _MAX_VALUE and _unfinished(self.buf, self.pos):
+                # Certainly unfinished: read more as below, without decoding it first (the lengths tried are
+                # the same, so is the outcome; a long value is decoded once, not once per doubling).
+                self._more(max(1, min(held, _MAX_VALUE + 1 - held)))
                 continue
             try:
                 v, self.pos = self._dec(self.buf, self.pos)
@@ -320,10 +356,31 @@ def _last_cut_reversed(buf: str, pos: int, end: int, lo: int) -> tuple[int, int]
     the text backwards at C speed rather than one candidate at a time."""
     # A cut whose '{' is at lo or later starts at most at the '}' before the whitespace and commas before lo.
     start = max(pos + 1, pos + len(buf[pos + 1 : lo].rstrip(" \t\n\r,")))
+    if buf.count(",", start, end) <= _COMMA_CANDIDATES:  # few commas (a long string of '{'): try each one
+        return _last_cut_commas(buf, start, end)
     m = _CUT_REVERSED.search(buf[start:end][::-1])
     if m is None:
         return None
     return end - m.end(), end - 1 - m.start()
+
+
+def _last_cut_commas(buf: str, start: int, end: int) -> tuple[int, int] | None:
+    """The last cut (``}`` at k, a comma, ``{`` at j) within ``buf[start:end]``, found from its comma: each comma
+    from the last one back (a cut's comma is the only one between its braces, so a later comma is a later cut)."""
+    ws = " \t\n\r"
+    c = buf.rfind(",", start, end)
+    while c >= start:
+        j = c + 1
+        while j < end and buf[j] in ws:
+            j += 1
+        if j < end and buf[j] == "{":
+            k = c - 1
+            while k >= start and buf[k] in ws:
+                k -= 1
+            if k >= start and buf[k] == "}":
+                return k, j
+        c = buf.rfind(",", start, c)
+    return None
 
 
 class Prefetch:

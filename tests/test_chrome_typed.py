@@ -1,0 +1,311 @@
+"""The chrome loader's typed reading (msgspec records, only the fields the consumer reads) against its dict
+reading (orjson/json, the fallback): the same model, the same errors, shared copies of repeated shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import shared_trace
+from test_chrome import SCANNER_ONLY, _model
+
+from autoprof.trace import chrome, events
+from autoprof.trace.chrome import TraceError
+
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
+BATCHES = chrome.ReadSizes(chunk_chars=2048, batch_chars=1500, pool_after=0)  # many batches of a few events
+
+
+def _odd_events() -> list[Any]:
+    """Every shape of event the consumer has a branch for, 12 times over (so that most land in whole batches)."""
+    one: list[Any] = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 0, "dur": 10_000},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1.5,
+            "dur": 2.25,
+            "args": {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"], "External id": 4},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 5,
+            "dur": 1,
+            "args": {"Input Dims": [[8, 8], [8, 8]], "Input type": ["c10::BFloat16", "c10::BFloat16"]},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::add",
+            "pid": 1,
+            "tid": 1,
+            "ts": 6,
+            "dur": 1,
+            "args": {"Input Dims": [[8, 8], [8, 8], []]},
+        },  # no types
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::add",
+            "pid": 1,
+            "tid": 1,
+            "ts": 6.5,
+            "dur": 0.1,
+            "args": {"Input Dims": None, "Input type": None},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::relu",
+            "pid": 1,
+            "tid": 1,
+            "ts": 7,
+            "dur": 1,
+            "args": {"Input Dims": [[1e400]]},
+        },  # msgspec refuses, json: inf
+        {"ph": "X", "cat": "cpu_op", "name": "aten::resolve_conj", "pid": 1, "tid": 1, "ts": 8, "dur": 1},  # dropped
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::convolution",
+            "pid": 1,
+            "tid": 1,
+            "ts": 9,
+            "dur": 3,
+            "args": {
+                "Input Dims": [[1, 3, 8, 8], [4, 3, 3, 3], [4]],
+                "Input type": ["float", "float", "float"],
+                "Concrete Inputs": ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1"],
+            },
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::scaled_dot_product_attention",
+            "pid": 1,
+            "tid": 1,
+            "ts": 12,
+            "dur": 2,
+            "args": {"Input Dims": [[1, 2, 4, 8]] * 3, "Input type": ["float"] * 3, "Concrete Inputs": ["", "", "", "", "0.", "True"]},
+        },
+        {"ph": "X", "cat": "cpu_op", "name": 17, "pid": 1, "tid": 1, "ts": 14, "dur": None},  # name not a string, null dur
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": "python 1", "tid": "thread 2", "ts": 15, "dur": -3},  # 2021 name
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": "nn.Module: Linear_0",
+            "pid": 1,
+            "tid": 1,
+            "ts": 16,
+            "dur": 1,
+            "args": {"Python id": 3},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 17,
+            "dur": 1,
+            "args": {"correlation": 5, "cbid": 211},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 18,
+            "dur": 1,
+            "args": {"correlation": "7"},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 20,
+            "dur": 4,
+            "args": {"correlation": 5, "device": 0, "stream": 7, "grid": [1, 2, 1], "block": [32, 1, 1]},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 25,
+            "dur": 4,
+            "args": {"device": "0", "stream": "stream 9", "grid": [1, [2]], "block": [32]},
+        },  # no correlation
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "pid": 0, "tid": 8, "ts": 30, "dur": 1},
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "forward", "pid": 0, "tid": 7, "ts": 19, "dur": 12, "args": {"correlation": 99}},
+        {"ph": "s", "cat": "ac2g", "name": "flow", "id": 5, "pid": 1, "tid": 1, "ts": 17},
+        {"ph": "f", "cat": "ac2g", "name": "flow", "id": 5, "pid": 0, "tid": 7, "ts": 20, "bp": "e"},
+        {"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": 6, "pid": 1, "tid": 1, "ts": 17},  # not a launch flow
+        {"ph": "s", "cat": "async", "name": "flow", "id": "11", "pid": [1], "tid": 1, "ts": 18.5},  # unhashable pid
+        {
+            "ph": "i",
+            "cat": "cpu_instant_event",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": 1,
+            "ts": 21,
+            "args": {"Total Reserved": 2048, "Total Allocated": 512, "Bytes": 512, "Addr": 94000, "Device Type": 1, "Device Id": 0},
+        },
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 22, "args": {"Bytes": 0}},
+        {"ph": "i", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 23, "s": "t"},  # an instant op
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
+        {"name": "no phase, no time"},
+        {"cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 24, "dur": 987},  # written with a repeated key
+        {"ph": "X", "cat": ["odd"], "name": "unhashable category", "pid": 1, "tid": 1, "ts": 26},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 27,
+            "args": {"Sequence number": 2**70, "Input Dims": [[2**70]]},
+        },
+    ]
+    out = []
+    for r in range(12):
+        for ev in one:
+            ev = dict(ev)
+            if isinstance(ev.get("ts"), (int, float)):
+                ev["ts"] = ev["ts"] + 100_000 * r
+            out.append(ev)
+    return out
+
+
+def _odd_text(evs: list[Any] | None = None) -> str:
+    """The odd events as a document, with a repeated key (json keeps the last) and 1e400 as written (which
+    json reads as inf and msgspec refuses)."""
+    text = json.dumps({"traceEvents": _odd_events() if evs is None else evs})
+    return text.replace('"dur": 987', '"dur": 1, "dur": 2').replace("Infinity", "1e400")
+
+
+def _dict_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(events, "_decode_events", None)  # as where msgspec is not installed
+
+
+def _typed_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    taken: list[int] = []
+    real = events.EventConsumer.consume_typed
+
+    def spy(self: events.EventConsumer, evs: Any) -> None:
+        taken.append(len(evs))
+        real(self, evs)
+
+    monkeypatch.setattr(events.EventConsumer, "consume_typed", spy)
+    return taken
+
+
+def test_odd_events_build_the_same_model_typed_as_dict_and_scanner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = tmp_path / "odd.json"
+    p.write_text(_odd_text())
+    reference = _model(chrome.load(p, workers=0, sizes=SCANNER_ONLY))
+    with monkeypatch.context() as m:
+        taken = _typed_batches(m)
+        typed = _model(chrome.load(p, workers=0, sizes=BATCHES))
+        pooled = _model(chrome.load(p, workers=1, sizes=BATCHES))
+    assert sum(taken) > len(_odd_events()) // 2  # most events went the typed way, here
+    with monkeypatch.context() as m:
+        _dict_only(m)
+        plain = _model(chrome.load(p, workers=0, sizes=BATCHES))
+    assert typed == reference
+    assert pooled == reference
+    assert plain == reference
+    # what the branches read: shapes (1e400 read as the stdlib does), a conv's arguments, attention causal,
+    # memory events, the flow-linked kernel, a string correlation id
+    shapes = list(reference["shapes"].values())
+    assert [[float("inf")]] in [s[0] for s in shapes]
+    assert any(len(s) == 4 and s[3] is not None for s in shapes)
+    assert any(len(s) == 3 and s[2] is True for s in shapes)
+    assert 7 in reference["h_corr"] and "17" in reference["names"]
+    copies = [i for i, n in enumerate(reference["h_name"]) if reference["names"][n] == "aten::copy_"]
+    assert copies and all(reference["h_dur"][i] == 2000 for i in copies)
+
+
+def test_repeated_shapes_and_launches_are_one_copy(tmp_path: Path) -> None:
+    p = tmp_path / "odd.json"
+    p.write_text(_odd_text())
+    t = chrome.load(p, workers=0, sizes=BATCHES)
+    mm = [v for i, v in t.shapes.items() if t.names[t.h_name[i]] == "aten::mm" and v[0] == [[2, 3], [3, 4]]]
+    assert len(mm) >= 10 and len({id(v) for v in mm}) <= 2  # 12 equal shapes: shared (the scanner's tail aside)
+    grids = [v for v in t.launch_config.values() if v == ((1, 2, 1), (32, 1, 1))]
+    assert len(grids) >= 10 and len({id(v) for v in grids}) <= 2
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"ts": "soon"}, "event 181 (cpu_op) has a non-numeric 'ts'"),
+        ({"ts": None}, "event 181 (cpu_op) has no 'ts'"),
+        ({"dur": "long"}, "event 181 (cpu_op) has a non-numeric 'dur'"),
+        ({"ph": "s", "cat": "ac2g", "ts": [1]}, "event 181: flow event without a numeric 'ts'"),
+        (7, "event 181 is not an object"),
+        ({"args": [1, 2]}, None),  # args not an object: read as none (the dict way)
+        ({"ts": 1e300}, "malformed trace event (OverflowError"),
+    ],
+)
+def test_a_bad_event_is_named_the_same_typed_and_dict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: Any, problem: str | None
+) -> None:
+    ev: list[Any] = _odd_events()
+    index = 30 * 6 + 1  # an aten::mm in the 7th repetition, batches away from the array's end
+    assert ev[index]["name"] == "aten::mm"
+    if isinstance(change, dict):
+        ev[index] = {**ev[index], **change}
+    else:
+        ev[index] = change
+    p = tmp_path / "bad.json"
+    p.write_text(_odd_text(ev))
+
+    def read(**kw: Any) -> str:
+        try:
+            return f"loaded {chrome.load(p, **kw).n_events}"
+        except TraceError as e:
+            return str(e)
+
+    with monkeypatch.context() as m:
+        taken = _typed_batches(m)
+        typed = read(workers=0, sizes=BATCHES)
+    assert taken  # the batches around the bad one were read typed
+    with monkeypatch.context() as m:
+        _dict_only(m)
+        plain = read(workers=0, sizes=BATCHES)
+    scanner = read(workers=0, sizes=SCANNER_ONLY)
+    assert typed == plain == scanner
+    if problem is None:
+        assert typed.startswith("loaded")
+    else:
+        assert problem in typed and "\n" not in typed
+
+
+@pytest.mark.parametrize(
+    "rel", ["h200/gpt2_train.chrome.json.gz", "hta/a100_rank0_of2_convnet.json.gz", "amd/mi300x_qwen05b_inference.json.gz"]
+)
+def test_real_traces_read_typed_as_dict(rel: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = shared_trace(rel)
+    with monkeypatch.context() as m:
+        taken = _typed_batches(m)
+        typed = _model(chrome.load(p, workers=0))
+    assert taken
+    with monkeypatch.context() as m:
+        _dict_only(m)
+        plain = _model(chrome.load(p, workers=0))
+    assert typed == plain
