@@ -248,14 +248,14 @@ class Session:
 
     # -- the trigger ---------------------------------------------------------------------------------
     def tick(self, target: Target, t0: int) -> None:
-        """A wrapper's idle call that started at ``t0``, past its watch's next tick (:meth:`Watch.tick`). Every
-        thread's calls are judged (a target called from several threads mixes their periods); only the owner
-        thread's arm a window."""
+        """A wrapper's idle call that started at ``t0``, past its watch's next tick (:meth:`Watch.tick`). Only the
+        owner thread's calls tick (one thread changes the watch; a target called from several threads mixes their
+        starts, and another thread's call past the tick pays this test)."""
         watch = target.watch
-        if watch is None:
+        if watch is None or target.owner != threading.get_ident():
             return
         found = watch.tick(t0, target.calls, target.cost())
-        if found is not None and target.saved is None and target.owner == threading.get_ident():
+        if found is not None and target.saved is None:
             self.arm(target, found)
 
     def check_slow(self, target: Target, step: int, wall_ns: int) -> None:
