@@ -48,6 +48,9 @@ NEVER = sys.maxsize  # a limit no step reaches: no baseline yet
 #: a tick can be slow: each slow step is still judged at the call that ends it, and the calls between pay one clock
 #: read, one append and one comparison. A fast step ticks once a ``trigger_floor_ms`` or so, a slow one every few calls.
 TICK_MAX = 10_000_000
+#: At a tick, a refresh that is due by its step count waits until this long after the last one (once the baseline
+#: stands): a fast step (thousands of calls between ticks) pays for a median 10 times a second, not at every tick.
+REFRESH_MIN_NS = 100_000_000
 #: The starts kept past this many are dropped at a tick (the baseline needs only the last ``trigger_history``).
 TRIM = 4096
 #: A step start in the future (~146 years of perf_counter_ns): the next period measured from it is negative, no
@@ -189,6 +192,7 @@ class Watch:
         "next",
         "prev",
         "profiled",
+        "refreshed",
         "seen",
         "settings",
         "slow",
@@ -204,6 +208,7 @@ class Watch:
         self.starts: list[int] = []  # the wrappers' idle call starts (perf_counter_ns; -1: a break, no call)
         self.counted = 0  # entries of starts already counted in the target's calls (see pending)
         self.next = 0  # a start after this is a tick (0: the first call ticks)
+        self.refreshed = 0  # the tick's t0 of the last refresh at a tick
         self.start = FUTURE  # the perf_counter_ns of the last idle step's start (FUTURE: none: the next begins a period)
         self.prev = 0  # that step's number (its period ends at the next step's start; the trainers' driver keeps it)
         self.limit = NEVER  # no step is slow before the baseline stands
@@ -243,7 +248,9 @@ class Watch:
         found = None
         step = calls - 2  # the previous call's number: its period ends at this call's start
         period = starts[-1] - starts[-2] if len(starts) >= 2 and starts[-2] >= 0 and starts[-1] >= 0 else -1
-        if period > self.limit or step >= self.due:
+        due = step >= self.due and (self.limit == NEVER or t0 - self.refreshed >= REFRESH_MIN_NS)
+        if period > self.limit or due:
+            self.refreshed = t0
             tail = starts[-(self.settings.history + 1) :]
             self.times.clear()
             self.times.extend(b - a for a, b in zip(tail, tail[1:], strict=False) if a >= 0 and b >= 0)
