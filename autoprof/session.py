@@ -388,11 +388,11 @@ class Session:
             watch = target.watch
             if watch is not None:
                 watch.recorded([s for s, w in zip(window.steps, window.walls, strict=False) if w > trigger.limit_ns])
-        # The raw events are built here, on the training thread: kineto holds the GIL while it builds them (~2 µs
-        # an event), so in the background it would stall the next steps anyway, at an unpredictable place; here it
-        # is one known cost, reported as stall_ms. The paced background analysis then only reads Python objects.
+        # The raw events are not read here: kineto's results stay complete once the profiler stopped, and any thread
+        # may read them (``events()``), so the worker reads them first thing (see :func:`autoprof.window.run`). The
+        # training thread keeps only what torch requires of it: ``stop_trace`` (a profiler stops on its own thread).
         try:
-            events = window.prof.profiler.kineto_results.events()
+            results = window.prof.profiler.kineto_results
         except Exception as e:
             _emit.error(f"reading the window failed: {e}", "profiler", e, target=target.name, window=index)
             return
@@ -413,7 +413,8 @@ class Session:
             reference=target.reference,
             sections=sections,
             prof=window.prof,
-            events=events,
+            events=None,
+            results=results,
             trigger=trigger,
             peer_window=None if trigger is not None else index - target.triggered,
         )

@@ -41,19 +41,23 @@ class ClosedWindow:
     calls: int  # outermost calls of the target so far
     first_call_ns: int | None  # wall time of the target's first call
     steady_ns: int | None  # median wall time of recent unprofiled calls
-    stall_ns: int  # what closing cost the training thread (stop_trace and reading kineto's events)
+    stall_ns: int  # what closing cost the training thread (stop_trace, and what autoprof did around it)
     stop_ns: int  # the part of it in stop_trace
     cpu_peaks: CpuPeaks | None
     devices: list[dict[str, Any]]  # the CUDA devices' properties, as a chrome export's deviceProperties
     sections: list[str]  # section names seen while profilers recorded
     prof: Any = field(repr=False)  # the stopped torch.profiler.profile (for the kept trace file)
-    events: Any = field(repr=False)  # kineto's raw events
+    events: Any = field(repr=False)  # kineto's raw events (None: read from ``results`` by the job)
     skipped_before: int = 0  # windows skipped since the previous one was queued (the analysis was behind)
     reference: list[Any] = field(default_factory=list)  # the target's first window's summary (drift), shared
     trigger: Trigger | None = None  # why a triggered window opened (None: the schedule's window)
     #: The window's index among the target's scheduled windows, which every rank records alike (the cross-rank
     #: exchange's key); None for a triggered window: no other rank recorded it.
     peer_window: int | None = None
+    #: The stopped profiler's results (``prof.profiler.kineto_results``), whose raw events the job reads when
+    #: ``events`` is None: off the training thread when the job runs in the background.
+    results: Any = field(default=None, repr=False)
+    read_ns: int = 0  # the job's time reading the raw events from ``results``
 
     def metadata(self) -> dict[str, Any]:
         """The trace metadata of a live window: what an offline analysis reads from a kept trace's file."""
@@ -94,6 +98,9 @@ def run(job: ClosedWindow) -> None:
         if world > 1 and job.peer_window is not None:
             summary = ranks.summary_from(rank, job.walls, analysis.findings)
             exchange.compare(job.target, job.peer_window, rank, world, summary, job.config)
+    except _ReadError as e:
+        cause = e.__cause__ or e
+        _emit.error(f"reading the window failed: {cause}", "profiler", cause, **ctx)
     except Exception as e:
         _emit.error(f"window analysis failed: {e}", "analysis", e, **ctx)
     except BaseException as e:
@@ -101,7 +108,7 @@ def run(job: ClosedWindow) -> None:
         raise
     finally:
         job.prof = None
-        job.events = None
+        job.events = job.results = None
 
 
 @dataclass
@@ -120,6 +127,8 @@ def _analyze(job: ClosedWindow, rank: int, world: int) -> _Analysis:
     tick = PACER.tick if PACER.active() else None
     cpu0 = time.thread_time_ns()
     with gc_paused():
+        if job.events is None:
+            job.events = _read_events(job)
         trace = engine.window_trace(
             job.events,
             tick=tick,
@@ -132,6 +141,24 @@ def _analyze(job: ClosedWindow, rank: int, world: int) -> _Analysis:
         job.events = None  # free the raw events before the rules run
         findings, failures = engine.analyze_trace(trace, job.config, tick)
     return _Analysis(trace, findings, failures, time.thread_time_ns() - cpu0)
+
+
+def _read_events(job: ClosedWindow) -> Any:
+    """The window's raw events, read from the stopped profiler's results: one call into torch that copies each event
+    into a Python object while it holds the GIL (it cannot be paced). torch allows it on any thread once the
+    profiler stopped; the training thread waits for the GIL meanwhile only when it runs Python, not while it waits
+    in a call that releases the GIL (a device synchronization, a large op)."""
+    started = time.perf_counter_ns()
+    try:
+        return job.results.events()
+    except Exception as e:
+        raise _ReadError(e) from e
+    finally:
+        job.read_ns = time.perf_counter_ns() - started
+
+
+class _ReadError(Exception):
+    """torch could not hand the window's raw events over (said as a ``profiler`` error, as a failed stop is)."""
 
 
 def _drift(job: ClosedWindow, analysis: _Analysis) -> list[Finding]:
