@@ -329,6 +329,8 @@ class Session:
                     pass
             window = self.window = Window(target, prof, cpu_peaks)
             window.devices = device_properties() if cuda else []
+            if cfg.background:
+                _window.READER.ensure()  # started here, by the training thread (its priority), never at a close
             return window
 
     @contextmanager
@@ -389,8 +391,9 @@ class Session:
             if watch is not None:
                 watch.recorded([s for s, w in zip(window.steps, window.walls, strict=False) if w > trigger.limit_ns])
         # The raw events are not read here: kineto's results stay complete once the profiler stopped, and any thread
-        # may read them (``events()``), so the worker reads them first thing (see :func:`autoprof.window.run`). The
-        # training thread keeps only what torch requires of it: ``stop_trace`` (a profiler stops on its own thread).
+        # may read them (``events()``): a thread of their own reads them (see :class:`autoprof.window.Reader`),
+        # which the background job waits for. The training thread keeps only what torch requires of it: ``stop_trace``
+        # (a profiler stops on its own thread).
         try:
             results = window.prof.profiler.kineto_results
         except Exception as e:
@@ -423,7 +426,10 @@ class Session:
                 self._skip(target, index)
                 return
             job.skipped_before, self.skipped = self.skipped, 0
-            self._submit(lambda: _window.run(job))
+            with self.lock:  # the reader and the worker take the windows in the same order
+                _window.READER.submit(job)
+                job.stall_ns = time.perf_counter_ns() - started
+                self._submit(lambda: _window.run(job))
         else:
             _window.run(job)
 

@@ -1,9 +1,10 @@
 """Closing a window (issue 37): the training thread only stops the profiler; the raw events are read by the window's
-analysis, on the background thread (on the calling thread with ``background=False``), and a read that fails is one
-record, never an exception in the user's code."""
+analysis, on a thread of their own with the training thread's priority (on the calling thread with
+``background=False``), and a read that fails is one record, never an exception in the user's code."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,17 @@ def _step() -> torch.Tensor:
     return torch.add(torch.matmul(x, x), 1.0)
 
 
-def _readers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The threads that read a window's raw events, as they read them."""
-    seen: list[int] = []
+def _priority() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) if hasattr(os, "getpriority") else 0
+
+
+def _readers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, int]]:
+    """The threads that read a window's raw events (id, name, CPU priority), as they read them."""
+    seen: list[tuple[int, str, int]] = []
     real = window._read_events
 
     def reading(job: Any) -> Any:
-        seen.append(threading.get_ident())
+        seen.append((threading.get_ident(), threading.current_thread().name, _priority()))
         return real(job)
 
     monkeypatch.setattr(window, "_read_events", reading)
@@ -46,9 +51,10 @@ def test_the_raw_events_are_read_by_the_analysis_not_the_close(tmp_path: Path, m
     (rec,) = records.of("autoprof.window")
     assert rec["event_count"] > 0 and "aten::matmul" in {op["name"] for op in rec["top_ops"]}
     assert 0 <= rec["stall_stop_ms"] <= rec["stall_ms"] <= rec["autoprof_overhead_ms"]
-    assert len(seen) == 1
-    on_caller = seen[0] == threading.get_ident()
-    assert on_caller is not background, "the events were read on the wrong thread"
+    ((ident, name, priority),) = seen
+    assert (ident == threading.get_ident()) is not background, "the events were read on the wrong thread"
+    # never on the analysis thread's lowest priority: the read holds the GIL, and the training thread waits for it
+    assert priority == _priority() and (name == "autoprof-read") is background
 
 
 class _Broken:
