@@ -366,6 +366,8 @@ class Session:
                     pass
             window = self.window = Window(target, prof, cpu_peaks)
             window.devices = device_properties() if cuda else []
+            if cfg.background:
+                _window.READER.ensure()  # started here, by the training thread (its priority), never at a close
             return window
 
     @contextmanager
@@ -425,11 +427,12 @@ class Session:
             watch = target.watch
             if watch is not None:
                 watch.recorded([s for s, w in zip(window.steps, window.walls, strict=False) if w > trigger.limit_ns])
-        # The raw events are built here, on the training thread: kineto holds the GIL while it builds them (~2 µs
-        # an event), so in the background it would stall the next steps anyway, at an unpredictable place; here it
-        # is one known cost, reported as stall_ms. The paced background analysis then only reads Python objects.
+        # The raw events are not read here: kineto's results stay complete once the profiler stopped, and any thread
+        # may read them (``events()``): a thread of their own reads them (see :class:`autoprof.window.Reader`),
+        # which the background job waits for. The training thread keeps only what torch requires of it: ``stop_trace``
+        # (a profiler stops on its own thread).
         try:
-            events = window.prof.profiler.kineto_results.events()
+            results = window.prof.profiler.kineto_results
         except Exception as e:
             _emit.error(f"reading the window failed: {e}", "profiler", e, target=target.name, window=index)
             return
@@ -450,7 +453,8 @@ class Session:
             reference=target.reference,
             sections=sections,
             prof=window.prof,
-            events=events,
+            events=None,
+            results=results,
             trigger=trigger,
             peer_window=None if trigger is not None else index - target.triggered,
         )
@@ -459,7 +463,10 @@ class Session:
                 self._skip(target, index)
                 return
             job.skipped_before, self.skipped = self.skipped, 0
-            self._submit(lambda: _window.run(job))
+            with self.lock:  # the reader and the worker take the windows in the same order
+                _window.READER.submit(job)
+                job.stall_ns = time.perf_counter_ns() - started
+                self._submit(lambda: _window.run(job))
         else:
             _window.run(job)
 

@@ -9,7 +9,9 @@ raises an Exception.
 from __future__ import annotations
 
 import os
+import queue
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,19 +43,27 @@ class ClosedWindow:
     calls: int  # outermost calls of the target so far
     first_call_ns: int | None  # wall time of the target's first call
     steady_ns: int | None  # median wall time of recent unprofiled calls
-    stall_ns: int  # what closing cost the training thread (stop_trace and reading kineto's events)
+    stall_ns: int  # what closing cost the training thread (stop_trace, and what autoprof did around it)
     stop_ns: int  # the part of it in stop_trace
     cpu_peaks: CpuPeaks | None
     devices: list[dict[str, Any]]  # the CUDA devices' properties, as a chrome export's deviceProperties
     sections: list[str]  # section names seen while profilers recorded
     prof: Any = field(repr=False)  # the stopped torch.profiler.profile (for the kept trace file)
-    events: Any = field(repr=False)  # kineto's raw events
+    events: Any = field(repr=False)  # kineto's raw events (None: read from ``results`` by the job)
     skipped_before: int = 0  # windows skipped since the previous one was queued (the analysis was behind)
     reference: list[Any] = field(default_factory=list)  # the target's first window's summary (drift), shared
     trigger: Trigger | None = None  # why a triggered window opened (None: the schedule's window)
     #: The window's index among the target's scheduled windows, which every rank records alike (the cross-rank
     #: exchange's key); None for a triggered window: no other rank recorded it.
     peer_window: int | None = None
+    #: The stopped profiler's results (``prof.profiler.kineto_results``), whose raw events the job reads when
+    #: ``events`` is None: off the training thread when the job runs in the background.
+    results: Any = field(default=None, repr=False)
+    read_ns: int = 0  # the time reading the raw events from ``results``
+    reader: Reader | None = field(default=None, repr=False)  # the thread that reads them (see :class:`Reader`)
+    go: threading.Event = field(default_factory=threading.Event, repr=False)  # set: the reader reads now
+    read: threading.Event = field(default_factory=threading.Event, repr=False)  # set: the reader is done with it
+    read_error: BaseException | None = field(default=None, repr=False)  # why that read failed
 
     def metadata(self) -> dict[str, Any]:
         """The trace metadata of a live window: what an offline analysis reads from a kept trace's file."""
@@ -94,6 +104,9 @@ def run(job: ClosedWindow) -> None:
         if world > 1 and job.peer_window is not None:
             summary = ranks.summary_from(rank, job.walls, analysis.findings)
             exchange.compare(job.target, job.peer_window, rank, world, summary, job.config)
+    except _ReadError as e:
+        cause = e.__cause__ or e
+        _emit.error(f"reading the window failed: {cause}", "profiler", cause, **ctx)
     except Exception as e:
         _emit.error(f"window analysis failed: {e}", "analysis", e, **ctx)
     except BaseException as e:
@@ -101,7 +114,8 @@ def run(job: ClosedWindow) -> None:
         raise
     finally:
         job.prof = None
-        job.events = None
+        job.events = job.results = job.reader = None
+        job.go.set()  # a reader still waiting for this job moves on (it finds no results)
 
 
 @dataclass
@@ -120,6 +134,15 @@ def _analyze(job: ClosedWindow, rank: int, world: int) -> _Analysis:
     tick = PACER.tick if PACER.active() else None
     cpu0 = time.thread_time_ns()
     with gc_paused():
+        reader, job.reader = job.reader, None
+        if reader is not None:  # read now, off the training thread
+            job.go.set()
+            while not job.read.wait(0.5) and reader.alive():
+                pass
+            if job.read_error is not None:
+                raise _ReadError(job.read_error) from job.read_error
+        if job.events is None:
+            job.events = _read_events(job)
         trace = engine.window_trace(
             job.events,
             tick=tick,
@@ -132,6 +155,71 @@ def _analyze(job: ClosedWindow, rank: int, world: int) -> _Analysis:
         job.events = None  # free the raw events before the rules run
         findings, failures = engine.analyze_trace(trace, job.config, tick)
     return _Analysis(trace, findings, failures, time.thread_time_ns() - cpu0)
+
+
+def _read_events(job: ClosedWindow) -> Any:
+    """The window's raw events, read from the stopped profiler's results: one call into torch that copies each event
+    into a Python object while it holds the GIL (it cannot be paced). torch allows it on any thread once the
+    profiler stopped; the training thread waits for the GIL meanwhile only when it runs Python, not while it waits
+    in a call that releases the GIL (a device synchronization, a large op)."""
+    started = time.perf_counter_ns()
+    try:
+        return job.results.events()
+    except Exception as e:
+        raise _ReadError(e) from e
+    finally:
+        job.read_ns = time.perf_counter_ns() - started
+
+
+class Reader:
+    """The one thread that reads closed windows' raw events, in the order they close, each when the job gets to it
+    (``go``; a queued window holds kineto's results, not their Python copies). It is started by the training thread
+    (:meth:`ensure`, when a window opens), so it has that thread's CPU priority, not the analysis thread's lowest
+    one: the read holds the GIL throughout, and at the lowest priority a machine whose cores are busy (a
+    DataLoader's workers) would deschedule it while holding it, the training thread waiting for the GIL meanwhile.
+    Handing it a window (:meth:`submit`) only queues it: the closing call never waits for a thread to start."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[ClosedWindow] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def ensure(self) -> None:
+        """Start the thread if this process has none running (its first window, or a forked child)."""
+        if self._thread is not None and self._pid == os.getpid() and self._thread.is_alive():
+            return
+        self._queue = queue.SimpleQueue()
+        self._pid = os.getpid()
+        self._thread = threading.Thread(target=self._serve, name="autoprof-read", daemon=True)
+        self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def submit(self, job: ClosedWindow) -> None:
+        self.ensure()
+        job.reader = self
+        self._queue.put(job)
+
+    def _serve(self) -> None:
+        while True:
+            job = self._queue.get()
+            job.go.wait()
+            if job.results is not None and job.events is None:  # None: the job ended without its events
+                try:
+                    job.events = _read_events(job)
+                except _ReadError as e:
+                    job.read_error = e.__cause__ or e
+                except BaseException as e:  # never raised on a thread of autoprof's: the job says it
+                    job.read_error = e
+            job.read.set()
+
+
+READER = Reader()
+
+
+class _ReadError(Exception):
+    """torch could not hand the window's raw events over (said as a ``profiler`` error, as a failed stop is)."""
 
 
 def _drift(job: ClosedWindow, analysis: _Analysis) -> list[Finding]:

@@ -272,6 +272,22 @@ def has_ancestor(trace: Trace, i: int, name_ids: set[int] | frozenset[int], skip
     return False
 
 
+def ancestor_flags(trace: Trace, name_ids: set[int] | frozenset[int], skip: set[int] | frozenset[int] = frozenset()) -> list[bool]:
+    """:func:`has_ancestor` of every host event at once, in one pass: an event's answer is its parent's own name
+    (outside ``skip``) or its parent's answer (a parent comes before its children in a trace's order; one that
+    does not is asked the long way)."""
+    parent, names = trace.h_parent, trace.h_name
+    flags = [False] * trace.n_host
+    for i, p in enumerate(parent):
+        if p < 0:
+            continue
+        if p < i:
+            flags[i] = (names[p] in name_ids and p not in skip) or flags[p]
+        else:
+            flags[i] = has_ancestor(trace, i, name_ids, skip)
+    return flags
+
+
 def launched_under(trace: Trace, i: int, by_host: dict[int, list[int]]) -> list[int]:
     """Device events launched by host event ``i`` or by anything nested in it."""
     found = list(by_host.get(i, ()))
@@ -300,14 +316,28 @@ def _blocked_by_call(trace: Trace) -> dict[str, int]:
 
 
 def op_self_ns(trace: Trace, win: View) -> int:
-    """Self time of the ops in the window: where op math runs (compile wrappers excluded)."""
+    """Self time of the ops in the window: where op math runs (compile wrappers excluded). Computed once per trace
+    for its own view (the regime and the roofline both ask)."""
+    if win is view(trace):
+        return trace.derive(_op_self_of_view)
+    return _op_self_ns(trace, win)
+
+
+def _op_self_of_view(trace: Trace) -> int:
+    return _op_self_ns(trace, view(trace))
+
+
+def _op_self_ns(trace: Trace, win: View) -> int:
     wrappers = {nid for nid, name in enumerate(trace.names) if name.startswith(COMPILE_WRAPPER_PREFIXES)}
     lo, hi = win.start_ns, win.start_ns + win.window_ns
-    return sum(
-        min(self_ns, max(min(t + d, hi) - max(t, lo), 0))  # an op that runs past the window: at most its part in it
-        for self_ns, code, inside, nid, t, d in zip(trace.h_self, trace.h_cat, win.host_in, trace.h_name, trace.h_ts, trace.h_dur)
-        if code == CPU_OP_CODE and inside and nid not in wrappers
-    )
+    spent = 0
+    for self_ns, code, inside, nid, t, d in zip(trace.h_self, trace.h_cat, win.host_in, trace.h_name, trace.h_ts, trace.h_dur):
+        if code != CPU_OP_CODE or not inside or nid in wrappers:
+            continue
+        if t < lo or t + d > hi:  # an op that runs past the window: at most its part in it
+            d = max(min(t + d, hi) - max(t, lo), 0)
+        spent += self_ns if self_ns < d else d
+    return spent
 
 
 def shape_of(trace: Trace, i: int) -> tuple[list[Any], list[Any]]:

@@ -136,23 +136,50 @@ def _seed_ratio(trace: Trace, add: int) -> float:
     return (bias + out) / (out + bias + out) if out else 0.5
 
 
+class _SeedRatios:
+    """:func:`_seed_ratio` per add, computed once per recorded shapes object (a window repeats its shapes, and a
+    loader shares one object among the calls that repeat them)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.known: dict[int, tuple[Any, float]] = {}  # id of the shapes -> (those shapes, kept alive; the ratio)
+
+    def __call__(self, add: int) -> float:
+        shapes = self.trace.shapes.get(add)
+        if shapes is None:
+            return _seed_ratio(self.trace, add)
+        hit = self.known.get(id(shapes))
+        if hit is not None and hit[0] is shapes:
+            return hit[1]
+        ratio = _seed_ratio(self.trace, add)
+        self.known[id(shapes)] = (shapes, ratio)
+        return ratio
+
+
 def _savings(trace: Trace, pairs: list[tuple[int, int]]) -> _Savings:
     """On a CPU, each add's time beyond a call's fixed cost less the seeding copy's share of it. On a device, where
     the device is the limit (its steps' time at least the host's), the add kernels' time, less the seeding copy's
     share of it, up to all of it; where the host is, the adds' host time less a call's fixed cost, up to all of it."""
     win = view(trace)
     by_host = launches_by_host(trace) if win.device_busy else {}
-    device_ns = {j: sum(trace.d_dur[d] for d in launched_under(trace, j, by_host) if trace.d_cat[d] in DEVICE_WORK_CODES) for _, j in pairs}
+    # (no launches: every add's device time is 0, and the walk over each add's nested calls is skipped)
+    device_ns = (
+        {j: sum(trace.d_dur[d] for d in launched_under(trace, j, by_host) if trace.d_cat[d] in DEVICE_WORK_CODES) for _, j in pairs}
+        if by_host
+        else {}
+    )
     host = [trace.h_dur[j] for _, j in pairs]
     if not any(device_ns.values()):
-        least = sum(max(t - CALL_FLOOR_NS, 0) * (1 - _seed_ratio(trace, j)) for t, (_, j) in zip(host, pairs))
+        ratio = _SeedRatios(trace)
+        least = sum(max(t - CALL_FLOOR_NS, 0) * (1 - ratio(j)) for t, (_, j) in zip(host, pairs))
         return _Savings(least, least, "host", steps_ns(trace, win), sum(host))
     steps = step_times_ns(trace)
     window = int(statistics.median(steps)) * len(steps) if steps else int(win.window_ns)
     device_steps = [d for d in device_step_ns(trace) if d is not None]
     if sum(device_steps) >= sum(s.dur_ns for s in trace.steps) or not trace.steps:
         kernels = sum(device_ns.values())
-        least = sum(t * (1 - _seed_ratio(trace, j)) for j, t in device_ns.items())
+        ratio = _SeedRatios(trace)
+        least = sum(t * (1 - ratio(j)) for j, t in device_ns.items())
         return _Savings(least, kernels, "device", window, kernels)
     least = sum(max(t - CALL_FLOOR_NS, 0) for t in host)
     return _Savings(least, sum(host), "host", window, sum(host))
@@ -215,10 +242,22 @@ class _OutputShapes:
     def __init__(self) -> None:
         self.last_dims: Any = None
         self.last_out: list[int] | None = None
+        #: (id of the matmul's shapes, id of the add's) -> (those shapes, kept alive; the answer): a loader shares
+        #: one shapes object among the calls that repeat them
+        self.known: dict[tuple[int, int], tuple[Any, Any, bool | None]] = {}
 
     def add_fits(self, trace: Trace, mm: int, add: int) -> bool | None:
         """True/False where both shapes were recorded, None where not (the pair counts, unchecked)."""
         mm_shapes, add_shapes = trace.shapes.get(mm), trace.shapes.get(add)
+        key = (id(mm_shapes), id(add_shapes))
+        hit = self.known.get(key)
+        if hit is not None and hit[0] is mm_shapes and hit[1] is add_shapes:
+            return hit[2]
+        fits = self._fits(mm_shapes, add_shapes)
+        self.known[key] = (mm_shapes, add_shapes, fits)
+        return fits
+
+    def _fits(self, mm_shapes: Any, add_shapes: Any) -> bool | None:
         dims = mm_shapes[0] if mm_shapes and type(mm_shapes[0]) is list else None
         add_dims = add_shapes[0] if add_shapes and type(add_shapes[0]) is list else None
         if not (dims and add_dims):

@@ -54,10 +54,10 @@ from autoprof.rules._common import (
     COMPILE_WRAPPER_PREFIXES,
     DATALOADER_PREFIX,
     View,
+    ancestor_flags,
     blocked_by_call,
     clip,
     duration,
-    has_ancestor,
     merge,
     op_self_ns,
     percent,
@@ -725,8 +725,9 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
     skip = costed | waits | wrappers
     above = costed | waits
     metadata = {trace.name_id(n) for n in METADATA_OPS} - {-1}
-    for i, (c, inside, nid, self_ns) in enumerate(zip(trace.h_cat, win.host_in, trace.h_name, trace.h_self)):
-        if c != CPU_OP_CODE or not inside or (nid in skip and i not in opaque) or has_ancestor(trace, i, above, opaque):
+    under = ancestor_flags(trace, above, opaque)
+    for i, (c, inside, nid, self_ns, nested) in enumerate(zip(trace.h_cat, win.host_in, trace.h_name, trace.h_self, under)):
+        if c != CPU_OP_CODE or not inside or (nid in skip and i not in opaque) or nested:
             continue
         reading.op_calls += 1
         if self_ns <= CALL_FLOOR_NS or nid in metadata:

@@ -16,13 +16,15 @@ unknown.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.peaks import Peak, peak_for
-from autoprof.rules._common import View, duration, has_ancestor, op_self_ns, percent, share, us, view
+from autoprof.rules._common import View, ancestor_flags, duration, has_ancestor, op_self_ns, percent, share, us, view
 from autoprof.rules._kernels import COMPUTE, TF32_MARKERS, Family, kernel_family
 from autoprof.rules._work import MASK_FROM_CALLS, WorkCache, is_roofline_op, memory_by_kind
 from autoprof.trace.model import CONV_OPS, CPU_OP_CODE, KERNEL_CODE, Trace
@@ -337,11 +339,14 @@ def _timed_on_device(
 def _timed_on_host(trace: Trace, win: View, roof_ids: set[int], opaque: set[int]) -> list[_Timed]:
     """Without a device: the outermost roofline ops' own durations (conv2d → convolution → _convolution →
     mkldnn_convolution counts once, at conv2d; a convolution that cannot be costed is looked through)."""
-    return [
-        _Timed(i, trace.h_dur[i], False)
-        for i in trace.host_named(roof_ids)
-        if i not in opaque and trace.h_cat[i] == CPU_OP_CODE and win.host_in[i] and not has_ancestor(trace, i, roof_ids, opaque)
-    ]
+    calls = trace.host_named(roof_ids)
+    if len(calls) * 4 >= trace.n_host:  # most events are such ops (a CPU window): one pass answers all at once
+        under = ancestor_flags(trace, roof_ids, opaque)
+        nested: Callable[[int], bool] = under.__getitem__
+    else:
+        nested = partial(has_ancestor, trace, name_ids=roof_ids, skip=opaque)
+    cats, inside = trace.h_cat, win.host_in
+    return [_Timed(i, trace.h_dur[i], False) for i in calls if i not in opaque and cats[i] == CPU_OP_CODE and inside[i] and not nested(i)]
 
 
 @dataclass
@@ -369,13 +374,26 @@ def _grouped(
     their step's memory-bound time in ``by_step``; the others that cannot be costed to ``uncosted``; a group
     keeps its time per step (``step_of``: host event -> step index) for :func:`_place`."""
     groups: dict[tuple[int, str, str], _Group] = {}
+    # (name id, id of the recorded shapes) -> (those shapes, kept alive; their work): a loader shares one shapes
+    # object among the calls that repeat them, so most calls are one lookup; a call whose convolution arguments come
+    # from its calls (``cache.conv_args``) is costed on its own
+    known: dict[tuple[int, int], tuple[Any, tuple[tuple[float, float] | None, str | None, str]]] = {}
+    recorded, own_args, h_name, names = trace.shapes, cache.conv_args, trace.h_name, trace.names
     for i, t, tf32 in timed:
         if t <= 0:
             continue
-        dims, types, causal, args = _shapes(trace, i, cache)
-        nid = trace.h_name[i]
-        name = trace.names[nid]
-        work, dtype, shapes_text = cache.get(nid, name, dims, types, causal, args)
+        nid = h_name[i]
+        name = names[nid]
+        shp = recorded.get(i)
+        seen = (nid, id(shp))
+        hit = known.get(seen) if shp is not None and i not in own_args else None
+        if hit is not None and hit[0] is shp:
+            work, dtype, shapes_text = hit[1]
+        else:
+            dims, types, causal, args = _shapes(trace, i, cache)
+            work, dtype, shapes_text = got = cache.get(nid, name, dims, types, causal, args)
+            if shp is not None and i not in own_args:
+                known[seen] = (shp, got)
         if work is None:
             if memory_by_kind(name):
                 entry = by_kind.setdefault(name, [0, 0])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections.abc import Callable, Iterable
+from operator import methodcaller
 from typing import Any
 
 from autoprof.trace.model import (
@@ -205,14 +206,15 @@ class _Threads:
     def __init__(self, builder: TraceBuilder) -> None:
         self.builder = builder
         self.of: dict[Any, int] = {}  # torch's thread id, or ("sys", system thread id) -> thread row
-        self.op_thread: dict[int, int] = {}  # op id (an op's or annotation's correlation_id()) -> torch thread id
+        self.ops: list[Any] = []  # the ops and annotations, in order, and their torch thread ids
+        self.op_tids: list[int] = []
         self.unresolved: list[tuple[int, int, int]] = []  # (row, linked op id, torch's thread id) of runtime calls
 
-    def of_call(self, ev: Any, row: int) -> int:
-        """A runtime/driver call's thread row (-1 until :meth:`resolve`)."""
+    def of_call(self, ev: Any, row: int, torch_tid: int) -> int:
+        """A runtime/driver call's thread row (-1 until :meth:`resolve`); ``torch_tid``: its ``start_thread_id()``."""
         linked = ev.linked_correlation_id()
         if linked > 0:
-            self.unresolved.append((row, linked, ev.start_thread_id()))
+            self.unresolved.append((row, linked, torch_tid))
             return -1
         sys_key = ("sys", ev.device_resource_id())
         tid = self.of.get(sys_key)
@@ -220,13 +222,15 @@ class _Threads:
             tid = self.of[sys_key] = self.builder.thread("host-sys", sys_key[1])
         return tid
 
-    def of_op(self, ev: Any) -> int:
-        """An op's or annotation's thread row (and what runtime calls linked to it will resolve to)."""
-        torch_tid = ev.start_thread_id()
+    def of_op(self, ev: Any, torch_tid: int) -> int:
+        """An op's or annotation's thread row (and what runtime calls linked to it will resolve to: its op id is
+        asked only when the window has linked runtime calls, see :meth:`resolve`); ``torch_tid``: its
+        ``start_thread_id()``."""
         tid = self.of.get(torch_tid)
         if tid is None:
             tid = self.of[torch_tid] = self.builder.thread("host", torch_tid)
-        self.op_thread[ev.correlation_id()] = torch_tid
+        self.ops.append(ev)
+        self.op_tids.append(torch_tid)
         return tid
 
     def of_thread(self, torch_tid: int) -> int:
@@ -237,10 +241,14 @@ class _Threads:
         return tid
 
     def resolve(self) -> None:
-        """Put each linked runtime call on its op's thread."""
+        """Put each linked runtime call on its op's thread (op id: an op's or annotation's ``correlation_id()``; the
+        last op of an id wins)."""
+        if not self.unresolved:
+            return
+        op_thread = dict(zip(map(methodcaller("correlation_id"), self.ops), self.op_tids))
         h_tid = self.builder.h_tid
         for row, linked, fallback in self.unresolved:
-            torch_tid = self.op_thread.get(linked, fallback)
+            torch_tid = op_thread.get(linked, fallback)
             found = self.of.get(torch_tid)
             if found is None:
                 found = self.of[torch_tid] = self.builder.thread("host", torch_tid)
@@ -352,6 +360,21 @@ class _Shapes:
             self.out[row] = self.last[nid] = (shapes, dtypes)
 
 
+#: Events read per slice of the hot loop: each accessor is asked of a whole slice at once (``map`` over the class's
+#: own method, no attribute lookup per event), and ``tick`` runs between slices (the background analysis paces
+#: itself there: one slice holds the GIL well under a millisecond).
+SLICE = 512
+
+
+def _accessor(cls: type, uniform: bool, name: str) -> Callable[[Any], Any]:
+    """How to ask every event of the list for ``name()``: the class's own method when all events are of one class,
+    else a lookup per event."""
+    if uniform:
+        method: Callable[[Any], Any] = getattr(cls, name)
+        return method
+    return methodcaller(name)
+
+
 def _build(
     events: Iterable[Any],
     source: str,
@@ -371,77 +394,107 @@ def _build(
     events = events if isinstance(events, list) else list(events)
     if not events:
         return builder.build(target)
-    reader = reader_for(type(events[0]))
+    cls = type(events[0])
+    reader = reader_for(cls)
     if reader.missing:
         builder.metadata["live_missing"] = list(reader.missing)
     if not reader.usable:
-        raise TypeError(f"raw profiler events of this torch have neither activity_type() nor device_type(): {type(events[0]).__name__}")
-    activity = reader.activity
+        raise TypeError(f"raw profiler events of this torch have neither activity_type() nor device_type(): {cls.__name__}")
+    uniform = all(type(ev) is cls for ev in events)
+    activity = reader.activity if uniform else _per_event(reader)
+    name_of = _accessor(cls, uniform, "name")
+    start_of = _accessor(cls, uniform, "start_ns")
+    duration_of = _accessor(cls, uniform, "duration_ns")
+    thread_of = _accessor(cls, uniform, "start_thread_id")
     derived = not reader.fast or "is_user_annotation" in reader.missing  # an unknown kind is skipped, not asked
-    # The hot loop writes straight into the builder's columns: one dict lookup per event for the
-    # category, one for the thread, one for the name; kineto is asked only for what the rules read.
+    # Each slice: names first (the dropped ops are never asked anything else), then each kept event's kind, in the
+    # events' order (names are interned and device rows added in that order); then the host events' columns, one
+    # accessor over the slice's host events at a time. kineto is asked only for what the rules read.
     kind_of: dict[Any, _Kind | None] = {PENDING_DEVICE: _PENDING}
     pending: list[int] = []  # device rows whose kind is settled at the end (see Reader)
     threads = _Threads(builder)
     shapes = _Shapes(builder.h_shapes)
     memory = _Memory(builder, threads)
-    name_add, cat_add, ts_add = builder.h_name.append, builder.h_cat.append, builder.h_ts.append
-    dur_add, tid_add, corr_add = builder.h_dur.append, builder.h_tid.append, builder.h_corr.append
+    h_name, h_cat, h_ts, h_dur, h_tid, h_corr = builder.h_name, builder.h_cat, builder.h_ts, builder.h_dur, builder.h_tid, builder.h_corr
     intern = builder.intern
     names = builder._name_ids
+    wanted = shapes.wanted
     dropped = DROPPED_OPS
-    row = -1
-    seen = 0
-    for ev in events:
-        seen += 1
-        if tick is not None and not seen & 255:
+    add_device = builder.add_device
+    row = len(h_name)
+    for at in range(0, len(events), SLICE):
+        if tick is not None:
             tick()
-        name = ev.name()
-        if name in dropped:  # only ops carry these names: skip them before asking kineto anything else
-            continue
-        at = activity(ev)
-        try:
-            kind = kind_of[at]
-        except KeyError:
-            kind = kind_of[at] = _kind(at)
-        if kind is None:
-            if name == "[memory]":  # an allocator instant (profile_memory): its own columns
-                memory.add(ev)
+        part = events[at : at + SLICE]
+        host: list[Any] = []
+        host_kinds: list[_Kind] = []
+        host_names: list[str] = []
+        for ev, name in zip(part, map(name_of, part)):
+            if name in dropped:  # only ops carry these names: skip them before asking kineto anything else
                 continue
-            if derived or not ev.is_user_annotation():
+            act = activity(ev)
+            try:
+                kind = kind_of[act]
+            except KeyError:
+                kind = kind_of[act] = _kind(act)
+            if kind is None:
+                if name == "[memory]":  # an allocator instant (profile_memory): its own columns
+                    memory.add(ev)
+                    continue
+                if derived or not ev.is_user_annotation():
+                    continue
+                kind = _ANNOTATION
+            code = kind[0]
+            if code < 0:
+                # (a gpu_user_annotation's correlation_id() is its annotation's op id: add_device drops it)
+                start, span, corr = ev.start_ns(), ev.duration_ns(), ev.correlation_id()
+                d = add_device(kind[1], name, start, span, int(ev.device_index()), int(ev.device_resource_id()), corr)
+                if code == _PENDING_CODE:
+                    pending.append(d)
                 continue
-            kind = _ANNOTATION
-        code, launch, is_op = kind
-        if code < 0:
-            # (a gpu_user_annotation's correlation_id() is its annotation's op id: add_device drops it)
-            d = builder.add_device(
-                kind[1], name, ev.start_ns(), ev.duration_ns(), int(ev.device_index()), int(ev.device_resource_id()), ev.correlation_id()
-            )
-            if code == _PENDING_CODE:
-                pending.append(d)
+            nid = names.get(name)
+            if nid is None:
+                nid = intern(name)
+            h_name.append(nid)
+            h_cat.append(code)
+            host.append(ev)
+            host_kinds.append(kind)
+            host_names.append(name)
+        if not host:
             continue
-        row += 1
-        nid = names.get(name)
-        if nid is None:
-            nid = intern(name)
-        name_add(nid)
-        cat_add(code)
-        ts_add(ev.start_ns())
-        d = ev.duration_ns()
-        dur_add(d if d > 0 else 0)
-        if launch:
-            tid_add(threads.of_call(ev, row))
-            corr_add(ev.correlation_id())
-        else:
-            tid_add(threads.of_op(ev))
-            corr_add(-1)
-        if is_op:
-            shapes.keep(ev, nid, name, row)
+        h_ts.extend(map(start_of, host))
+        h_dur.extend([d if d > 0 else 0 for d in map(duration_of, host)])
+        base = row
+        for ev, (_, launch, _), torch_tid in zip(host, host_kinds, map(thread_of, host)):
+            if launch:
+                h_tid.append(threads.of_call(ev, row, torch_tid))
+                h_corr.append(ev.correlation_id())
+            else:
+                h_tid.append(threads.of_op(ev, torch_tid))
+                h_corr.append(-1)
+            row += 1
+        for k, (ev, kind, name) in enumerate(zip(host, host_kinds, host_names)):
+            if kind[2]:
+                nid = h_name[base + k]
+                keep = wanted.get(nid)
+                if keep is None:
+                    keep = wanted[nid] = name in SHAPED_OPS or name.startswith(SHAPED_PREFIXES)
+                if keep:
+                    shapes.keep(ev, nid, name, base + k)
     threads.resolve()
     memory.finish()
     if pending:
         _settle_annotation_spans(builder, pending)
     return builder.build(target)
+
+
+def _per_event(reader: Reader) -> Callable[[Any], Any]:
+    """``reader.activity`` for a list whose events are not all of one class: each event's own class's reader."""
+
+    def activity(ev: Any) -> Any:
+        return reader_for(type(ev)).activity(ev)
+
+    return activity
 
 
 def _settle_annotation_spans(builder: TraceBuilder, pending: list[int]) -> None:

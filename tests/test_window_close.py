@@ -1,0 +1,79 @@
+"""Closing a window (issue 37): the training thread only stops the profiler; the raw events are read by the window's
+analysis, on a thread of their own with the training thread's priority (on the calling thread with
+``background=False``), and a read that fails is one record, never an exception in the user's code."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import Records
+
+import autoprof
+from autoprof import window
+
+
+def _step() -> torch.Tensor:
+    x = torch.randn(8, 8)
+    return torch.add(torch.matmul(x, x), 1.0)
+
+
+def _priority() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) if hasattr(os, "getpriority") else 0
+
+
+def _readers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, int]]:
+    """The threads that read a window's raw events (id, name, CPU priority), as they read them."""
+    seen: list[tuple[int, str, int]] = []
+    real = window._read_events
+
+    def reading(job: Any) -> Any:
+        seen.append((threading.get_ident(), threading.current_thread().name, _priority()))
+        return real(job)
+
+    monkeypatch.setattr(window, "_read_events", reading)
+    return seen
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_the_raw_events_are_read_by_the_analysis_not_the_close(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, background: bool) -> None:
+    sink = tmp_path / "records.jsonl"
+    autoprof.configure(sink=str(sink), background=background)
+    seen = _readers(monkeypatch)
+    step = autoprof.autoprof(name="close", skip_first=0, wait=0, warmup=1, active=2)(_step)
+    for _ in range(3):
+        step()
+    records = Records(sink)
+    (rec,) = records.of("autoprof.window")
+    assert rec["event_count"] > 0 and "aten::matmul" in {op["name"] for op in rec["top_ops"]}
+    assert 0 <= rec["stall_stop_ms"] <= rec["stall_ms"] <= rec["autoprof_overhead_ms"]
+    ((ident, name, priority),) = seen
+    assert (ident == threading.get_ident()) is not background, "the events were read on the wrong thread"
+    # never on the analysis thread's lowest priority: the read holds the GIL, and the training thread waits for it
+    assert priority == _priority() and (name == "autoprof-read") is background
+
+
+class _Broken:
+    def events(self) -> list[Any]:
+        raise RuntimeError("kineto lost the window")
+
+
+def test_a_read_that_fails_is_one_profiler_error_and_the_step_returns(records: Records, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = window._read_events
+
+    def broken(job: Any) -> Any:
+        job.results = _Broken()
+        return real(job)
+
+    monkeypatch.setattr(window, "_read_events", broken)
+    step = autoprof.autoprof(name="broken", skip_first=0, wait=0, warmup=1, active=1)(_step)
+    results = [step() for _ in range(2)]
+    assert all(r.shape == (8, 8) for r in results)
+    (err,) = records.of("autoprof.error")
+    assert err["reason"] == "profiler" and err["error_type"] == "RuntimeError"
+    assert err["message"] == "reading the window failed: kineto lost the window" and err["target"] == "broken"
+    assert records.of("autoprof.window") == []
