@@ -109,7 +109,7 @@ class Target:
         self.watching: Settings | None = None
         self.triggered = 0  # triggered windows so far (the cross-rank exchange counts only the scheduled ones)
         #: No call of it was seen to hold a decorated call (or a trainer's step) nor to be held by one: its idle path
-        #: marks no thread-local depth (autoprof.instrument). Learned in its windows, and from the stack where missed.
+        #: marks no thread-local depth (autoprof.instrument). Learned from the stack, by the first such call.
         self.plain = True
         self.restart(done=False)
 
