@@ -4,8 +4,10 @@ step timing, ``trigger=True``) and in the wait phase; then the same idle case fo
 coroutine driven to its end with ``send(None)``, no event loop).
 
 Run:  python benchmarks/overhead.py
-Targets: idle @autoprof adds at most 1 µs per call over the bare call; disabled adds nothing; the trigger's timing adds
-at most 100 ns per call to the idle decorator (issue 35); the async wrapper's idle cost is within 10 % of the sync one's.
+Targets: idle @autoprof adds at most 1 µs per call over the bare call, and at most 200 ns in the units of the quiet run
+where wrapt's passthrough added 664 ns (issue 37; printed scaled by this run's wrapt passthrough); disabled adds
+nothing; the trigger's timing adds at most 100 ns per call to the idle decorator in those units (issue 35); the async
+wrapper's idle cost is within 10 % of the sync one's.
 Each figure is the best of several interleaved repeats (min is the least noisy estimate on shared machines).
 """
 
@@ -23,6 +25,7 @@ import autoprof
 
 N = 200_000
 REPEATS = 7
+QUIET_WRAPT_ADDED = 664.0  # ns: what wrapt's passthrough added in the quiet run the issues' goals were set in
 
 
 def bare(x: int) -> int:
@@ -113,6 +116,15 @@ def main() -> None:
     print(f"\nidle target (<= 1000 ns added): {'met' if added <= 1000 else 'NOT met'} ({added:.0f} ns)")
     timing = best["@autoprof idle, trigger on"] - best["@autoprof idle (after windows)"]
     print(f"trigger's timing over the idle decorator (<= 100 ns): {'met' if timing <= 100 else 'NOT met'} ({timing:.0f} ns)")
+    # Issues 35 and 37 set their goals on a quiet run where wrapt's passthrough added 664 ns: the same goals in this
+    # run's units, scaled by what wrapt's passthrough adds here (a busy machine runs every figure slower).
+    wrapt_added = best["wrapt passthrough"] - base
+    scale = wrapt_added / QUIET_WRAPT_ADDED
+    for label, got, goal in (("idle decorator added", added, 200), ("trigger's timing over idle", timing, 100)):
+        print(
+            f"{label}: {got / scale:.0f} ns in the quiet run's units (x{scale:.2f} here; goal <= {goal} ns): "
+            f"{'met' if got <= goal * scale else 'NOT met'}"
+        )
 
     aidle = autoprof(name="aidle", skip_first=0, wait=0, warmup=1, active=1)(abare)
     for i in range(3):
