@@ -43,7 +43,7 @@ import autoprof
 autoprof.flush()  # the analysis and the cross-rank comparisons finish before the group goes away
 dist.barrier()
 dist.destroy_process_group()
-os.write(1, f"rank {rank} done\n".encode())  # one write: the two ranks share the pipe
+os.write(1, f"rank {rank} done\\n".encode())  # one write: the two ranks share the pipe
 """
 
 
