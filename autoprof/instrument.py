@@ -412,6 +412,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 if w is not None:  # the trigger's timing, as in the sync wrapper
                     t0 = now()
                     w.starts.append(t0)
+                    w.n += 1
                     if t0 > w.next:
                         _tick(t, t0)
                 inside.n += 1
@@ -456,6 +457,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                     if w is not None:  # the trigger's timing, as in the sync wrapper
                         t0 = now()
                         w.starts.append(t0)
+                        w.n += 1
                         if t0 > w.next:
                             _tick(t, t0)
                     tls.d = 1
@@ -495,12 +497,13 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             # the plain idle path (what every call pays for the rest of a run): no thread-local depth to mark
             w = t.watch
             if w is not None:
-                # the trigger's always-on timing: one clock read, one append, one comparison (see autoprof.trigger):
+                # the trigger's always-on timing: a clock read, an append, a count, a comparison (see autoprof.trigger):
                 # a step's time is its period, from its start to the next call's (the step and what runs after it:
                 # the next batch's loading, a checkpoint), judged at a tick (a call past the watch's next), which
                 # every slow period ends in
                 t0 = now()
                 w.starts.append(t0)
+                w.n += 1
                 if t0 > w.next:
                     _tick(t, t0)
             inside.n += 1
@@ -531,6 +534,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             if w is not None:  # the trigger's timing, as on the plain path
                 t0 = now()
                 w.starts.append(t0)
+                w.n += 1
                 if t0 > w.next:
                     _tick(t, t0)
             tls.d = 1

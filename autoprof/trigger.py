@@ -51,8 +51,7 @@ TICK_MAX = 10_000_000
 #: At a tick, a refresh that is due by its step count waits until this long after the last one (once the baseline
 #: stands): a fast step (thousands of calls between ticks) pays for a median 10 times a second, not at every tick.
 REFRESH_MIN_NS = 100_000_000
-#: The starts kept past this many are dropped at a tick (the baseline needs only the last ``trigger_history``).
-TRIM = 4096
+
 #: A step start in the future (~146 years of perf_counter_ns): the next period measured from it is negative, no
 #: step's (the first call's, one across a profiled call). The history keeps it (the wrapper appends without a test);
 #: the baseline and the judge skip it.
@@ -182,13 +181,13 @@ class Watch:
     :attr:`due`), as the tests do."""
 
     __slots__ = (
-        "counted",
         "due",
         "every",
         "last_window",
         "limit",
         "mad",
         "median",
+        "n",
         "next",
         "prev",
         "profiled",
@@ -205,8 +204,10 @@ class Watch:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.times: deque[int] = deque(maxlen=settings.history)
-        self.starts: list[int] = []  # the wrappers' idle call starts (perf_counter_ns; -1: a break, no call)
-        self.counted = 0  # entries of starts already counted in the target's calls (see pending)
+        #: The wrappers' last idle call starts (perf_counter_ns; -1: a break, no call): the last ``trigger_history``
+        #: periods, all the baseline reads. Bounded: the oldest goes as each one comes.
+        self.starts: deque[int] = deque(maxlen=settings.history + 1)
+        self.n = 0  # the wrappers' idle calls timed (the target's own count leaves them out: see pending)
         self.next = 0  # a start after this is a tick (0: the first call ticks)
         self.refreshed = 0  # the tick's t0 of the last refresh at a tick
         self.start = FUTURE  # the perf_counter_ns of the last idle step's start (FUTURE: none: the next begins a period)
@@ -230,15 +231,14 @@ class Watch:
         return None
 
     def pending(self) -> int:
-        """Calls in :attr:`starts` not yet counted in the target's own count (the idle path counts nothing)."""
-        return len(self.starts) - self.counted
+        """The wrappers' idle calls, which the target's own count leaves out (the idle path counts here)."""
+        return self.n
 
     def pause(self) -> None:
         """A profiled call is next: the period from the last idle start to the next one is no step's."""
         starts = self.starts
         if starts and starts[-1] >= 0:
-            starts.append(-1)
-            self.counted += 1  # a break is no call
+            starts.append(-1)  # a break is no call: not counted
 
     def tick(self, t0: int, calls: int, cost: int) -> Trigger | None:
         """The call that started at ``t0`` (the last of :attr:`starts`) came after :attr:`next`: judge the period that
@@ -251,14 +251,10 @@ class Watch:
         due = step >= self.due and (self.limit == NEVER or t0 - self.refreshed >= REFRESH_MIN_NS)
         if period > self.limit or due:
             self.refreshed = t0
-            tail = starts[-(self.settings.history + 1) :]
+            tail = list(starts)
             self.times.clear()
             self.times.extend(b - a for a, b in zip(tail, tail[1:], strict=False) if a >= 0 and b >= 0)
             found = self.check(step, period, calls, cost)
-        if len(starts) > TRIM:
-            cut = len(starts) - self.settings.history - 1
-            del starts[:cut]
-            self.counted -= cut
         self.next = t0 + min(self.limit, TICK_MAX)
         return found
 
