@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, validate_record
+from conftest import REPO
+from conftest import torchrun as run_two_ranks
 
 import autoprof
 
@@ -20,24 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timing]
 def torchrun(
     tmp_path: Path, *args: str, script: str = "distributed.py", **env: str
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
-    log = tmp_path / "records.jsonl"
-    e = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
-    e.update(AUTOPROF_LOG=str(log), PYTHONPATH=str(REPO) + os.pathsep + e.get("PYTHONPATH", ""), OMP_NUM_THREADS="1", **env)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(REPO / "examples" / script), *args]
-    for attempt in range(3):
-        if log.exists():
-            log.unlink()
-        out = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=180)
-        # Seen here about once in a few full-suite runs on a loaded machine, also in a rank that never opened a
-        # profiler window: a rank aborts in process teardown after the script's last line ("terminate called
-        # ...", exit code -6, SIGABRT), a known upstream gloo shutdown race. Run the job again in that case only.
-        aborted = "terminate called" in out.stderr or "exitcode  : -6" in out.stderr
-        if out.returncode == 0 or not aborted or attempt == 2:
-            break
-    recs = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
-    for r in recs:
-        validate_record(r)
-    return out, recs
+    return run_two_ranks(REPO / "examples" / script, tmp_path, *args, **env)
 
 
 def test_two_ranks_straggler_named_live_and_offline(tmp_path: Path) -> None:

@@ -5,15 +5,12 @@ still compared across the ranks, window for window."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, validate_record
+from conftest import torchrun
 
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
@@ -50,28 +47,13 @@ os.write(1, f"rank {rank} done\\n".encode())  # one write: the two ranks share t
 def _torchrun(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     script = tmp_path / "ranks.py"
     script.write_text(SCRIPT)
-    log = tmp_path / "records.jsonl"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
-    env.update(
-        AUTOPROF_LOG=str(log),
+    return torchrun(
+        script,
+        tmp_path,
         AUTOPROF_TRIGGER="true",
         AUTOPROF_TRIGGER_BUDGET="0.2",  # a triggered window may open from step 20 (4 profiled steps): a short run
         AUTOPROF_CROSS_RANK_TIMEOUT="10",  # a comparison that waited for a window the other rank never recorded
-        PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
-        OMP_NUM_THREADS="1",
     )
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script)]
-    for attempt in range(3):
-        if log.exists():
-            log.unlink()
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180)
-        aborted = "terminate called" in out.stderr or "exitcode  : -6" in out.stderr  # gloo's teardown race (see there)
-        if out.returncode == 0 or not aborted or attempt == 2:
-            break
-    recs = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
-    for r in recs:
-        validate_record(r)
-    return out, recs
 
 
 def test_a_rank_that_triggers_says_so_and_the_others_go_on(tmp_path: Path) -> None:
