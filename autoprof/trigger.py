@@ -46,15 +46,15 @@ NEVER = sys.maxsize  # a limit no step reaches: no baseline yet
 #: The wrapper's starts are judged at a *tick*: the first call that starts later than ``limit`` after the last tick (at
 #: most ``TICK_MAX`` ns after it). Between two ticks every period is at most that long, so only the period that ends at
 #: a tick can be slow: each slow step is still judged at the call that ends it, and the calls between pay one clock
-#: read, one append and one comparison. A fast step ticks once a ``trigger_floor_ms`` or so, a slow one every few calls.
+#: read, one append, one count and one comparison. A fast step ticks once a ``trigger_floor_ms`` or so, a slow one every few calls.
 TICK_MAX = 10_000_000
 #: At a tick, a refresh that is due by its step count waits until this long after the last one (once the baseline
 #: stands): a fast step (thousands of calls between ticks) pays for a median 10 times a second, not at every tick.
 REFRESH_MIN_NS = 100_000_000
 
 #: A step start in the future (~146 years of perf_counter_ns): the next period measured from it is negative, no
-#: step's (the first call's, one across a profiled call). The history keeps it (the wrapper appends without a test);
-#: the baseline and the judge skip it.
+#: step's (the first step's, one across a profiled step). The trainers' driver appends it without a test; the
+#: baseline and the judge skip it.
 FUTURE = 1 << 62
 
 
