@@ -10,19 +10,23 @@ The live side (``autoprof``, ``section``, ``flush``) imports torch on first use;
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.machinery
 import os
 import sys
 import types
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from autoprof.analysis.engine import analyze, diff
 from autoprof.config import Config, ConfigError, configure
-from autoprof.engine import analyze, diff
 from autoprof.findings import Finding, rule
 from autoprof.trace.chrome import TraceError
 
 if TYPE_CHECKING:
-    from autoprof.instrument import autoprof, section
+    from autoprof.live.instrument import autoprof, section
 
 __version__ = "0.1.0"
 
@@ -45,9 +49,9 @@ __all__ = [
 
 def flush(timeout: float | None = None) -> bool:
     """Wait until every closed window has been analyzed and its records written. True when done."""
-    if "autoprof.session" not in sys.modules:
+    if "autoprof.live.session" not in sys.modules:
         return True
-    from autoprof.session import SESSION
+    from autoprof.live.session import SESSION
 
     return SESSION.flush(timeout)
 
@@ -61,9 +65,9 @@ def report(
     (plotly; an ``ImportError`` of one line says so). Raises :class:`TraceError` when no input can be read (an
     empty path, ``''`` or ``file://``, is an input that cannot be read, never the current directory); the page
     lists the inputs that could not be read, next to the others. Raises ``ValueError``
-    (:class:`autoprof.htmlreport.OutputError`), before reading anything, when ``out`` is empty, a directory, or
+    (:class:`autoprof.render.htmlreport.OutputError`), before reading anything, when ``out`` is empty, a directory, or
     one of the input traces; no temporary file is left behind whatever fails."""
-    from autoprof import htmlreport
+    from autoprof.render import htmlreport
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -73,7 +77,7 @@ def report(
 
 def __getattr__(name: str) -> Any:
     if name in ("autoprof", "section"):
-        from autoprof import instrument
+        from autoprof.live import instrument
 
         value = getattr(instrument, name)
         globals()[name] = value
@@ -81,11 +85,51 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'autoprof' has no attribute {name!r}")
 
 
+#: Modules that moved into the folders of the flow (live, analysis, render): their former paths still import, as the
+#: same module object, with a DeprecationWarning (the README documented ``autoprof.instrument.Steps``,
+#: ``autoprof.compare.Diff`` and ``autoprof.vocabulary.VOCABULARY``).
+MOVED = {
+    f"autoprof.{name}": f"autoprof.{folder}.{name}"
+    for folder, names in {
+        "live": ("instrument", "session", "window", "schedule", "trigger", "exchange", "calibrate", "_pace", "_files"),
+        "analysis": ("engine", "sections", "ranks", "drift", "compare", "_stats", "vocabulary", "_fleet"),
+        "render": ("emit", "htmlreport"),
+    }.items()
+    for name in names
+} | {"autoprof.peaks": "autoprof.rules._peaks"}
+
+
+_SPECS: dict[str, Any] = {}
+
+
+class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports a former path (:data:`MOVED`) as the module at its new one: one module object under both names."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        warnings.warn(f"{spec.name} is now {MOVED[spec.name]}", DeprecationWarning, stacklevel=2)
+        module = importlib.import_module(MOVED[spec.name])
+        _SPECS[spec.name] = module.__spec__  # the import system sets the alias's spec on the module: its own goes back
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        if module.__spec__ is not None:
+            module.__spec__ = _SPECS.get(module.__spec__.name, module.__spec__)
+
+
+if not any(isinstance(f, _Moved) for f in sys.meta_path):
+    sys.meta_path.append(_Moved())
+
+
 class _CallableModule(types.ModuleType):
     """Lets ``@autoprof`` and ``@autoprof(...)`` work on the module object itself."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from autoprof.instrument import autoprof as _autoprof
+        from autoprof.live.instrument import autoprof as _autoprof
 
         return _autoprof(*args, **kwargs)
 

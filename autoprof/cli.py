@@ -21,12 +21,12 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from autoprof import __version__
-from autoprof.compare import Diff, confidence_text
+from autoprof.analysis.compare import Diff, confidence_text
+from autoprof.analysis.engine import Analysis, cross_rank, diff, iter_files
 from autoprof.config import SWITCH, Config, ConfigError
-from autoprof.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record, window_fields
-from autoprof.emit import line as record_line
-from autoprof.engine import Analysis, cross_rank, diff, iter_files
 from autoprof.findings import SEVERITIES, severity_rank
+from autoprof.render.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record, window_fields
+from autoprof.render.emit import line as record_line
 from autoprof.trace.chrome import TraceError
 
 _COLORS = {"info": "\033[36m", "warning": "\033[33m", "critical": "\033[31m", "error": "\033[31m"}
@@ -571,7 +571,7 @@ def _stream(args: argparse.Namespace, show: Callable[[list[Analysis]], None], he
 
 def _report(args: argparse.Namespace) -> int:
     """The page, with every readable input; each unreadable one is a line on stderr (exit 2, as analyze)."""
-    from autoprof import htmlreport
+    from autoprof.render import htmlreport
 
     err = sys.stderr
     client = None

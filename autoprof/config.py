@@ -30,7 +30,7 @@ DEFAULT_ACTIVE = 3
 DEFAULT_REPEAT = 1
 
 SCHEDULE_KEYS = ("wait", "warmup", "active", "repeat", "skip_first")
-#: The trigger's options (a window when a step is slower than the run's own normal, see :mod:`autoprof.trigger`):
+#: The trigger's options (a window when a step is slower than the run's own normal, see :mod:`autoprof.live.trigger`):
 #: process-wide through ``configure()``, and per target through ``@autoprof(...)``.
 TRIGGER_KEYS = (
     "trigger",

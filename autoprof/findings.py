@@ -98,7 +98,7 @@ def shown(value: object) -> str:
 @lru_cache(maxsize=1)
 def reserved_namespaces() -> frozenset[str]:
     """The first words a user's rule id may not start with: ``autoprof`` and each built-in rule id (``bound_regime``,
-    ``window_drift``: the schema's list of them, generated from :data:`autoprof.vocabulary.VOCABULARY`), so that a
+    ``window_drift``: the schema's list of them, generated from :data:`autoprof.analysis.vocabulary.VOCABULARY`), so that a
     user's finding never reads as autoprof's own."""
     builtin: list[str] = []
     for part in record_schema().get("allOf", ()):

@@ -101,7 +101,7 @@ def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, int, str]:
 DASK = """
 import sys, json, time
 from distributed import Client, LocalCluster
-from autoprof import engine
+from autoprof.analysis import engine
 from autoprof.cli import _records
 if __name__ == "__main__":
     t0 = time.perf_counter()

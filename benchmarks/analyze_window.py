@@ -20,8 +20,8 @@ import torch
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
-from autoprof import engine
-from autoprof.calibrate import cpu_peaks
+from autoprof.analysis import engine
+from autoprof.live.calibrate import cpu_peaks
 from autoprof.trace.model import gc_paused
 
 

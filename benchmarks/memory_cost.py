@@ -23,7 +23,7 @@ import torch
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
-from autoprof import engine
+from autoprof.analysis import engine
 from autoprof.trace.model import gc_paused
 
 STEPS = 4

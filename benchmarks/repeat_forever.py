@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import torch
 
 import autoprof
-from autoprof.session import MAX_PENDING, SESSION
+from autoprof.live.session import MAX_PENDING, SESSION
 
 
 def rss_mb() -> float:

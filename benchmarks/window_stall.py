@@ -71,7 +71,7 @@ def child_torch(ops: int, active: int, shapes: bool) -> dict[str, float]:
 
 def child_autoprof(ops: int, active: int) -> dict[str, float]:
     import autoprof
-    from autoprof import window
+    from autoprof.live import window
 
     reads: list[float] = []  # the background's reading of each window's raw events, timed here
     read_events = getattr(window, "_read_events", None)  # None: a release that reads them at the close

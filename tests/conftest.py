@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 
 from autoprof import config as _config
-from autoprof import emit
 from autoprof.findings import record_schema
+from autoprof.render import emit
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers' models come from configs here: never the hub
 # One intra-op thread (set before any test imports torch; subprocesses inherit it): on a shared 2-core machine
@@ -101,8 +101,8 @@ def _fresh_autoprof(monkeypatch: pytest.MonkeyPatch) -> Any:
     yield
     import sys
 
-    if "autoprof.session" in sys.modules:
-        from autoprof.session import SESSION
+    if "autoprof.live.session" in sys.modules:
+        from autoprof.live.session import SESSION
 
         SESSION.shutdown()
         SESSION.targets.clear()

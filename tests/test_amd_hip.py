@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from synth import Synth
 
-from autoprof import engine
-from autoprof.peaks import GPU_PEAKS, gpu_peak, peak_for
+from autoprof.analysis import engine
 from autoprof.rules import _runtime, regime, roofline
 from autoprof.rules._common import blocked_by_call, view
+from autoprof.rules._peaks import GPU_PEAKS, gpu_peak, peak_for
 from autoprof.rules.sync import profiler_flush_ns
 
 T = 1e12

@@ -1,4 +1,4 @@
-"""One analysis, many renderers (issue 32): each trace's one :class:`autoprof.engine.Analysis`, from one pipeline,
+"""One analysis, many renderers (issue 32): each trace's one :class:`autoprof.analysis.engine.Analysis`, from one pipeline,
 read by ``analyze``, ``diff`` and ``report``; the same analysis options on every command; a rule's failure in every
 output; one builder of the window record, live and offline, and one writer of records."""
 
@@ -17,7 +17,9 @@ import pytest
 from conftest import REPO, validate_record
 from synth import Synth
 
-from autoprof import cli, emit, engine, htmlreport
+from autoprof import cli
+from autoprof.analysis import engine
+from autoprof.render import emit, htmlreport
 from autoprof.trace import chrome
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
@@ -90,7 +92,7 @@ def test_the_pipeline_reads_views_in_the_worker_that_loads_the_file(tmp_path: Pa
 
 def test_the_report_in_python_reads_in_this_process_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``htmlreport.write``/``reports`` (``autoprof.report``, the end-of-run report) start no process unless asked."""
-    from autoprof import _fleet
+    from autoprof.analysis import _fleet
 
     def no_pool(*_: object) -> None:
         raise AssertionError("a FilePool was started")

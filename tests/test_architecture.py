@@ -1,6 +1,7 @@
-"""The rooms of docs/architecture.md and what each may import, checked on the source (no imports run). The table in
-that document is the one list: this test reads it, so an import outside a room's list (or a listed one no module
-of the room makes) is a change of the architecture, made in the document."""
+"""The house of docs/architecture.md, checked on the source (no imports run): its layers (no import goes up one, no
+import closes a circle) and its rooms and what each may import. That document is the one list: this test reads it,
+so an import outside a room's list (or a listed one no module of the room makes), or a module in no layer, is a
+change of the architecture, made in the document."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ THIRD_PARTY = (
     "distributed",
 )
 _NAME = re.compile(r"[A-Za-z_][\w.]*")
+#: ``from autoprof.live import session`` imports the module ``live.session``
+PACKAGES = ("autoprof", "autoprof.trace", "autoprof.rules", "autoprof.live", "autoprof.analysis", "autoprof.render")
 
 
 def _room_names(cell: str) -> list[str]:
@@ -93,7 +96,7 @@ def _imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
-            if node.module in ("autoprof", "autoprof.trace", "autoprof.rules"):
+            if node.module in PACKAGES:
                 names = [f"{node.module}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -152,21 +155,33 @@ def test_each_room_makes_every_import_its_row_lists() -> None:
 
 
 def test_the_offline_side_and_the_rules_never_import_torch() -> None:
-    for module in ("trace.model", "rules.", "compare", "engine", "cli", "config", "findings", "emit", "schedule", "htmlreport"):
+    for module in (
+        "trace.model",
+        "rules.",
+        "analysis.compare",
+        "analysis.engine",
+        "cli",
+        "config",
+        "findings",
+        "render.emit",
+        "live.schedule",
+        "render.htmlreport",
+    ):
         assert "torch" not in MAY_IMPORT[module]
     assert not [room for room in MAY_IMPORT if room.startswith("trace.") and room != "trace.live" and "torch" in MAY_IMPORT[room]]
 
 
 def test_the_table_is_read_from_the_document() -> None:
-    assert MAY_IMPORT["config"] == set() and MAY_IMPORT["autoprof"] >= {"config", "engine", "instrument"}
-    assert MAY_IMPORT["ranks"] == {"findings", "rules.comm", "rules.regime", "rules._common"}
-    assert MAY_IMPORT["instrument"] == {"config", "emit", "schedule", "session", "trigger", "torch", "wrapt"}
+    assert MAY_IMPORT["config"] == set() and MAY_IMPORT["autoprof"] >= {"config", "analysis.engine", "live.instrument"}
+    assert MAY_IMPORT["analysis.ranks"] == {"findings", "rules.comm", "rules.regime", "rules._common"}
+    assert MAY_IMPORT["live.instrument"] == {"config", "render.emit", "live.schedule", "live.session", "live.trigger", "torch", "wrapt"}
     assert MAY_IMPORT["trace._pool"] == MAY_IMPORT["trace._worker"] == {"trace.events"}
     assert "rules." in MAY_IMPORT and "integrations." in MAY_IMPORT
     edited = DOC.read_text().replace(
-        "| config, emit, schedule, session, trigger; torch, wrapt |", "| config, schedule, session, trigger; torch, wrapt |"
+        "| config, render.emit, live.schedule, live.session, live.trigger; torch, wrapt |",
+        "| config, live.schedule, live.session, live.trigger; torch, wrapt |",
     )
-    assert "emit" not in may_import(edited)["instrument"]  # a row edited in the document is what the test checks
+    assert "render.emit" not in may_import(edited)["live.instrument"]  # a row edited in the document is what the test checks
 
 
 #: A rule may import another rule only to compose its public analysis: these, and nothing else.
@@ -197,7 +212,136 @@ def test_helpers_never_import_a_rule_and_rules_import_rules_only_to_compose() ->
 
 def test_the_check_itself_catches_a_wrong_import(tmp_path: Path) -> None:
     bad = tmp_path / "rule.py"
-    bad.write_text("import torch\nfrom autoprof import emit\nfrom autoprof.trace.model import Trace\n")
-    assert _imports(bad) == {"torch", "emit", "trace.model"}
-    assert not _allowed("emit", MAY_IMPORT["rules."]) and not _allowed("torch", MAY_IMPORT["rules."])
+    bad.write_text("import torch\nfrom autoprof.render import emit\nfrom autoprof.trace.model import Trace\n")
+    assert _imports(bad) == {"torch", "render.emit", "trace.model"}
+    assert not _allowed("render.emit", MAY_IMPORT["rules."]) and not _allowed("torch", MAY_IMPORT["rules."])
     assert _allowed("trace.model", MAY_IMPORT["rules."]) and _allowed("rules._common", MAY_IMPORT["rules."])
+
+
+# The layers: the house's drawing in docs/architecture.md, a layer per line (its name, then its folders), top first.
+_HOUSE = re.compile(r"^ (\w+) {2,}(\S.*?)(?: {2,}|$)")
+
+
+def layers(doc: str) -> list[tuple[str, list[str]]]:
+    """(layer, its rooms) from the first drawing of ``doc``, top layer first; a room is a module (``cli``) or a
+    package ending in "." (``live.``); ``__init__`` is the package ``autoprof``."""
+    block = doc.split("```")[1]
+    out = []
+    for line in block.splitlines():
+        m = _HOUSE.match(line)
+        if not m or m.group(1) == "layer":
+            continue
+        rooms = []
+        for name in m.group(2).split(","):
+            name = name.strip()
+            rooms.append(name.rstrip("/") + "." if name.endswith("/") else {"__init__": "autoprof"}.get(name, name))
+        out.append((m.group(1), rooms))
+    return out
+
+
+LAYERS = layers(DOC.read_text())
+
+
+def _layer(module: str, house: list[tuple[str, list[str]]] = LAYERS) -> int | None:
+    for depth, (_, rooms) in enumerate(house):
+        if any(module == r or (r.endswith(".") and (module + ".").startswith(r)) for r in rooms):
+            return depth
+    return None
+
+
+def _graph() -> dict[str, set[str]]:
+    """Each module -> the autoprof modules it imports (a package's name where the import names one)."""
+    modules = {_module(p) for p in PACKAGE.rglob("*.py")}
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found = set()
+        for dep in _imports(path):
+            while dep and dep not in modules:
+                dep = dep.rpartition(".")[0]  # an attribute of a module: the module
+            if dep and dep != _module(path):
+                found.add(dep)
+        out[_module(path)] = found
+    return out
+
+
+def _up(graph: dict[str, set[str]], house: list[tuple[str, list[str]]] = LAYERS) -> list[str]:
+    wrong = []
+    for module, deps in sorted(graph.items()):
+        here = _layer(module, house)
+        for dep in sorted(deps):
+            there = _layer(dep, house)
+            if here is not None and there is not None and there < here:
+                wrong.append(f"{module} ({house[here][0]}) imports {dep} ({house[there][0]}), a layer above")
+    return wrong
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import graph's strongly connected components of more than one module (Tarjan's, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        found.append(sorted(comp))
+    return found
+
+
+def test_the_house_has_its_layers_in_the_flows_order() -> None:
+    assert [name for name, _ in LAYERS] == ["entry", "integrations", "live", "render", "analysis", "rules", "trace", "ground"]
+    assert _layer("live.session") == 2 and _layer("analysis.engine") == 4 and _layer("rules._peaks") == 5
+    assert _layer("autoprof") == _layer("cli") == 0 and _layer("config") == _layer("findings") == 7
+
+
+def test_every_module_is_in_a_layer() -> None:
+    homeless = [_module(p) for p in sorted(PACKAGE.rglob("*.py")) if _layer(_module(p)) is None]
+    assert homeless == [], f"add these to a layer of the house in docs/architecture.md: {homeless}"
+
+
+def test_no_import_goes_up_a_layer() -> None:
+    assert _up(_graph()) == []
+
+
+def test_no_import_closes_a_circle() -> None:
+    assert _circles(_graph()) == []
+
+
+def test_the_layer_checks_catch_an_import_up_and_a_circle() -> None:
+    graph = _graph()
+    graph["rules.regime"] = graph["rules.regime"] | {"analysis.engine"}  # a rule that reads the engine
+    assert _up(graph) == ["rules.regime (rules) imports analysis.engine (analysis), a layer above"]
+    assert _circles(graph) and any("rules.regime" in c and "analysis.engine" in c for c in _circles(graph))
+    moved = [(name, rooms) for name, rooms in LAYERS if name != "render"]
+    moved.insert(moved.index(next(x for x in moved if x[0] == "trace")) + 1, ("render", ["render.", "schema."]))
+    assert "live.window (live) imports render.emit (render), a layer above" not in _up(_graph(), moved)
+    assert any(w.startswith("render.htmlreport (render) imports analysis.engine") for w in _up(_graph(), moved))

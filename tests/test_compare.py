@@ -13,8 +13,9 @@ import torch
 from conftest import shared_trace, validate_record
 
 import autoprof
-from autoprof import cli, compare
-from autoprof.compare import OpTime, Profile
+from autoprof import cli
+from autoprof.analysis import compare
+from autoprof.analysis.compare import OpTime, Profile
 from autoprof.findings import Finding
 
 
@@ -171,7 +172,7 @@ def test_a_regime_that_moved_is_one_change_with_both_sides() -> None:
 
 
 def test_drift_margins() -> None:
-    from autoprof.drift import WindowSummary, check
+    from autoprof.analysis.drift import WindowSummary, check
 
     first = WindowSummary(0, 10.0, "compute-bound")
     assert check(first, WindowSummary(1, 11.0, "compute-bound")) == []  # 10%: jitter
@@ -183,7 +184,7 @@ def test_drift_margins() -> None:
 
 
 def test_drift_uses_the_noise_model_when_the_windows_have_steps() -> None:
-    from autoprof.drift import WindowSummary, check
+    from autoprof.analysis.drift import WindowSummary, check
 
     noisy = (5.0, 15.0, 8.0, 12.0, 10.0, 6.0, 14.0, 9.0)  # median 9.5 ms, wide spread
     later = tuple(t * 1.3 for t in (5.0, 14.0, 9.0, 11.0, 10.0, 7.0, 15.0, 8.0))  # +30% on medians: within the spread
@@ -265,7 +266,7 @@ def test_overlapping_steps_are_within_noise_and_a_clear_2x_is_not() -> None:
 
 
 def test_the_interval_is_deterministic() -> None:
-    from autoprof._stats import ratio_shift
+    from autoprof.analysis._stats import ratio_shift
 
     a, b = _jitter(5_000_000, 200, 0.5, 4), _jitter(5_200_000, 200, 0.5, 5)
     assert ratio_shift(a, b) == ratio_shift(list(reversed(a)), b) == ratio_shift(a, b)

@@ -20,8 +20,9 @@ from conftest import REPO
 from test_cli import cli
 
 import autoprof
-from autoprof import calibrate, config, instrument, session
-from autoprof.session import SESSION
+from autoprof import config
+from autoprof.live import calibrate, instrument, session
+from autoprof.live.session import SESSION
 
 FAST = dict(skip_first=0, wait=0, warmup=1, active=2)
 
@@ -367,7 +368,7 @@ def test_a_full_disk_leaves_no_temporary_file(records: Any, tmp_path: Path, monk
     import errno
     import shutil
 
-    from autoprof import _files
+    from autoprof.live import _files
 
     def disk_full(*a: Any, **k: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -384,7 +385,7 @@ def test_a_full_disk_leaves_no_temporary_file(records: Any, tmp_path: Path, monk
 
 
 def test_target_names_map_to_distinct_short_safe_file_names() -> None:
-    from autoprof._files import safe_name
+    from autoprof.live._files import safe_name
 
     names = [
         "../evil",
@@ -663,7 +664,7 @@ def test_real_sigints_at_random_moments_leave_autoprof_working(tmp_path: Path) -
         "        return open(sys.argv[1]).read().count('\"autoprof.window\"')\n"
         "    except FileNotFoundError:\n"
         "        return 0\n"
-        "from autoprof.session import SESSION\n"
+        "from autoprof.live.session import SESSION\n"
         "before, skipped = windows(), SESSION.skipped_total\n"
         "for _ in range(30):\n"
         "    f(x)\n"

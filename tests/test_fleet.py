@@ -17,7 +17,7 @@ from conftest import REPO
 from synth import cpu_rank_doc
 
 import autoprof
-from autoprof import _fleet, engine
+from autoprof.analysis import _fleet, engine
 from autoprof.cli import _records
 from autoprof.config import Config
 

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import autoprof
-from autoprof import session as _session
-from autoprof.session import ABANDON_AFTER, MAX_PENDING, SESSION
+from autoprof.live import session as _session
+from autoprof.live.session import ABANDON_AFTER, MAX_PENDING, SESSION
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -92,7 +92,7 @@ def test_targets_that_stop_and_start_at_random_never_starve_and_every_window_is_
 
 
 def test_windows_closed_faster_than_the_analysis_reads_them_are_skipped_and_counted(tmp_path: Path, monkeypatch: Any) -> None:
-    from autoprof import window as _window
+    from autoprof.live import window as _window
 
     gate = threading.Event()
     real_run = _window.run
@@ -175,7 +175,7 @@ def test_a_closed_pipe_is_a_normal_end(tmp_path: Path, flags: list[str]) -> None
 
 
 def test_the_cli_streams_each_file_as_it_is_analyzed(tmp_path: Path) -> None:
-    from autoprof.engine import iter_files
+    from autoprof.analysis.engine import iter_files
 
     good = tmp_path / "a.json"
     good.write_text(json.dumps(SMALL_TRACE))
@@ -190,7 +190,7 @@ def test_the_cli_streams_each_file_as_it_is_analyzed(tmp_path: Path) -> None:
 DRAIN = textwrap.dedent(
     """
     import signal, sys, time, torch, autoprof
-    from autoprof import window
+    from autoprof.live import window
 
     # Ctrl-C as in a terminal, whatever this test runs under (a non-interactive CI shell may start it with SIGINT
     # ignored, and Python then keeps it ignored)

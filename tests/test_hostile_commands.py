@@ -18,8 +18,10 @@ import pytest
 from synth import Synth
 
 import autoprof
-from autoprof import _fleet, cli, engine, htmlreport
+from autoprof import cli
+from autoprof.analysis import _fleet, engine
 from autoprof.config import Config
+from autoprof.render import htmlreport
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 import autoprof
-from autoprof import cli, compare
-from autoprof._stats import Shift
+from autoprof import cli
+from autoprof.analysis import compare
+from autoprof.analysis._stats import Shift
 from autoprof.trace.chrome import TraceError
 
 

@@ -917,14 +917,14 @@ def test_hf_train_twice_on_the_same_trainer_and_after_evaluate_records_each_run(
     assert r.result["runs"] == [[[2, 3, 4]]] * 3, r.result
 
 
-# -- autoprof.instrument.Steps ---------------------------------------------------------------------------------
+# -- autoprof.live.instrument.Steps ---------------------------------------------------------------------------------
 
 
 def test_steps_calls_in_every_wrong_order_never_raise_and_leave_nothing_open(tmp_path: Path) -> None:
     r = run(
         tmp_path,
         """
-        from autoprof.instrument import Steps
+        from autoprof.live.instrument import Steps
         s = Steps("loop", skip_first=0, wait=0, warmup=1, active=2)
         raised = []
         def t(label, fn):
@@ -956,7 +956,7 @@ def test_steps_odd_step_numbers_count_steps_themselves_and_never_raise(tmp_path:
         tmp_path,
         """
         import numpy as np
-        from autoprof.instrument import Steps
+        from autoprof.live.instrument import Steps
         odd = [True, False, -1, -2**70, 2**63, 2**200, 1.5, float("nan"), float("inf"), "3", None, b"1", [1], 3 + 0j,
                np.int64(5), np.bool_(True), torch.tensor(3)]
         out = []
@@ -980,7 +980,7 @@ def test_steps_odd_step_numbers_count_steps_themselves_and_never_raise(tmp_path:
 
 STEPS_THREAD = """
 import threading
-from autoprof.instrument import Steps
+from autoprof.live.instrument import Steps
 WHICH = os.environ["WHICH"]
 s = Steps("thr", skip_first=0, wait=0, warmup=1, active=3)
 out = {}
@@ -1028,7 +1028,7 @@ def test_steps_nested_and_same_named_never_crash_and_later_targets_record(tmp_pa
         tmp_path,
         """
         import threading
-        from autoprof.instrument import Steps
+        from autoprof.live.instrument import Steps
         outer = Steps("outer", skip_first=0, wait=0, warmup=1, active=2)
         inner = Steps("inner", skip_first=0, wait=0, warmup=1, active=2)
         for i in range(5):
@@ -1070,7 +1070,7 @@ def test_steps_a_thread_that_dies_inside_a_step_of_its_window_holds_it_and_nothi
         tmp_path,
         """
         import threading
-        from autoprof.instrument import Steps
+        from autoprof.live.instrument import Steps
         dead = Steps("thread_died", skip_first=0, wait=0, warmup=1, active=3)
         def w3():
             for i in range(3):
@@ -1096,7 +1096,7 @@ def test_steps_objects_sharing_a_name_drive_one_target_and_never_crash(tmp_path:
     r = run(
         tmp_path,
         """
-        from autoprof.instrument import Steps
+        from autoprof.live.instrument import Steps
         many = [Steps("same", skip_first=0, wait=0, warmup=1, active=2) for _ in range(4)]
         for i in range(4):
             for s in many:

@@ -17,9 +17,10 @@ import torch
 from conftest import Records, validate_record
 
 import autoprof
-from autoprof import config, engine
+from autoprof import config
+from autoprof.analysis import engine
 from autoprof.config import ConfigError
-from autoprof.emit import finding_record
+from autoprof.render.emit import finding_record
 from autoprof.rules import memory, run_rules
 from autoprof.trace import chrome
 from autoprof.trace.model import Trace

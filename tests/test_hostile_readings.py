@@ -392,7 +392,7 @@ def test_an_l40_is_not_read_with_an_l4s_peaks() -> None:
     # Hostile review: "NVIDIA L40" matches the L4 row (300 GB/s, 121 TFLOP/s fp16: ridge ~403 FLOP/B). An L40 has 864 GB/s
     # and 181 TFLOP/s dense fp16 (ridge ~210; NVIDIA L40 datasheet). A 900³ fp16 GEMM (300 FLOP/B) is FLOP-bound
     # on an L40, and reads memory-bound here. No peak (mixed, "no peak known") beats the wrong one.
-    from autoprof.peaks import gpu_peak
+    from autoprof.rules._peaks import gpu_peak
 
     p = gpu_peak("NVIDIA L40")
     assert p is None or p.bytes_per_s > 800e9, p

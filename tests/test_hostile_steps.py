@@ -11,7 +11,7 @@ from conftest import Records
 from test_hostile_inputs import _HostileInt
 
 import autoprof
-from autoprof.instrument import Steps
+from autoprof.live.instrument import Steps
 
 # -- Steps.begin: the trainer's step number -----------------------------------------------------------------
 

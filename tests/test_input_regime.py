@@ -14,7 +14,7 @@ import torch
 from conftest import Records, lightning_trainer
 from synth import LOADER, Synth, host_preprocessing_gpu, prefetching_trainer_gpu, small_launches
 
-from autoprof import engine
+from autoprof.analysis import engine
 from autoprof.rules import regime
 
 pytestmark = pytest.mark.timing  # live verdicts that rest on CPU time: CI runs them alone

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import autoprof
-from autoprof import instrument
-from autoprof.session import SESSION
+from autoprof.live import instrument
+from autoprof.live.session import SESSION
 
 FAST = dict(skip_first=0, wait=0, warmup=1, active=2)
 
@@ -141,7 +141,7 @@ def test_async_function_step_covers_the_body(records: Any) -> None:
 
 def test_the_async_wrapper_has_the_sync_ones_guards(records: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Idle (its windows over): no step bookkeeping at all; inside a compiled region: the call as it is."""
-    from autoprof import instrument
+    from autoprof.live import instrument
 
     @autoprof(name="aguards", **FAST)
     async def astep(n: int) -> int:
@@ -344,7 +344,7 @@ def test_return_values_and_exceptions_pass_through_unchanged(records: Any) -> No
 
 
 def test_injected_failure_inside_autoprof_becomes_an_error_record(records: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from autoprof import engine
+    from autoprof.analysis import engine
 
     def broken(*a: Any, **k: Any) -> Any:
         raise RuntimeError("injected analysis failure")
@@ -539,7 +539,7 @@ def test_instrumented_module_instance_pickles_as_the_plain_module(records: Any, 
 def test_a_torch_below_the_floor_leaves_callables_unprofiled_with_one_warning(monkeypatch: Any) -> None:
     import warnings
 
-    from autoprof import instrument
+    from autoprof.live import instrument
 
     assert instrument.torch_release("2.11.0+cu130") == (2, 11) and instrument.torch_release("2.4.1") == (2, 4)
     assert instrument.torch_release("main") is None  # an unreadable version is given the benefit of the doubt

@@ -1,4 +1,4 @@
-"""The trainer integrations (issue 24): ``autoprof.instrument.Steps`` on its own, then Lightning and the Hugging Face
+"""The trainer integrations (issue 24): ``autoprof.live.instrument.Steps`` on its own, then Lightning and the Hugging Face
 Trainer for real (the examples, run as a user runs them: a subprocess each, records in a sink file)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from conftest import REPO, Records, validate_record
 
 import autoprof
 from autoprof.config import ConfigError
-from autoprof.instrument import Steps, torch_release
+from autoprof.live.instrument import Steps, torch_release
 
 # -- Steps: a loop autoprof does not call ----------------------------------------------------------------
 
@@ -112,7 +112,7 @@ def test_an_integration_without_its_package_says_which_extra_to_install(module: 
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: this autoprof integration needs") and f"pip install 'autoprof[{extra}]'" in last
     # and autoprof itself never needs them
-    plain = "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in blocked) + "import autoprof, autoprof.instrument\n"
+    plain = "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in blocked) + "import autoprof, autoprof.live.instrument\n"
     assert subprocess.run([sys.executable, "-c", plain], env=_env(), timeout=120).returncode == 0
 
 

@@ -10,9 +10,9 @@ import pytest
 from conftest import shared_trace
 from synth import Synth
 
-from autoprof.peaks import peak_for
 from autoprof.rules import regime, roofline
 from autoprof.rules._kernels import COMPUTE, FAMILIES, MEMORY, kernel_family, kernel_head
+from autoprof.rules._peaks import peak_for
 from autoprof.trace import chrome
 from autoprof.trace.model import KERNEL_CODE
 

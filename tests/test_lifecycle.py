@@ -27,9 +27,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import autoprof
-from autoprof import instrument
-from autoprof.instrument import Steps
-from autoprof.session import SESSION, profiler_recording
+from autoprof.live import instrument
+from autoprof.live.instrument import Steps
+from autoprof.live.session import SESSION, profiler_recording
 
 
 def _work(n: int = 32) -> torch.Tensor:

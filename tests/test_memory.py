@@ -13,10 +13,11 @@ from conftest import Records, validate_record
 from synth import Synth
 
 import autoprof
-from autoprof import config, engine
+from autoprof import config
+from autoprof.analysis import engine
 from autoprof.config import ConfigError
-from autoprof.emit import finding_record
 from autoprof.findings import Finding
+from autoprof.render.emit import finding_record
 from autoprof.rules import memory
 from autoprof.trace import chrome
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from autoprof import _pace
+from autoprof.live import _pace
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 

@@ -13,9 +13,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import autoprof
-from autoprof import instrument
-from autoprof.instrument import Steps
-from autoprof.session import SESSION
+from autoprof.live import instrument
+from autoprof.live.instrument import Steps
+from autoprof.live.session import SESSION
 
 FAST = dict(skip_first=0, wait=0, warmup=1, active=1)
 
@@ -192,7 +192,7 @@ def test_the_trigger_skips_the_period_across_a_profiled_call(records: Any) -> No
 
 
 def test_a_tick_judges_only_the_period_that_ends_it(records: Any) -> None:
-    from autoprof.trigger import Settings, Watch
+    from autoprof.live.trigger import Settings, Watch
 
     settings = Settings(factor=2.0, mads=6.0, history=50, min_steps=5, budget=1.0, interval=0, floor_ns=0)
     watch = Watch(settings)

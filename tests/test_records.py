@@ -16,7 +16,7 @@ import torch
 from conftest import validate_record
 
 import autoprof
-from autoprof import emit
+from autoprof.render import emit
 
 FAST = dict(skip_first=0, wait=0, warmup=1, active=2)
 

@@ -19,8 +19,8 @@ from conftest import REPO, shared_trace
 from synth import Synth, cpu_rank_doc
 
 import autoprof
-from autoprof import htmlreport
-from autoprof.sections import section_times, section_tree
+from autoprof.analysis.sections import section_times, section_tree
+from autoprof.render import htmlreport
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 
@@ -41,7 +41,7 @@ def _cpu_steps() -> Synth:
 
 def test_a_cpu_steps_time_split_by_where_it_went() -> None:
     trace = _cpu_steps().trace()
-    findings, _ = autoprof.engine.analyze_trace(trace, None)
+    findings, _ = autoprof.analysis.engine.analyze_trace(trace, None)
     rep = htmlreport.file_report(trace, findings)
     assert [s["number"] for s in rep.steps] == [0, 1]
     parts = rep.steps[0]["parts_ms"]
@@ -63,7 +63,7 @@ def test_a_device_strip_labels_its_largest_gap_with_what_the_host_did() -> None:
     s.op("aten::nonzero", 400, 300)  # the host is busy here while the device idles
     s.launch("elementwise_kernel", 700, 800, 50)
     trace = s.trace()
-    findings, _ = autoprof.engine.analyze_trace(trace, None)
+    findings, _ = autoprof.analysis.engine.analyze_trace(trace, None)
     rep = htmlreport.file_report(trace, findings)
     assert rep.on_device and rep.device == "A100 80GB SXM"
     (row,) = rep.strip
@@ -366,7 +366,7 @@ def test_the_roofline_draws_the_roofs_of_the_dtypes_the_ops_used_and_says_when_p
     for k in range(2):  # and a few tiny fp64 scalar ops (an fp32 model's bookkeeping)
         s.op("aten::add", k * 10_000 + 6_000, 2, dims=[[1], [1], []], types=["double", "double", "Scalar"])
     trace = s.trace()
-    findings, _ = autoprof.engine.analyze_trace(trace, None)
+    findings, _ = autoprof.analysis.engine.analyze_trace(trace, None)
     rep = htmlreport.file_report(trace, findings)
     assert rep.roofline is not None and {o["dtype"] for o in rep.roofline["ops"]} == {"fp32", "fp64"}
     assert [d for d, _ in htmlreport.roof_dtypes(rep.roofline["ops"])] == ["fp32"]
@@ -433,7 +433,7 @@ def _memory_steps() -> Synth:
 def test_memory_is_drawn_over_the_step_of_the_peak_with_the_holders_named(tmp_path: Path) -> None:
     s = _memory_steps()
     trace = s.trace()
-    findings, _ = autoprof.engine.analyze_trace(trace, None)
+    findings, _ = autoprof.analysis.engine.analyze_trace(trace, None)
     rep = htmlreport.file_report(trace, findings)
     (m,) = rep.memory
     assert m["device"] == "cuda:0" and m["step"] == 1 and m["peak_bytes"] == 48 * MIB and m["step_ms"] == 1.0
@@ -448,7 +448,7 @@ def test_memory_is_drawn_over_the_step_of_the_peak_with_the_holders_named(tmp_pa
 def test_a_trace_without_memory_events_has_no_memory_chart(tmp_path: Path) -> None:
     s = _cpu_steps()
     trace = s.trace()
-    assert htmlreport.file_report(trace, autoprof.engine.analyze_trace(trace, None)[0]).memory == []
+    assert htmlreport.file_report(trace, autoprof.analysis.engine.analyze_trace(trace, None)[0]).memory == []
     page = _page(tmp_path, s)
     assert "Memory over the step" not in page and 'id="memory0_' not in page
 

@@ -9,7 +9,7 @@ import torch
 from conftest import shared_trace
 
 import autoprof
-from autoprof import peaks
+from autoprof.rules import _peaks as peaks
 from autoprof.rules import roofline
 from autoprof.rules._work import ROOFLINE_OPS, op_work
 from autoprof.trace import chrome

@@ -22,10 +22,11 @@ from conftest import REPO, Records, shared_trace, validate_record
 from synth import cpu_rank_doc
 
 import autoprof
-from autoprof import Finding, _fleet, engine
+from autoprof import Finding
 from autoprof import rules as user_rules
+from autoprof.analysis import _fleet, engine
+from autoprof.analysis.vocabulary import VOCABULARY
 from autoprof.config import SCHEDULE_KEYS, SWITCH, Config
-from autoprof.vocabulary import VOCABULARY
 
 
 def _strict(line: str) -> dict[str, Any]:
@@ -394,7 +395,8 @@ def test_a_slow_rule_costs_the_time_limit_once_per_process(tmp_path: Path, monke
 EXIT_SCRIPT = """
 import json, sys, time
 import torch, autoprof
-from autoprof import Finding, htmlreport, rules
+from autoprof import Finding, rules
+from autoprof.render import htmlreport
 rules.USER_RULE_TIME_LIMIT_S = 2.0
 htmlreport._plotly = lambda: (None, None, None)  # no plotly here: the page is a stub, the analysis behind it is not
 htmlreport.render = lambda reps: "page"
@@ -483,7 +485,8 @@ SCRIPT_RULES = """
 import json, os, sys
 print("script ran", flush=True)  # no __main__ guard: a worker that imported this script would run it again
 import autoprof
-from autoprof import Finding, engine
+from autoprof import Finding
+from autoprof.analysis import engine
 
 @autoprof.rule("team.mine", verdicts=("seen",))
 def mine(trace, config):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from conftest import shared_trace
 
-from autoprof import engine
+from autoprof.analysis import engine
 from autoprof.findings import Finding
 from autoprof.rules import fusion, occupancy, regime, run_rules
 from autoprof.rules.sync import profiler_flush_ns

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from synth import Synth
 
-from autoprof import engine, ranks
+from autoprof.analysis import engine, ranks
+from autoprof.analysis.ranks import RankSummary
 from autoprof.config import Config
-from autoprof.ranks import RankSummary
 from autoprof.rules import run_rules
 from autoprof.rules._common import device_step_ns, step_times_ns
 from autoprof.rules.sync import profiler_flush_ns

@@ -1,4 +1,4 @@
-"""The schedule arithmetic (autoprof.schedule), against a schedule written out call by call."""
+"""The schedule arithmetic (autoprof.live.schedule), against a schedule written out call by call."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoprof.schedule import Phase, Place, Schedule
+from autoprof.live.schedule import Phase, Place, Schedule
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 

@@ -10,7 +10,7 @@ import torch
 from test_cli import cli
 
 import autoprof
-from autoprof.sections import section_times
+from autoprof.analysis.sections import section_times
 from autoprof.trace import chrome
 
 FAST = dict(skip_first=0, wait=0, warmup=1, active=3)

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from conftest import SHARED_TRACES
 
-from autoprof import engine
+from autoprof.analysis import engine
 from autoprof.rules import roofline
 from autoprof.rules._common import total, view
 from autoprof.trace import chrome, live

@@ -15,9 +15,9 @@ from conftest import Records
 
 import autoprof
 from autoprof.config import Config, ConfigError, from_env
-from autoprof.instrument import Steps
-from autoprof.schedule import Phase, Schedule
-from autoprof.trigger import NEVER, Settings, Trigger, Watch, aim, baseline, period_of
+from autoprof.live.instrument import Steps
+from autoprof.live.schedule import Phase, Schedule
+from autoprof.live.trigger import NEVER, Settings, Trigger, Watch, aim, baseline, period_of
 
 torch.set_num_threads(1)
 MS = 1_000_000
@@ -177,7 +177,7 @@ def test_trigger_options_from_the_environment() -> None:
 def test_an_integrations_trigger_options_are_its_targets_own(tmp_path: Any) -> None:
     from autoprof.config import SWITCH
     from autoprof.integrations import split_options
-    from autoprof.session import SESSION
+    from autoprof.live.session import SESSION
 
     own = split_options({"trigger": True, "trigger_budget": 0.1, "warmup": 2, "trace_dir": str(tmp_path)})
     assert own == {"warmup": 2, "trigger": True, "trigger_budget": 0.1}
@@ -289,7 +289,7 @@ def test_a_steady_run_opens_no_triggered_window(records: Records) -> None:
         step(x)
     windows = _windows(records, "steady")
     assert len(windows) == 1 and windows[0]["trigger"] is None
-    from autoprof.session import SESSION
+    from autoprof.live.session import SESSION
 
     target = SESSION.targets["steady"]
     assert target.calls == 2000 and target.watch is not None and target.watch.limit != NEVER
@@ -383,7 +383,7 @@ def test_trigger_off_leaves_the_idle_path_untimed(records: Records) -> None:
 
     for _ in range(50):
         step()
-    from autoprof.session import SESSION
+    from autoprof.live.session import SESSION
 
     target = SESSION.targets["off"]
     assert target.watch is None and target.calls == 7  # counted only until its schedule was over
@@ -392,7 +392,7 @@ def test_trigger_off_leaves_the_idle_path_untimed(records: Records) -> None:
 @pytest.mark.timing
 def test_a_trigger_while_another_window_is_held_is_refused(records: Records) -> None:
     autoprof.configure(trigger=True, trigger_min_steps=10)
-    from autoprof.session import SESSION
+    from autoprof.live.session import SESSION
 
     @autoprof.autoprof(name="held_out")
     def step(slow: bool) -> None:

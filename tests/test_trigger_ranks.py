@@ -19,7 +19,7 @@ import os
 import time
 import torch
 import torch.distributed as dist
-from autoprof.instrument import Steps
+from autoprof.live.instrument import Steps
 
 torch.set_num_threads(1)
 dist.init_process_group("gloo")

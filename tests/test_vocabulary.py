@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 from conftest import validate_record
 
-from autoprof.emit import build_record
+from autoprof.analysis.vocabulary import VOCABULARY
 from autoprof.findings import SCHEMA_VERSION, Finding, record_schema
-from autoprof.vocabulary import VOCABULARY
+from autoprof.render.emit import build_record
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 

@@ -14,7 +14,7 @@ import torch
 from conftest import Records
 
 import autoprof
-from autoprof import window
+from autoprof.live import window
 
 
 def _step() -> torch.Tensor:

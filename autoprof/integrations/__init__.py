@@ -15,8 +15,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from autoprof import emit as _emit
 from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, TRIGGER_KEYS, Config, ConfigError, check_schedule_value, configure
+from autoprof.render import emit as _emit
 
 #: The keyword arguments every integration takes besides the schedule's: :func:`autoprof.configure`'s, read from the
 #: :class:`~autoprof.config.Config` fields (a new option is an integration's option too, ``rules`` included).

@@ -17,7 +17,7 @@ A run's end stops autoprof's profiler whatever ends it: a stage's end hook (``on
 without callbacks is covered too), ``teardown``. A window cut short that way is dropped and said once
 (``window_incomplete``), never mixed into the next run; each run (``setup``) starts the schedules over.
 
-With ``trigger=True`` (:mod:`autoprof.trigger`) a step's period is its begin to the next step's of its stage; a
+With ``trigger=True`` (:mod:`autoprof.live.trigger`) a step's period is its begin to the next step's of its stage; a
 step that follows another stage's steps (training after a validation run inside ``fit``, the next validation run
 after the training between) begins a new period, so the trainer's own rhythm is never a slow step.
 """
@@ -37,8 +37,8 @@ except ImportError:
     except ImportError:
         raise missing("Lightning (lightning or pytorch_lightning)", "lightning") from None
 
-from autoprof.instrument import Steps
-from autoprof.session import SESSION
+from autoprof.live.instrument import Steps
+from autoprof.live.session import SESSION
 
 FRAMEWORK = "lightning"
 STAGES = ("train", "validation", "test", "predict")

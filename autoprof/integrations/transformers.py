@@ -28,7 +28,7 @@ try:
 except ImportError:
     raise missing("transformers", "transformers") from None
 
-from autoprof.instrument import Steps
+from autoprof.live.instrument import Steps
 
 FRAMEWORK = "transformers"
 

@@ -507,7 +507,7 @@ _RESOLVED: dict[bytes, Any] = {}
 def ship(rules: Iterable[Any]) -> Shipped | None:
     """``rules`` as another process can import them, or None when one cannot be: a local function (made by a
     factory), a lambda, anything defined in ``__main__`` (a script: importing it elsewhere would run it again), a
-    module not on the import path. Such rules are analyzed in this process (:func:`autoprof.engine.iter_files`)."""
+    module not on the import path. Such rules are analyzed in this process (:func:`autoprof.analysis.engine.iter_files`)."""
     shipped = []
     for fn in rules:
         buf = io.BytesIO()

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.peaks import Peak, peak_for
 from autoprof.rules._common import (
     COMPILE_WRAPPER_PREFIXES,
     descendants,
@@ -30,6 +29,7 @@ from autoprof.rules._common import (
     us,
     view,
 )
+from autoprof.rules._peaks import Peak, peak_for
 from autoprof.rules._work import CALL_FLOOR_NS, WorkCache, credited_ns, is_roofline_op
 from autoprof.rules._work import WORK_CREDIT as WORK_CREDIT  # the regime's credit, named in this module's docstring
 from autoprof.trace.model import CPU_OP_CODE, Trace

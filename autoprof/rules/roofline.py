@@ -23,9 +23,9 @@ from typing import Any, NamedTuple
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.peaks import Peak, peak_for
 from autoprof.rules._common import View, ancestor_flags, duration, has_ancestor, op_self_ns, percent, share, us, view
 from autoprof.rules._kernels import COMPUTE, TF32_MARKERS, Family, kernel_family
+from autoprof.rules._peaks import Peak, peak_for
 from autoprof.rules._work import MASK_FROM_CALLS, WorkCache, is_roofline_op, memory_by_kind
 from autoprof.trace.model import CONV_OPS, CPU_OP_CODE, KERNEL_CODE, Trace
 

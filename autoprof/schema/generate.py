@@ -1,4 +1,4 @@
-"""Regenerate the rule and verdict parts of ``records.schema.json`` from :data:`autoprof.vocabulary.VOCABULARY`.
+"""Regenerate the rule and verdict parts of ``records.schema.json`` from :data:`autoprof.analysis.vocabulary.VOCABULARY`.
 
 Run ``python -m autoprof.schema.generate`` after adding or changing a rule's verdicts (``--check``: exit 1 when the
 file is not what it would write; the test suite runs the same check). Everything else in the schema is kept as written.
@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from autoprof.analysis.vocabulary import VOCABULARY
 from autoprof.findings import USER_RULE_ID
-from autoprof.vocabulary import VOCABULARY
 
 PATH = Path(__file__).with_name("records.schema.json")
 
@@ -24,7 +24,7 @@ def generated(schema: dict[str, Any]) -> dict[str, Any]:
     finding = next(block for block in out["allOf"] if block["if"]["properties"]["event"].get("const") == "autoprof.finding")
     finding["then"]["properties"]["rule"] = {
         "anyOf": [
-            {"enum": sorted(VOCABULARY), "description": "a built-in rule (autoprof.vocabulary.VOCABULARY)"},
+            {"enum": sorted(VOCABULARY), "description": "a built-in rule (autoprof.analysis.vocabulary.VOCABULARY)"},
             {
                 "type": "string",
                 "pattern": f"^{USER_RULE_ID.pattern}$",
@@ -33,7 +33,7 @@ def generated(schema: dict[str, Any]) -> dict[str, Any]:
         ]
     }
     out["$defs"]["verdicts"] = {
-        "description": "each built-in rule's verdicts (autoprof.vocabulary.VOCABULARY); a user's rule declares its own",
+        "description": "each built-in rule's verdicts (autoprof.analysis.vocabulary.VOCABULARY); a user's rule declares its own",
         "allOf": [
             {"if": {"properties": {"rule": {"const": rule}}}, "then": {"properties": {"verdict": {"enum": list(VOCABULARY[rule])}}}}
             for rule in sorted(VOCABULARY)

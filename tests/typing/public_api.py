@@ -11,7 +11,7 @@ from typing_extensions import assert_type
 
 import autoprof as ap
 from autoprof import Config, Finding, TraceError, analyze, autoprof, configure, flush, section
-from autoprof.instrument import Section
+from autoprof.live.instrument import Section
 
 
 @autoprof

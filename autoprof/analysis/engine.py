@@ -10,14 +10,14 @@ from contextlib import AbstractContextManager, closing, nullcontext
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from autoprof import _fleet, ranks
-from autoprof.compare import Diff, OpTime, Profile, compare
+from autoprof.analysis import _fleet, ranks
+from autoprof.analysis.compare import Diff, OpTime, Profile, compare
+from autoprof.analysis.sections import section_times
 from autoprof.config import SWITCH, Config
 from autoprof.findings import Finding
 from autoprof.rules import Shipped, memory, regime, run_rules, ship
 from autoprof.rules._common import device_step_ns, shape_of, short_kernel_name, view
 from autoprof.rules.sync import profiler_flush_ns
-from autoprof.sections import section_times
 from autoprof.trace import chrome, live, remote
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace, gc_paused
@@ -77,7 +77,7 @@ def step_periods_ms(trace: Trace, numbers: Sequence[int] | None = None) -> list[
 
 
 def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
-    """A trace's reading for a comparison (:mod:`autoprof.compare`): step times, each op's calls and self time
+    """A trace's reading for a comparison (:mod:`autoprof.analysis.compare`): step times, each op's calls and self time
     by (name, input shapes), each kernel's calls and device time under its launching op, the same per step (an
     op by the step its call is in, a kernel by its launch's), the devices, each step's memory peak per device, the
     findings. One pass over the window's events."""
@@ -190,9 +190,9 @@ def diff(
     executor: Executor | None = None,
 ) -> list[Diff]:
     """Compare two runs (each a trace file, a directory of per-rank traces, or a kept ``trace_dir``; ``base`` may be
-    several runs, pooled: a baseline of recent runs): one :class:`autoprof.compare.Diff` per pair of groups (one
+    several runs, pooled: a baseline of recent runs): one :class:`autoprof.analysis.compare.Diff` per pair of groups (one
     each; else per rank; else per file name, a kept trace's window left out; the files of a group pooled, see
-    :func:`autoprof.compare.compare`), read by the same engine as ``analyze``, with intervals at ``confidence``.
+    :func:`autoprof.analysis.compare.compare`), read by the same engine as ``analyze``, with intervals at ``confidence``.
     The per-rank comparison (stragglers) is not part of a side's verdicts. Raises :class:`autoprof.TraceError` on a
     bad input (one that names no trace file among them). ``workers``, ``jobs``, ``executor``: as :func:`analyze`."""
     sides = [[p] if isinstance(p, (str, os.PathLike)) else list(p) for p in (base, new)]
@@ -213,14 +213,14 @@ def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
     return [{"name": trace.names[nid], "self_cpu_us": round(t / 1000, 3), "calls": calls[nid]} for nid, t in top]
 
 
-#: What the report reads of a loaded trace, in the process that loaded it (:func:`autoprof.htmlreport.file_report`).
+#: What the report reads of a loaded trace, in the process that loaded it (:func:`autoprof.render.htmlreport.file_report`).
 PageReader = Callable[[Trace, Sequence[Finding], Config], Any]
 
 
 @dataclass(frozen=True)
 class Views:
     """What a command reads of each trace beyond the :class:`Analysis`'s own fields, while the trace is loaded (in
-    the process that loads it): ``diff``, the comparison's :class:`~autoprof.compare.Profile`; ``page``, the
+    the process that loads it): ``diff``, the comparison's :class:`~autoprof.analysis.compare.Profile`; ``page``, the
     report's page reader (a module-level function: it travels to the workers by name)."""
 
     diff: bool = False
@@ -355,7 +355,7 @@ def _in_parallel(
     shipped: Shipped | None = None,
     views: Views | None = None,
 ) -> Iterator[Analysis]:
-    """:func:`iter_files` with files analyzed by ``executor`` (or a local :class:`~autoprof._fleet.FilePool`); the
+    """:func:`iter_files` with files analyzed by ``executor`` (or a local :class:`~autoprof.analysis._fleet.FilePool`); the
     user's rules travel as ``shipped`` (by import path, see :func:`autoprof.rules.ship`), not in the config."""
     # a host logger stays here: records are written by this process
     portable = config.replace(logger=None, rules=()) if shipped is not None else config.replace(logger=None)

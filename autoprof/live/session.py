@@ -6,11 +6,11 @@ Calls of the same target from other threads run normally and are annotated while
 not count as steps, so concurrent callers can never corrupt the step count.
 
 Closing a window: the owner thread stops the profiler (``stop_trace``) and takes kineto's raw events; the
-analysis, the optional trace file and the records (:mod:`autoprof.window`) run on one background worker
+analysis, the optional trace file and the records (:mod:`autoprof.live.window`) run on one background worker
 thread, which ``atexit`` drains (and then writes the end-of-run report, ``configure(report=True)``). With
 ``configure(background=False)`` everything runs on the calling thread. Next door: the schedule arithmetic
-(:mod:`autoprof.schedule`), the CPU calibration (:mod:`autoprof.calibrate`), a window's job
-(:mod:`autoprof.window`) and the cross-rank exchange (:mod:`autoprof.exchange`).
+(:mod:`autoprof.live.schedule`), the CPU calibration (:mod:`autoprof.live.calibrate`), a window's job
+(:mod:`autoprof.live.window`) and the cross-rank exchange (:mod:`autoprof.live.exchange`).
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from typing import Any
 import torch
 import torch.autograd.profiler as _autograd_profiler
 
-from autoprof import calibrate
-from autoprof import emit as _emit
-from autoprof import window as _window
-from autoprof._pace import PACER, lower_thread_priority
-from autoprof.calibrate import CpuPeaks
 from autoprof.config import SWITCH, Config
-from autoprof.schedule import Phase, Schedule
-from autoprof.trigger import FUTURE, Settings, Trigger, Watch, aim
+from autoprof.live import calibrate
+from autoprof.live import window as _window
+from autoprof.live._pace import PACER, lower_thread_priority
+from autoprof.live.calibrate import CpuPeaks
+from autoprof.live.schedule import Phase, Schedule
+from autoprof.live.trigger import FUTURE, Settings, Trigger, Watch, aim
+from autoprof.render import emit as _emit
 
 #: Names of the ``autoprof.section`` blocks entered while a profiler recorded: each window names them in its trace
 #: (``autoprof_sections``), so that its section times are read the same live and offline.
@@ -109,7 +109,7 @@ class Target:
         self.watching: Settings | None = None
         self.triggered = 0  # triggered windows so far (the cross-rank exchange counts only the scheduled ones)
         #: No call of it was seen to hold a decorated call (or a trainer's step) nor to be held by one: its idle path
-        #: marks no thread-local depth (autoprof.instrument). Learned from the stack, by the first such call.
+        #: marks no thread-local depth (autoprof.live.instrument). Learned from the stack, by the first such call.
         self.plain = True
         self.restart(done=False)
 
@@ -342,7 +342,7 @@ class Session:
                 return None
             from torch.profiler import ProfilerActivity, profile
 
-            from autoprof import engine  # noqa: F401  # imported here, not in the background analysis (GIL)
+            from autoprof.analysis import engine  # noqa: F401  # imported here, not in the background analysis (GIL)
 
             _guard_foreign_profilers(self)
             # Kineto prints two "USDT ... profiler_start/stop" lines per window on stderr, in the middle of the JSON
@@ -428,7 +428,7 @@ class Session:
             if watch is not None:
                 watch.recorded([s for s, w in zip(window.steps, window.walls, strict=False) if w > trigger.limit_ns])
         # The raw events are not read here: kineto's results stay complete once the profiler stopped, and any thread
-        # may read them (``events()``): a thread of their own reads them (see :class:`autoprof.window.Reader`),
+        # may read them (``events()``): a thread of their own reads them (see :class:`autoprof.live.window.Reader`),
         # which the background job waits for. The training thread keeps only what torch requires of it: ``stop_trace``
         # (a profiler stops on its own thread).
         try:
@@ -675,7 +675,7 @@ class Session:
             try:
                 if fn is None:
                     return
-                PACER.start()  # this job's analysis yields to the training thread (see autoprof._pace)
+                PACER.start()  # this job's analysis yields to the training thread (see autoprof.live._pace)
                 fn()
             except Exception:
                 pass  # jobs report their own failures
@@ -762,7 +762,7 @@ def write_report() -> str | None:
         return None
     out = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{_emit.dist_info()[0]}.html")
     try:
-        from autoprof import htmlreport
+        from autoprof.render import htmlreport
 
         htmlreport.write(kept, out, cfg)
     except Exception as e:

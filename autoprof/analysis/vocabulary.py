@@ -4,7 +4,7 @@ windows). The JSON Schema's rule and verdict parts are generated from it (:mod:`
 
 from __future__ import annotations
 
-from autoprof import drift, ranks
+from autoprof.analysis import drift, ranks
 from autoprof.rules import MODULES
 
 VOCABULARY: dict[str, tuple[str, ...]] = {

@@ -23,11 +23,11 @@ import torch
 import torch.autograd.profiler as _ap
 import wrapt
 
-from autoprof import emit as _emit
 from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, SWITCH, TRIGGER_KEYS, ConfigError, check_schedule_value, user_stacklevel
-from autoprof.schedule import Phase, Place, Schedule
-from autoprof.session import SECTIONS_SEEN, SESSION, Target, Window, rank_chosen
-from autoprof.trigger import FUTURE, Settings
+from autoprof.live.schedule import Phase, Place, Schedule
+from autoprof.live.session import SECTIONS_SEEN, SESSION, Target, Window, rank_chosen
+from autoprof.live.trigger import FUTURE, Settings
+from autoprof.render import emit as _emit
 
 F = TypeVar("F", bound=Callable[..., Any])
 

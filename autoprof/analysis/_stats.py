@@ -1,6 +1,6 @@
 """The noise model of a comparison: how far one sample of times moved from another, with a confidence interval.
-Pure Python (no numpy), deterministic (no random draws), shared by ``autoprof diff`` (:mod:`autoprof.compare`)
-and the live ``window_drift`` (:mod:`autoprof.drift`).
+Pure Python (no numpy), deterministic (no random draws), shared by ``autoprof diff`` (:mod:`autoprof.analysis.compare`)
+and the live ``window_drift`` (:mod:`autoprof.analysis.drift`).
 
 The shift is the Hodges–Lehmann estimate: the median of every difference ``new[j] - base[i]``. Its interval is
 the Mann–Whitney (Wilcoxon rank-sum) one: the ``k``-th smallest and largest of those differences, ``k`` read

@@ -21,7 +21,7 @@ from typing import Any
 from autoprof.trace._pool import spawn
 
 #: What a worker runs: ``python -c SERVE_CODE <package parent> <fd in> <fd out>``.
-SERVE_CODE = "import sys; sys.path.insert(0, sys.argv[1]); from autoprof._fleet import serve; serve(sys.argv[2:])"
+SERVE_CODE = "import sys; sys.path.insert(0, sys.argv[1]); from autoprof.analysis._fleet import serve; serve(sys.argv[2:])"
 
 
 class WorkerDiedError(RuntimeError):

@@ -1,5 +1,5 @@
 """The cross-rank exchange of a live run: each profiled rank's window summary goes through the default process
-group's key-value store to the lowest profiled rank, which compares them (:mod:`autoprof.ranks`, the
+group's key-value store to the lowest profiled rank, which compares them (:mod:`autoprof.analysis.ranks`, the
 same comparison ``autoprof analyze`` makes of per-rank trace files) and writes the findings.
 
 Protocol: every profiled rank writes one small JSON summary (median step time, collective waits, regime)
@@ -17,9 +17,9 @@ import sys
 from datetime import timedelta
 from typing import Any
 
-from autoprof import emit as _emit
-from autoprof import ranks
+from autoprof.analysis import ranks
 from autoprof.config import Config
+from autoprof.render import emit as _emit
 
 KEY_PREFIX = "autoprof"
 

@@ -144,7 +144,7 @@ class Trigger:
 def aim(trigger: Trigger, warmup: int) -> int:
     """The wait (unprofiled steps) before the warmup of a window asked for by ``trigger`` at its step, so that the
     window's active steps hold the next occurrence of a recurring slowdown (0 for a persistent one). A step's time
-    is its period, from its start to the next step's start (:mod:`autoprof.instrument`): a slow period that ends at
+    is its period, from its start to the next step's start (:mod:`autoprof.live.instrument`): a slow period that ends at
     step ``s`` is step ``s - 1`` or what ran between it and ``s`` (a batch loading, a checkpoint), so the window's
     first active step is ``aimed_at - 1`` and the gap before ``aimed_at`` is between two active steps."""
     if trigger.period is None:

@@ -1,12 +1,12 @@
 """Drift between live windows of one target: after its first window, each later one is compared with it (long
 trainings whose data, shapes or allocator state drift, with ``repeat`` > 1 or ``repeat=0``). A comparison of two
-windows' summaries, like :mod:`autoprof.ranks` across ranks; not a rule over one trace."""
+windows' summaries, like :mod:`autoprof.analysis.ranks` across ranks; not a rule over one trace."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoprof._stats import ratio_shift
+from autoprof.analysis._stats import ratio_shift
 from autoprof.findings import Finding
 from autoprof.rules._common import duration
 
@@ -23,7 +23,7 @@ MIN_DRIFT_MS = 1.0
 class WindowSummary:
     """What a window says for the comparison: its index, median step time (ms, the longer of the host's span and
     the device's time for each step), its regime verdict, and each step's time (ms) for the noise model (the same
-    as ``autoprof diff``'s, :mod:`autoprof._stats`)."""
+    as ``autoprof diff``'s, :mod:`autoprof.analysis._stats`)."""
 
     window: int
     step_ms: float

@@ -3,7 +3,7 @@
 
 Ops are matched by name and input shapes, kernels by their launching op (and its shapes) and their own name,
 never by position (pairing kernels by position "can pair the wrong kernels"); verdicts by rule. The engine
-makes the profiles (:func:`autoprof.engine.profile_of`); the CLI and ``autoprof.diff`` render the diffs.
+makes the profiles (:func:`autoprof.analysis.engine.profile_of`); the CLI and ``autoprof.diff`` render the diffs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoprof._stats import Shift, ratio_shift, shift
+from autoprof.analysis._stats import Shift, ratio_shift, shift
 from autoprof.findings import Finding, severity_rank
 from autoprof.rules._kernels import kernel_family, kernel_head
 from autoprof.rules.memory import size

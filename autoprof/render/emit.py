@@ -121,9 +121,9 @@ def window_fields(
     summary: Mapping[str, Any],
     live: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``autoprof.window`` record's own fields, the one builder live (:mod:`autoprof.window`) and offline (the
+    """The ``autoprof.window`` record's own fields, the one builder live (:mod:`autoprof.live.window`) and offline (the
     CLI): the steps and their wall times, the top ops, the sections, the events, what the window cost the program
-    (``costs``), the trace's reading (``summary``: :func:`autoprof.engine.window_summary`), then a live window's own
+    (``costs``), the trace's reading (``summary``: :func:`autoprof.analysis.engine.window_summary`), then a live window's own
     fields (``live``: its target's calls, the kept trace, the trigger). Offline (``live`` None) the sections follow
     the costs, where that record has always had them: both records stay as they were, byte for byte."""
     fields: dict[str, Any] = {"steps": list(steps), "step_wall_ms": [round(ns / 1e6, 4) for ns in step_wall_ns], "top_ops": top_ops}

@@ -22,13 +22,13 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoprof import engine, ranks
+from autoprof.analysis import engine, ranks
+from autoprof.analysis.sections import section_tree
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.peaks import CPU_PEAK_NAME
 from autoprof.rules import memory, regime, roofline
 from autoprof.rules._common import merge, total, view
-from autoprof.sections import section_tree
+from autoprof.rules._peaks import CPU_PEAK_NAME
 from autoprof.trace import chrome, remote
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, KERNEL_CODE, Trace
@@ -341,14 +341,14 @@ def reports(
 ) -> list[FileReport]:
     """Every trace file under ``paths`` read for the page (a file that cannot be read: its one-line error), with
     the cross-rank comparison of per-rank traces attached to the lowest rank, as ``analyze`` does: each file's
-    :class:`autoprof.engine.Analysis` (``workers``, ``jobs``, ``executor`` as :func:`write`), its page
+    :class:`autoprof.analysis.engine.Analysis` (``workers``, ``jobs``, ``executor`` as :func:`write`), its page
     read by :func:`file_report` where the trace was loaded."""
     analyses = engine.analyze_files(paths, config, workers=workers, jobs=jobs, executor=executor, views=engine.Views(page=file_report))
     return [page_of(analysis) for analysis in analyses]
 
 
 def page_of(analysis: engine.Analysis) -> FileReport:
-    """What the page shows of one :class:`~autoprof.engine.Analysis`: its page, with the findings as the cross-rank
+    """What the page shows of one :class:`~autoprof.analysis.engine.Analysis`: its page, with the findings as the cross-rank
     comparison left them and the rules that failed; or the error that stopped the file."""
     if analysis.error is not None or not isinstance(analysis.page, FileReport):
         problem = analysis.exc.problem if analysis.exc is not None else None
@@ -709,7 +709,7 @@ def _evidence_html(evidence: dict[str, Any]) -> str:
 
 def _sections_html(rep: FileReport) -> str:
     """The sections (``autoprof.section`` spans, a trainer's named spans) as a tree: a nested one indented under
-    the section it runs inside, the figures :func:`autoprof.sections.section_times` gives ``analyze``."""
+    the section it runs inside, the figures :func:`autoprof.analysis.sections.section_times` gives ``analyze``."""
     per_step = bool(rep.step_ns)
     of = "of the steps" if per_step else "of the window"
     rows = []

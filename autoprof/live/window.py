@@ -1,7 +1,7 @@
 """One closed window's job, after ``stop_trace``: keep the trace file, build the :class:`Trace`, run the rules,
 write the records, and hand this rank's summary to the cross-rank exchange.
 
-It runs on the session's background thread (paced, see :mod:`autoprof._pace`) or, with
+It runs on the session's background thread (paced, see :mod:`autoprof.live._pace`) or, with
 ``configure(background=False)``, on the calling thread. It reports its own failures as records and never
 raises an Exception.
 """
@@ -16,18 +16,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoprof import drift, exchange, ranks
-from autoprof import emit as _emit
-from autoprof._files import keep_gzipped, safe_name
-from autoprof._pace import PACER
-from autoprof.calibrate import CpuPeaks
+from autoprof.analysis import drift, ranks
+from autoprof.analysis.sections import section_times
 from autoprof.config import Config
 from autoprof.findings import Finding
+from autoprof.live import exchange
+from autoprof.live._files import keep_gzipped, safe_name
+from autoprof.live._pace import PACER
+from autoprof.live.calibrate import CpuPeaks
+from autoprof.live.trigger import Trigger
+from autoprof.render import emit as _emit
 from autoprof.rules import regime
 from autoprof.rules._common import step_times_ns
-from autoprof.sections import section_times
 from autoprof.trace.model import Trace, gc_paused
-from autoprof.trigger import Trigger
 
 
 @dataclass(slots=True)
@@ -129,7 +130,7 @@ class _Analysis:
 def _analyze(job: ClosedWindow, rank: int, world: int) -> _Analysis:
     """Build the trace from the raw events (freed as soon as it stands) and run the rules, paced when the
     session's pacer runs, with the cyclic GC paused once for both (each pause's end costs a collection)."""
-    from autoprof import engine
+    from autoprof.analysis import engine
 
     tick = PACER.tick if PACER.active() else None
     cpu0 = time.thread_time_ns()
@@ -236,8 +237,8 @@ def _drift(job: ClosedWindow, analysis: _Analysis) -> list[Finding]:
 
 
 def _window_fields(job: ClosedWindow, analysis: _Analysis, path: str | None, overhead_ns: int) -> dict[str, Any]:
-    """The ``autoprof.window`` record's own fields (:func:`autoprof.emit.window_fields`, as offline)."""
-    from autoprof import engine
+    """The ``autoprof.window`` record's own fields (:func:`autoprof.render.emit.window_fields`, as offline)."""
+    from autoprof.analysis import engine
 
     trace = analysis.trace
     return _emit.window_fields(
@@ -269,7 +270,7 @@ def _trigger_record(job: ClosedWindow, trace: Any) -> dict[str, Any] | None:
     the next step's start; the last step, whose period the window does not hold, by its wall time)."""
     if job.trigger is None:
         return None
-    from autoprof import engine
+    from autoprof.analysis import engine
 
     periods = engine.step_periods_ms(trace, job.steps) or [None] * len(job.steps)
     times = [round(p * 1e6) if p is not None else w for p, w in zip(periods, job.walls, strict=False)]
