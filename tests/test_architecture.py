@@ -345,3 +345,58 @@ def test_the_layer_checks_catch_an_import_up_and_a_circle() -> None:
     moved.insert(moved.index(next(x for x in moved if x[0] == "trace")) + 1, ("render", ["render.", "schema."]))
     assert "live.window (live) imports render.emit (render), a layer above" not in _up(_graph(), moved)
     assert any(w.startswith("render.htmlreport (render) imports analysis.engine") for w in _up(_graph(), moved))
+
+
+# Where exceptions are caught: the boundaries of docs/architecture.md.
+_BROAD = ("Exception", "BaseException")
+
+
+def broad_catches(source: str) -> set[str]:
+    """The functions (qualified names) in ``source`` with a handler that catches a broad exception and does not end
+    in a ``raise``."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST, where: list[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(child, [*where, child.name])
+                continue
+            if isinstance(child, ast.ExceptHandler):
+                kinds = [] if child.type is None else (child.type.elts if isinstance(child.type, ast.Tuple) else [child.type])
+                broad = child.type is None or any(ast.unparse(k) in _BROAD for k in kinds)
+                if broad and not isinstance(child.body[-1], ast.Raise):
+                    found.add(".".join(where) or "<module>")
+            visit(child, where)
+
+    visit(ast.parse(source), [])
+    return found
+
+
+def boundaries(doc: str) -> set[tuple[str, str]]:
+    """(module, function) pairs listed under "Where exceptions are caught": each ``module``: ``f``, ``g`` run."""
+    section = doc.split("## Where exceptions are caught", 1)[1].split("\n## ", 1)[0]
+    out = set()
+    for bullet in section.split("\n- ")[1:]:
+        text = " ".join(bullet.split())
+        for module, names in re.findall(r"`([\w.]+)`: ((?:`[\w.]+`(?:, )?)+)", text):
+            out.update((module, n) for n in re.findall(r"`([\w.]+)`", names))
+    return out
+
+
+def test_exceptions_are_caught_only_at_the_listed_boundaries() -> None:
+    listed = boundaries(DOC.read_text())
+    assert len(listed) >= 60 and ("live.instrument", "_Instrument.begin") in listed and ("rules", "run_rules") in listed
+    actual = {(_module(p), f) for p in sorted(PACKAGE.rglob("*.py")) for f in broad_catches(p.read_text())}
+    assert sorted(actual - listed) == [], "a broad catch outside the boundaries of docs/architecture.md"
+    assert sorted(listed - actual) == [], "listed in docs/architecture.md as a boundary, but it catches nothing broad"
+
+
+def test_the_boundary_check_sees_a_swallowed_exception_and_not_a_reraise() -> None:
+    source = (
+        "def quiet():\n    try:\n        f()\n    except Exception:\n        pass\n"
+        "class C:\n    def m(self):\n        try:\n            f()\n        except (ValueError, BaseException) as e:\n            log(e)\n"
+        "def cleanup():\n    try:\n        f()\n    except BaseException:\n        close()\n        raise\n"
+        "def narrow():\n    try:\n        f()\n    except OSError:\n        pass\n"
+        "def bare():\n    try:\n        f()\n    except:\n        return None\n"
+    )
+    assert broad_catches(source) == {"quiet", "C.m", "bare"}
