@@ -510,10 +510,10 @@ def work_verdict(compute_ns: float, memory_ns: float, uncosted_ns: float) -> tup
     return (COMPUTE_BOUND if bound == "compute" else MEMORY_BOUND), bound
 
 
-def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], busy: int, window: int) -> tuple[str, str, str]:
+def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], busy: int, window_ns: int) -> tuple[str, str, str]:
     """A device-bound window: named by where the device's time goes by the roofline (:func:`work_verdict`)."""
     roof = roofline.analyze(trace, config)
-    head = f"the device is busy {percent(busy, window)} of the window"
+    head = f"the device is busy {percent(busy, window_ns)} of the window"
     if roof is None:
         evidence.update(roofline_bound="unknown", roofline_shares=None)
         return (
@@ -540,9 +540,9 @@ def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], 
         compute_bound_share=shares["compute"],
         memory_bound_share=shares["memory"],
         uncosted_share=shares["uncosted"],
-        compute_work_share=share(compute * busy / roof.total_ns, window),
-        memory_work_share=share(memory * busy / roof.total_ns, window),
-        unknown_work_share=share(uncosted * busy / roof.total_ns, window),
+        compute_work_share=share(compute * busy / roof.total_ns, window_ns),
+        memory_work_share=share(memory * busy / roof.total_ns, window_ns),
+        unknown_work_share=share(uncosted * busy / roof.total_ns, window_ns),
         **roofline.by_name_evidence(roof),  # how much of compute and memory the kernels' names gave
     )
     split = roofline.split_text(compute, memory, uncosted, roof.total_ns) + roofline.by_name_text(roof)
