@@ -88,12 +88,12 @@ def _held() -> int:
 class Mode(IntEnum):
     """How an outermost call was entered, so that leaving it undoes exactly that."""
 
-    PLAIN = 0  # begin() did not return (interrupted): end() works out what to undo
+    UNBEGUN = 0  # begin() did not return (interrupted): end() works out what to undo
     OWNER = 2  # the outermost call of a target on its owner thread: a step of its schedule
     FOREIGN = 3  # the outermost call of a target on another thread: not a step, but its nested calls are annotations
 
 
-PLAIN, OWNER, FOREIGN = Mode.PLAIN, Mode.OWNER, Mode.FOREIGN  # module constants: the wrappers read them often
+UNBEGUN, OWNER, FOREIGN = Mode.UNBEGUN, Mode.OWNER, Mode.FOREIGN  # module constants: the wrappers read them often
 
 
 def _internal_error(where: str, target: str | None, e: BaseException) -> None:
@@ -294,7 +294,7 @@ class _Instrument:
         return OWNER if target is not None and target.owner == _get_ident() and target.current is not None else FOREIGN
 
     def end(self, mode: Mode, calls: list[Any], t0: int, raised: bool = False) -> None:
-        """Leave an outermost call entered with :meth:`begin`: ``mode`` is what it returned (PLAIN: it was
+        """Leave an outermost call entered with :meth:`begin`: ``mode`` is what it returned (UNBEGUN: it was
         interrupted), ``t0`` when the user's function started (< 0: it never ran). Everything happens in
         here, under ``finally`` clauses, so an interrupt at any point still exits the annotations and finishes
         (or drops) the step: the caller evaluates nothing that could fail, and resets the depth in its own
@@ -312,7 +312,7 @@ class _Instrument:
                 _give_up(self.target)
 
     def _end(self, mode: Mode, calls: list[Any], wall_ns: int, raised: bool = False) -> None:
-        if mode == PLAIN:
+        if mode == UNBEGUN:
             mode = self.interrupted_mode()
         try:
             _close_all(calls)
@@ -468,7 +468,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 if t is not None and t.watch is not None:
                     t.watch.pause()
                 calls: list[Any] = []
-                mode = PLAIN
+                mode = UNBEGUN
                 t0 = -1
                 raised = True
                 try:
@@ -545,7 +545,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
         if t is not None and t.watch is not None:
             t.watch.pause()  # a period across a profiled call is no step's
         calls: list[Any] = []
-        mode = PLAIN
+        mode = UNBEGUN
         t0 = -1
         raised = True
         try:
@@ -668,7 +668,7 @@ class Steps:
             return
         if target is not None and target.watch is not None:
             target.watch.start = FUTURE  # a period across a profiled step is no step's
-        mode = PLAIN
+        mode = UNBEGUN
         _tls.driver = self
         try:
             target = ins.target or ins.get_target()
