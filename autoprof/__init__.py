@@ -18,6 +18,7 @@ import sys
 import types
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 from autoprof.analysis.engine import analyze, diff
@@ -57,7 +58,13 @@ def flush(timeout: float | None = None) -> bool:
 
 
 def report(
-    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], config: Config | None = None
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    config: Config | None = None,
+    *,
+    workers: int | None = None,
+    jobs: int | None = 1,
+    executor: Executor | None = None,
 ) -> str:
     """Write one self-contained HTML page (``out``) about saved chrome traces (files, per-rank directories, a
     ``trace_dir``): the verdicts, a roofline chart per device, where each step's time goes, the device's activity
@@ -66,12 +73,14 @@ def report(
     empty path, ``''`` or ``file://``, is an input that cannot be read, never the current directory); the page
     lists the inputs that could not be read, next to the others. Raises ``ValueError``
     (:class:`autoprof.render.htmlreport.OutputError`), before reading anything, when ``out`` is empty, a directory, or
-    one of the input traces; no temporary file is left behind whatever fails."""
+    one of the input traces; no temporary file is left behind whatever fails. ``workers``, ``jobs``, ``executor``: as
+    :func:`analyze` (the same pipeline), but ``jobs`` defaults to 1, the files read in this process one after another
+    (``None``: the usable CPUs, as ``autoprof report`` does)."""
     from autoprof.render import htmlreport
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    htmlreport.write(paths, out, config)
+    htmlreport.write(paths, out, config, workers=workers, jobs=jobs, executor=executor)
     return os.fspath(out)
 
 

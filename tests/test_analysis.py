@@ -106,6 +106,28 @@ def test_the_report_in_python_reads_in_this_process_by_default(tmp_path: Path, m
         htmlreport.reports(files, jobs=2)  # asked: the pool is what it would start
 
 
+def test_autoprof_report_takes_the_pipelines_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import autoprof
+
+    files = [_trace(tmp_path / f"r{k}.json.gz") for k in range(2)]
+    seen: list[dict[str, object]] = []
+    real = htmlreport.write
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(dict(kwargs))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(htmlreport, "write", spy)
+    out = autoprof.report(files, tmp_path / "one.html")
+    assert out == str(tmp_path / "one.html") and seen[-1] == dict(workers=None, jobs=1, executor=None)
+    autoprof.report(files, tmp_path / "two.html", jobs=2, workers=0)  # two fresh processes read the files
+    assert seen[-1] == dict(workers=0, jobs=2, executor=None)
+    one, two = ((tmp_path / n).read_text() for n in ("one.html", "two.html"))
+    assert one.count("r0.json.gz") == two.count("r0.json.gz") > 0 and len(one) == pytest.approx(len(two), rel=0.01)
+    with pytest.raises(TypeError):
+        autoprof.report(files, tmp_path / "x.html", None, 0)  # type: ignore[misc]  # keyword-only
+
+
 # -- the same options on every command ---------------------------------------------------------------------------
 
 
