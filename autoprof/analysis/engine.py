@@ -420,10 +420,15 @@ def analysis_of(
     path: str,
     failed_before: Sequence[tuple[str, BaseException]] = (),
     views: Views | None = None,
+    *,
+    tick: Callable[[], None] | None = None,
+    numbers: Sequence[int] | None = None,
 ) -> Analysis:
-    """A loaded trace's :class:`Analysis`: the rules run (``failed_before``: failures that came first, a user's rule
-    that could not be imported), then what the records, the table and the asked ``views`` read of it."""
-    findings, failures = analyze_trace(trace, config)
+    """A loaded trace's :class:`Analysis`, a file's or a live window's: the rules run (``failed_before``: failures
+    that came first, a user's rule that could not be imported; ``tick``: the live pacer's, between rules), then what
+    the records, the table and the asked ``views`` read of it (``numbers``: a live window's step numbers, for its
+    summary's per-step device times)."""
+    findings, failures = analyze_trace(trace, config, tick)
     failures = [*failed_before, *failures]
     views = views or Views()
     return Analysis(
@@ -437,7 +442,7 @@ def analysis_of(
         step_ns=[s.dur_ns for s in trace.steps],
         top_ops=top_ops(trace, config.top_ops if config is not None else Config().top_ops),
         sections=section_times(trace),
-        summary=window_summary(trace, findings),
+        summary=window_summary(trace, findings, numbers),
         profile=profile_of(trace, findings, path) if views.diff else None,
         page=views.page(trace, findings, config) if views.page is not None else None,
     )

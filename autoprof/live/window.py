@@ -14,10 +14,9 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autoprof.analysis import drift, ranks
-from autoprof.analysis.sections import section_times
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.live import exchange
@@ -29,6 +28,9 @@ from autoprof.render import emit as _emit
 from autoprof.rules import regime
 from autoprof.rules._common import step_times_ns
 from autoprof.trace.model import Trace, gc_paused
+
+if TYPE_CHECKING:
+    from autoprof.analysis.engine import Analysis
 
 
 @dataclass(slots=True)
@@ -100,7 +102,7 @@ def run(job: ClosedWindow) -> None:
         _emit.emit(_emit.WINDOW_EVENT, "info", **ctx, source="live", **_window_fields(job, analysis, path, overhead))
         for finding in analysis.findings + _drift(job, analysis):
             _emit.finding(finding, **ctx, source="live")
-        for name, err in analysis.failures:
+        for name, err in analysis.analysis.failures:
             _emit.error(f"rule {name} failed: {err}", "rule", err, **ctx)
         if world > 1 and job.peer_window is not None:
             summary = ranks.summary_from(rank, job.walls, analysis.findings)
@@ -120,16 +122,23 @@ def run(job: ClosedWindow) -> None:
 
 
 @dataclass
-class _Analysis:
+class _Analyzed:
+    """A window's trace and its :class:`~autoprof.analysis.engine.Analysis` (the one result type, as offline)."""
+
     trace: Trace
-    findings: list[Finding]
-    failures: list[tuple[str, BaseException]]
-    cpu_ns: int  # the analysis thread's CPU time building the trace and running the rules
+    analysis: Analysis
+    cpu_ns: int  # the analysis thread's CPU time building the trace and analyzing it
+
+    @property
+    def findings(self) -> list[Finding]:
+        found: list[Finding] = self.analysis.findings
+        return found
 
 
-def _analyze(job: ClosedWindow, rank: int, world: int) -> _Analysis:
-    """Build the trace from the raw events (freed as soon as it stands) and run the rules, paced when the
-    session's pacer runs, with the cyclic GC paused once for both (each pause's end costs a collection)."""
+def _analyze(job: ClosedWindow, rank: int, world: int) -> _Analyzed:
+    """Build the trace from the raw events (freed as soon as it stands) and analyze it as a file is
+    (:func:`~autoprof.analysis.engine.analysis_of`), the rules paced when the session's pacer runs, with the cyclic
+    GC paused once for both (each pause's end costs a collection)."""
     from autoprof.analysis import engine
 
     tick = PACER.tick if PACER.active() else None
@@ -154,8 +163,8 @@ def _analyze(job: ClosedWindow, rank: int, world: int) -> _Analysis:
             device_properties=job.devices,
         )
         job.events = None  # free the raw events before the rules run
-        findings, failures = engine.analyze_trace(trace, job.config, tick)
-    return _Analysis(trace, findings, failures, time.thread_time_ns() - cpu0)
+        analysis = engine.analysis_of(trace, job.config, job.target, tick=tick, numbers=job.steps)
+    return _Analyzed(trace, analysis, time.thread_time_ns() - cpu0)
 
 
 def _read_events(job: ClosedWindow) -> Any:
@@ -223,7 +232,7 @@ class _ReadError(Exception):
     """torch could not hand the window's raw events over (said as a ``profiler`` error, as a failed stop is)."""
 
 
-def _drift(job: ClosedWindow, analysis: _Analysis) -> list[Finding]:
+def _drift(job: ClosedWindow, analysis: _Analyzed) -> list[Finding]:
     """The ``window_drift`` finding of a target's later window against its first (none for the first)."""
     times = step_times_ns(analysis.trace) or job.walls
     if not times:
@@ -236,31 +245,30 @@ def _drift(job: ClosedWindow, analysis: _Analysis) -> list[Finding]:
     return drift.check(job.reference[0], now)
 
 
-def _window_fields(job: ClosedWindow, analysis: _Analysis, path: str | None, overhead_ns: int) -> dict[str, Any]:
-    """The ``autoprof.window`` record's own fields (:func:`autoprof.render.emit.window_fields`, as offline)."""
-    from autoprof.analysis import engine
-
-    trace = analysis.trace
+def _window_fields(job: ClosedWindow, analyzed: _Analyzed, path: str | None, overhead_ns: int) -> dict[str, Any]:
+    """The ``autoprof.window`` record's own fields (:func:`autoprof.render.emit.window_fields`, as offline), from
+    the window's :class:`~autoprof.analysis.engine.Analysis`."""
+    analysis = analyzed.analysis
     return _emit.window_fields(
         steps=job.steps,
         step_wall_ns=job.walls,
-        top_ops=engine.top_ops(trace, job.config.top_ops),
-        sections=section_times(trace),
-        event_count=trace.n_events,
+        top_ops=analysis.top_ops,
+        sections=analysis.sections,
+        event_count=analysis.event_count,
         costs={
             "autoprof_overhead_ms": round(overhead_ns / 1e6, 3),
-            "analysis_cpu_ms": round(analysis.cpu_ns / 1e6, 3),
+            "analysis_cpu_ms": round(analyzed.cpu_ns / 1e6, 3),
             "profiled_step_extra_ms": job.profiled_extra_ms(),
             "stall_ms": round(job.stall_ns / 1e6, 3),
             "stall_stop_ms": round(job.stop_ns / 1e6, 3),
             "windows_skipped": job.skipped_before,
         },
-        summary=engine.window_summary(trace, analysis.findings, job.steps),
+        summary=analysis.summary,
         live={
             "calls_total": job.calls,
             "first_call_ms": round(job.first_call_ns / 1e6, 4) if job.first_call_ns is not None else None,
             "trace_path": path,
-            "trigger": _trigger_record(job, trace),
+            "trigger": _trigger_record(job, analyzed.trace),
         },
     )
 

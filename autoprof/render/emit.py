@@ -285,10 +285,11 @@ def finding_record(found: Finding, **context: Any) -> dict[str, Any]:
 
 def error(message: str, reason: str, exc: BaseException | None = None, **context: Any) -> None:
     """Write an ``autoprof.error`` record: ``reason`` is one word a pipeline can group by (see the schema), and
-    ``exc`` names the exception type behind it."""
+    ``exc`` names the exception type behind it (a rule's failure carried across processes names its own:
+    ``type_name``)."""
     fields: dict[str, Any] = {**context, "message": message, "reason": reason}
     if exc is not None:
-        fields["error_type"] = type(exc).__name__
+        fields["error_type"] = getattr(exc, "type_name", None) or type(exc).__name__
     emit(ERROR_EVENT, "error", **fields)
 
 
