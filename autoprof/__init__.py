@@ -91,6 +91,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(instrument, name)
         globals()[name] = value
         return value
+    if f"autoprof.{name}" in MOVED:  # a former module as an attribute (``autoprof.compare.Diff``): imported, warned
+        return importlib.import_module(f"autoprof.{name}")
     raise AttributeError(f"module 'autoprof' has no attribute {name!r}")
 
 
@@ -130,8 +132,10 @@ class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             module.__spec__ = _SPECS.get(module.__spec__.name, module.__spec__)
 
 
-if not any(isinstance(f, _Moved) for f in sys.meta_path):
-    sys.meta_path.append(_Moved())
+# One finder, whatever imported autoprof before (a reload or a purge of sys.modules makes a new class: its finder
+# replaces the old one).
+sys.meta_path[:] = [f for f in sys.meta_path if not (type(f).__name__ == "_Moved" and type(f).__module__ == __name__)]
+sys.meta_path.append(_Moved())
 
 
 class _CallableModule(types.ModuleType):

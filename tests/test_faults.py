@@ -633,7 +633,7 @@ def test_real_sigints_at_random_moments_leave_autoprof_working(tmp_path: Path) -
     code = (
         "import sys, time, torch, autoprof\n"
         "import torch.autograd.profiler as ap\n"
-        "from autoprof import instrument\n"
+        "from autoprof.live import instrument\n"
         "@autoprof(skip_first=0, wait=0, warmup=1, active=2, repeat=0)\n"
         "def f(x):\n"
         "    with autoprof.section('s'):\n"
