@@ -6,6 +6,7 @@ change of the architecture, made in the document."""
 from __future__ import annotations
 
 import ast
+import graphlib
 import re
 from pathlib import Path
 
@@ -276,45 +277,13 @@ def _up(graph: dict[str, set[str]], house: list[tuple[str, list[str]]] = LAYERS)
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import graph's strongly connected components of more than one module (Tarjan's, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    found: list[list[str]] = []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph.get(root, ()))))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on.add(root)
-        while work:
-            v, children = work[-1]
-            for w in children:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(sorted(graph.get(w, ())))))
-                    break
-                if w in on:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on.discard(w)
-                        comp.append(w)
-                        if w == v:
-                            break
-                    if len(comp) > 1:
-                        found.append(sorted(comp))
-    return found
+    """A circle of imports in the graph (its modules, the first one again at the end), or none: the standard
+    library's topological sort finds one when there is one."""
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as e:
+        return [list(e.args[1])]
+    return []
 
 
 def test_the_house_has_its_layers_in_the_flows_order() -> None:
