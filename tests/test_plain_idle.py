@@ -188,7 +188,8 @@ def test_the_trigger_skips_the_period_across_a_profiled_call(records: Any) -> No
     watch.due = 0  # a refresh is due: the tick fills the history
     watch.tick(watch.starts[-1], target.calls, target.cost())
     s = watch.starts
-    assert s[3] == -1 and list(watch.times) == [s[1] - s[0], s[2] - s[1]]  # not the period across the break
+    ns = [round((s[1] - s[0]) * 1e9), round((s[2] - s[1]) * 1e9)]
+    assert s[3] == -1 and list(watch.times) == ns  # not the period across the break
 
 
 def test_a_tick_judges_only_the_period_that_ends_it(records: Any) -> None:
@@ -196,16 +197,16 @@ def test_a_tick_judges_only_the_period_that_ends_it(records: Any) -> None:
 
     settings = Settings(factor=2.0, mads=6.0, history=50, min_steps=5, budget=1.0, interval=0, floor_ns=0)
     watch = Watch(settings)
-    t, calls, found = 0, 0, []
+    t, calls, found, most = 0, 0, [], 0
 
     def call(period: int) -> None:
-        nonlocal t, calls
+        nonlocal t, calls, most
         t += period
         calls += 1
-        watch.starts.append(t)  # what the wrapper does
-        watch.n += 1
-        if t > watch.next:
-            got = watch.tick(t, calls, 4)
+        watch.starts.append(t / 1e9)  # what the wrapper does: perf_counter seconds
+        most = max(most, len(watch.starts))
+        if t / 1e9 > watch.next:
+            got = watch.tick(t / 1e9, calls, 4)
             if got is not None:
                 found.append(got)
 
@@ -216,8 +217,10 @@ def test_a_tick_judges_only_the_period_that_ends_it(records: Any) -> None:
     call(50_000_000)  # ... and of step 200: two slow steps in a row
     assert found and found[0].kind == "persistent" and found[0].step == 200 and found[0].slow_steps[-2:] == (199, 200)
     for _ in range(20_000):
-        call(1000)  # fast calls: thousands between two ticks
-    assert len(watch.starts) == settings.history + 1 and watch.pending() == 200 + 2 + 20_000  # bounded; all counted
+        call(1000)  # fast calls: thousands between two ticks (the limit, 2 ms: 2,000)
+    # bounded: the history and the calls since the last tick, kept at each tick; all counted
+    assert most <= settings.history + 1 + 2001 and watch.pending() == 200 + 2 + 20_000
+    assert calls == 200 + 2 + 20_000
 
 
 def test_async_plain_calls_run_concurrently_and_hold_nested_ones(records: Any) -> None:
@@ -255,6 +258,7 @@ def _fake_clock(monkeypatch: Any) -> list[int]:
     """The wrappers' clock, driven by the test (decorate after this): deterministic periods on a loaded machine."""
     clock = [1_000_000_000]
     monkeypatch.setattr(instrument, "_now", lambda: clock[0])
+    monkeypatch.setattr(instrument, "_clock", lambda: clock[0] / 1e9)  # the trigger's: perf_counter seconds
     return clock
 
 
@@ -302,3 +306,34 @@ def test_on_a_fake_clock_a_slowdown_every_50th_step_is_found_with_its_period(rec
     t = got[0]
     assert t["kind"] == "recurring" and t["period"] == 50 and t["aimed_at"] == t["step"] + 50
     assert t["step"] % 50 == 0
+
+
+def test_on_a_fake_clock_calls_only_from_another_thread_keep_the_starts_bounded_and_counted(
+    records: Any, monkeypatch: Any
+) -> None:
+    clock = _fake_clock(monkeypatch)
+    autoprof.configure(trigger=True)
+    step = autoprof(name="fake_other_thread", **FAST)(lambda i: i)
+    for i in range(5):
+        clock[0] += 1_000_000
+        step(i)  # this thread owns the target: its window, then idle calls
+    target = SESSION.targets["fake_other_thread"]
+    watch = target.watch
+    assert watch is not None and target.plain
+    before = target.calls
+    most = 0
+
+    def other() -> None:
+        nonlocal most
+        for i in range(3000):
+            clock[0] += 1_000_000  # 1 ms a call: past the owner's next tick from the 11th on
+            step(i)
+            most = max(most, len(watch.starts))
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join(60)
+    # only the owner judges, but every call of the other thread past the tick keeps the starts to the history
+    assert most <= watch.settings.history + 2
+    assert target.calls == before + 3000  # each counted once
+    assert not _triggered(records, "fake_other_thread")

@@ -37,6 +37,9 @@ _tls = threading.local()
 _task_depth: contextvars.ContextVar[int] = contextvars.ContextVar("autoprof_task_depth", default=0)
 _get_ident = threading.get_ident
 _now = time.perf_counter_ns
+#: The trigger's clock on the idle path: float seconds, whose comparison the interpreter specializes (see
+#: autoprof.live.trigger.NS).
+_clock = time.perf_counter
 _record_function = _ap.record_function
 # is_dynamo_compiling is a plain ``return False`` that dynamo folds to True while tracing: the cheapest
 # way for a wrapper to step aside inside a compiled region without a graph break.
@@ -327,7 +330,7 @@ class _Instrument:
                     step.finish(wall_ns, raised)
 
 
-def _tick(target: Target, t0: int) -> None:
+def _tick(target: Target, t0: float) -> None:
     """An idle call past its watch's next tick (see autoprof.trigger); never raises an Exception."""
     try:
         SESSION.tick(target, t0)
@@ -395,6 +398,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
     tls = _tls
     is_compiling = _is_compiling
     now = _now
+    clock = _clock
     name = ins.name
     task_depth = _task_depth
     inside = _INSIDE
@@ -410,11 +414,10 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 # holds finds it on the stack; a concurrent task's call is its own: no annotation is held across awaits)
                 w = t.watch
                 if w is not None:  # the trigger's timing, as in the sync wrapper
-                    t0 = now()
-                    w.starts.append(t0)
-                    w.n += 1
-                    if t0 > w.next:
-                        _tick(t, t0)
+                    s0 = clock()
+                    w.starts.append(s0)
+                    if s0 > w.next:
+                        _tick(t, s0)
                 inside.n += 1
                 try:
                     return await fn(*args, **kwargs)
@@ -455,11 +458,10 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 if t is not None and t.done and not ap._is_profiler_enabled:
                     w = t.watch
                     if w is not None:  # the trigger's timing, as in the sync wrapper
-                        t0 = now()
-                        w.starts.append(t0)
-                        w.n += 1
-                        if t0 > w.next:
-                            _tick(t, t0)
+                        s0 = clock()
+                        w.starts.append(s0)
+                        if s0 > w.next:
+                            _tick(t, s0)
                     tls.d = 1
                     try:
                         return await fn(*args, **kwargs)
@@ -497,15 +499,14 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             # the plain idle path (what every call pays for the rest of a run): no thread-local depth to mark
             w = t.watch
             if w is not None:
-                # the trigger's always-on timing: a clock read, an append, a count, a comparison (see autoprof.trigger):
+                # the trigger's always-on timing: a clock read, an append, a comparison (see autoprof.live.trigger):
                 # a step's time is its period, from its start to the next call's (the step and what runs after it:
                 # the next batch's loading, a checkpoint), judged at a tick (a call past the watch's next), which
                 # every slow period ends in
-                t0 = now()
-                w.starts.append(t0)
-                w.n += 1
-                if t0 > w.next:
-                    _tick(t, t0)
+                s0 = clock()
+                w.starts.append(s0)
+                if s0 > w.next:
+                    _tick(t, s0)
             inside.n += 1
             try:
                 return fn(*args, **kwargs)
@@ -532,11 +533,10 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
         if t is not None and t.done and not ap._is_profiler_enabled:
             w = t.watch
             if w is not None:  # the trigger's timing, as on the plain path
-                t0 = now()
-                w.starts.append(t0)
-                w.n += 1
-                if t0 > w.next:
-                    _tick(t, t0)
+                s0 = clock()
+                w.starts.append(s0)
+                if s0 > w.next:
+                    _tick(t, s0)
             tls.d = 1
             try:
                 return fn(*args, **kwargs)

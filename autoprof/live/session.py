@@ -247,12 +247,15 @@ class Session:
             return target
 
     # -- the trigger ---------------------------------------------------------------------------------
-    def tick(self, target: Target, t0: int) -> None:
+    def tick(self, target: Target, t0: float) -> None:
         """A wrapper's idle call that started at ``t0``, past its watch's next tick (:meth:`Watch.tick`). Only the
         owner thread's calls tick (one thread changes the watch; a target called from several threads mixes their
         starts, and another thread's call past the tick pays this test)."""
         watch = target.watch
-        if watch is None or target.owner != threading.get_ident():
+        if watch is None:
+            return
+        if target.owner != threading.get_ident():
+            watch.settle()  # its starts stay bounded; only the owner judges
             return
         found = watch.tick(t0, target.calls, target.cost())
         if found is not None and target.saved is None:

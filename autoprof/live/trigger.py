@@ -24,6 +24,7 @@ call, which tells :meth:`Watch.fired` when it did.
 from __future__ import annotations
 
 import sys
+import threading
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,11 +47,16 @@ NEVER = sys.maxsize  # a limit no step reaches: no baseline yet
 #: The wrapper's starts are judged at a *tick*: the first call that starts later than ``limit`` after the last tick (at
 #: most ``TICK_MAX`` ns after it). Between two ticks every period is at most that long, so only the period that ends at
 #: a tick can be slow: each slow step is still judged at the call that ends it, and the calls between pay one clock
-#: read, one append, one count and one comparison. A fast step ticks once a ``trigger_floor_ms`` or so, a slow one every few calls.
+#: read, one append and one comparison (their count is the growth of :attr:`Watch.starts`, settled at ticks). A fast
+#: step ticks once a ``trigger_floor_ms`` or so, a slow one every few calls.
 TICK_MAX = 10_000_000
 #: At a tick, a refresh that is due by its step count waits until this long after the last one (once the baseline
 #: stands): a fast step (thousands of calls between ticks) pays for a median 10 times a second, not at every tick.
 REFRESH_MIN_NS = 100_000_000
+#: The wrappers' clock reads seconds as a float (``time.perf_counter``): a float comparison is one the interpreter
+#: specializes, an int of perf_counter_ns (two digits) is not. A double holds ``perf_counter`` to a few ns after a
+#: year of uptime; periods are converted to integer ns at ticks (rounded), where the baseline and the judge read them.
+NS = 1e9
 
 #: A step start in the future (~146 years of perf_counter_ns): the next period measured from it is negative, no
 #: step's (the first step's, one across a profiled step). The trainers' driver appends it without a test; the
@@ -181,11 +187,13 @@ class Watch:
     :attr:`due`), as the tests do."""
 
     __slots__ = (
+        "breaks",
         "due",
         "every",
         "last_window",
         "limit",
         "mad",
+        "mark",
         "median",
         "n",
         "next",
@@ -194,6 +202,7 @@ class Watch:
         "refreshed",
         "seen",
         "settings",
+        "settling",
         "slow",
         "start",
         "starts",
@@ -204,12 +213,16 @@ class Watch:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.times: deque[int] = deque(maxlen=settings.history)
-        #: The wrappers' last idle call starts (perf_counter_ns; -1: a break, no call): the last ``trigger_history``
-        #: periods, all the baseline reads. Bounded: the oldest goes as each one comes.
-        self.starts: deque[int] = deque(maxlen=settings.history + 1)
-        self.n = 0  # the wrappers' idle calls timed (the target's own count leaves them out: see pending)
-        self.next = 0  # a start after this is a tick (0: the first call ticks)
-        self.refreshed = 0  # the tick's t0 of the last refresh at a tick
+        #: The wrappers' idle call starts (perf_counter seconds; -1.0: a break, no call): since the last tick, and the
+        #: ``trigger_history`` + 1 before it, all the baseline reads. Bounded: each tick keeps only those (between two
+        #: ticks come the calls of at most ``TICK_MAX``).
+        self.starts: list[float] = []
+        self.n = 0  # the wrappers' idle calls counted at the last tick (the target's own count leaves them out: pending)
+        self.mark = 0  # len(starts) then: the calls since are its growth, less the breaks appended since
+        self.breaks = 0
+        self.settling = threading.Lock()  # the owner thread's tick and another thread's (see settle)
+        self.next = 0.0  # a start after this (perf_counter seconds) is a tick (0: the first call ticks)
+        self.refreshed = 0.0  # the tick's t0 of the last refresh at a tick
         self.start = FUTURE  # the perf_counter_ns of the last idle step's start (FUTURE: none: the next begins a period)
         self.prev = 0  # that step's number (its period ends at the next step's start; the trainers' driver keeps it)
         self.limit = NEVER  # no step is slow before the baseline stands
@@ -231,31 +244,49 @@ class Watch:
         return None
 
     def pending(self) -> int:
-        """The wrappers' idle calls, which the target's own count leaves out (the idle path counts here)."""
-        return self.n
+        """The wrappers' idle calls, which the target's own count leaves out: the idle path counts nothing, each call
+        is one start more in :attr:`starts` (a break is none)."""
+        return self.n + len(self.starts) - self.mark - self.breaks
 
     def pause(self) -> None:
         """A profiled call is next: the period from the last idle start to the next one is no step's."""
         starts = self.starts
         if starts and starts[-1] >= 0:
-            starts.append(-1)  # a break is no call: not counted
+            starts.append(-1.0)  # a break is no call: not counted
+            self.breaks += 1
 
-    def tick(self, t0: int, calls: int, cost: int) -> Trigger | None:
-        """The call that started at ``t0`` (the last of :attr:`starts`) came after :attr:`next`: judge the period that
-        it ends (the previous call's; only it can be slow, see ``TICK_MAX``) and refresh the baseline when due.
-        ``calls``: the target's calls so far, this one's included; ``cost`` as :meth:`check`'s."""
+    def settle(self) -> None:
+        """Count the calls appended since the last tick and keep the last ``trigger_history`` + 1 starts. Any thread's
+        call past :attr:`next` settles (one at a time), so the starts stay bounded when other threads than the owner
+        make the calls; one length read: a call another thread appends meanwhile stays pending, counted at the next."""
+        with self.settling:
+            starts = self.starts
+            size = len(starts)
+            self.n += size - self.mark - self.breaks
+            self.breaks = 0
+            drop = size - self.settings.history - 1
+            if drop > 0:
+                del starts[:drop]
+                size -= drop
+            self.mark = size
+
+    def tick(self, t0: float, calls: int, cost: int) -> Trigger | None:
+        """The call that started at ``t0`` (perf_counter seconds, the last of :attr:`starts`) came after :attr:`next`:
+        judge the period that it ends (the previous call's; only it can be slow, see ``TICK_MAX``) and refresh the
+        baseline when due. ``calls``: the target's calls so far, this one's included; ``cost`` as :meth:`check`'s."""
+        self.settle()
         starts = self.starts
         found = None
         step = calls - 2  # the previous call's number: its period ends at this call's start
-        period = starts[-1] - starts[-2] if len(starts) >= 2 and starts[-2] >= 0 and starts[-1] >= 0 else -1
-        due = step >= self.due and (self.limit == NEVER or t0 - self.refreshed >= REFRESH_MIN_NS)
+        period = round((starts[-1] - starts[-2]) * NS) if len(starts) >= 2 and starts[-2] >= 0 and starts[-1] >= 0 else -1
+        due = step >= self.due and (self.limit == NEVER or (t0 - self.refreshed) * NS >= REFRESH_MIN_NS)
         if period > self.limit or due:
             self.refreshed = t0
             tail = list(starts)
             self.times.clear()
-            self.times.extend(b - a for a, b in zip(tail, tail[1:], strict=False) if a >= 0 and b >= 0)
+            self.times.extend(round((b - a) * NS) for a, b in zip(tail, tail[1:], strict=False) if a >= 0 and b >= 0)
             found = self.check(step, period, calls, cost)
-        self.next = t0 + min(self.limit, TICK_MAX)
+        self.next = t0 + min(self.limit, TICK_MAX) / NS
         return found
 
     def refresh(self, step: int) -> None:
