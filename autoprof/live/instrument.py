@@ -68,12 +68,12 @@ _WRAPPER_CODES: set[Any] = set()
 HELD = 3  # the depth of a call held by a plain idle call: nested, found on the stack (never stored in the thread-local)
 
 
-def _held() -> int:
+def _held(skip: int = 2) -> int:
     """:data:`HELD` when a plain idle call of this thread holds its caller (a frame of the sync wrapper up the stack,
     past its guards, while the depth is 0), else 0. That call's target is no longer plain: from its next call it marks
-    the depth."""
+    the depth. ``skip``: the frames from here to the wrapper's caller (2: called by the wrapper itself)."""
     try:
-        frame: types.FrameType | None = sys._getframe(2)
+        frame: types.FrameType | None = sys._getframe(skip)
         while frame is not None:
             # a frame of the wrapper past its guards (its target read) while this thread's depth is 0: on its plain
             # path (the others mark the depth), or itself held by one
@@ -331,8 +331,17 @@ class _Instrument:
 
 
 def _tick(target: Target, t0: float) -> None:
-    """An idle call past its watch's next tick (see autoprof.trigger); never raises an Exception."""
+    """An idle call past its watch's next tick (see autoprof.live.trigger); never raises an Exception. The call right
+    after each tick is a *probe* (:attr:`Watch.probing`): one nested in another call of this thread (a recursion first
+    made after the windows, another target's call holding it: a step of its schedule, which marks the depth, or a
+    plain call, found on the stack) is no step: its start is taken back and its target, like a plain holder, marks
+    the depth from its next call, so the periods are the outermost calls' only."""
     try:
+        watch = target.watch
+        if watch is not None and watch.probing and (getattr(_tls, "d", 0) or (_INSIDE.n and _held(3))):
+            target.plain = False
+            watch.unstart(t0)
+            return
         SESSION.tick(target, t0)
     except Exception as e:
         _internal_error("trigger", target.name, e)

@@ -198,6 +198,7 @@ class Watch:
         "n",
         "next",
         "prev",
+        "probing",
         "profiled",
         "refreshed",
         "seen",
@@ -221,7 +222,9 @@ class Watch:
         self.mark = 0  # len(starts) then: the calls since are its growth, less the breaks appended since
         self.breaks = 0
         self.settling = threading.Lock()  # the owner thread's tick and another thread's (see settle)
-        self.next = 0.0  # a start after this (perf_counter seconds) is a tick (0: the first call ticks)
+        self.next = -1.0  # a start after this (perf_counter seconds) is a tick (-1: the first call ticks)
+        #: The next calls that are probes (see instrument._tick): the first two, then the one right after each tick.
+        self.probing = 2
         self.refreshed = 0.0  # the tick's t0 of the last refresh at a tick
         self.start = FUTURE  # the perf_counter_ns of the last idle step's start (FUTURE: none: the next begins a period)
         self.prev = 0  # that step's number (its period ends at the next step's start; the trainers' driver keeps it)
@@ -286,8 +289,23 @@ class Watch:
             self.times.clear()
             self.times.extend(round((b - a) * NS) for a, b in zip(tail, tail[1:], strict=False) if a >= 0 and b >= 0)
             found = self.check(step, period, calls, cost)
-        self.next = t0 + min(self.limit, TICK_MAX) / NS
+        # The next call ticks too, a probe: the wrappers ask whether it is nested in a plain call (a recursion first
+        # made after the windows would time its nested calls as steps); then ticks are a limit apart again.
+        probing = self.probing
+        self.probing = probing - 1 if probing else 1
+        self.next = -1.0 if self.probing else t0 + min(self.limit, TICK_MAX) / NS  # -1.0: whatever its start
         return found
+
+    def unstart(self, t0: float) -> None:
+        """The call that started at ``t0`` is no step (nested, see instrument._tick): its start is taken back."""
+        starts = self.starts
+        if starts and starts[-1] == t0:
+            starts.pop()
+        else:
+            try:
+                starts.remove(t0)  # another thread's call came after it
+            except ValueError:
+                pass
 
     def refresh(self, step: int) -> None:
         """The baseline from the history now (it is the run's own normal: a slowdown that lasts becomes normal)."""
