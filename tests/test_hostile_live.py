@@ -1,18 +1,27 @@
 """A hostile user's live scenarios: odd profilers, trainers that fail, `Steps` misuse, forks, async, exits.
 
-Each scenario runs in a fresh interpreter (a crash is an exit code, 139/-11 a segfault) that writes its records to a
+Each scenario runs in a process of its own (a crash is an exit code, 139/-11 a segfault) that writes its records to a
 file sink (`background=False`) and prints one `RESULT <json>` line; the test asserts what README.md ("Usage",
 "Inside a trainer", "Records") and docs/guarantees.md promise. Where torch itself misbehaves, the same script runs
 with `AUTOPROF_DISABLE=true` as the baseline.
+
+The process is forked from a server that has imported torch (and lightning, or transformers, for the scenarios that
+import them) and nothing else: importing them took ~5 of a scenario's ~8 s. autoprof is imported by the scenario,
+after its environment is set, as in a fresh interpreter; the server ran no op (no thread pool, no profiler) and holds
+no other thread. A scenario whose environment differs from the server's in anything but its own variables (`SINK`,
+`AUTOPROF_*`, `KIND`, ...) runs in a fresh interpreter, and `AUTOPROF_TESTS_FRESH=1` runs them all so.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,24 +196,161 @@ class Run:
         return [r for r in self.records if r["event"] == event and all(r.get(k) == v for k, v in match.items())]
 
 
+def _base_env() -> dict[str, str]:
+    e = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false")
+    for k in list(e):
+        if k.startswith("AUTOPROF_") and k != "AUTOPROF_SHARED_TRACES":
+            del e[k]
+    return e
+
+
+#: What a scenario sets for itself (read by the scenario or by autoprof, never by torch's import), and what pytest
+#: changes per test (PYTEST_CURRENT_TEST).
+_OWN = ("SINK", "KIND", "HOW", "WHICH", "PYTEST_CURRENT_TEST")
+
+#: The server: imports torch (and lightning or transformers), then forks one child per request (a JSON line on its
+#: stdin: script, cwd, env, stdout and stderr files); the child becomes the scenario (`python script.py`), the server
+#: answers its pid, then its wait status.
+_SERVER = r"""
+import json, os, sys
+kind = sys.argv[1]
+import torch
+if kind == "lightning":
+    import lightning.pytorch
+elif kind == "transformers":
+    import transformers
+import threading
+assert threading.active_count() == 1 and len(os.listdir("/proc/self/task")) == 1, "a thread: no fork"
+def serve():
+    print("READY", flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            return req
+        print("PID", pid, flush=True)
+        print("STATUS", os.waitpid(pid, 0)[1], flush=True)
+    return None
+req = serve()
+if req is None:
+    sys.exit(0)
+del serve
+os.chdir(req["cwd"])
+os.environ.clear()
+os.environ.update(req["env"])
+for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                        (2, req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+    f = os.open(path, flags, 0o644)
+    os.dup2(f, fd)
+    os.close(f)
+sys.argv = [req["script"]]
+sys.path[0] = os.path.dirname(req["script"])
+import runpy
+runpy.run_path(req["script"], run_name="__main__")
+"""
+
+
+class _Server:
+    def __init__(self, kind: str) -> None:
+        self.env = _base_env()
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", _SERVER, kind],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=self.env,
+        )
+        self.ok = self._line(120) == "READY"
+
+    def _line(self, timeout: float) -> str | None:
+        assert self.p.stdout is not None
+        if not select.select([self.p.stdout], [], [], timeout)[0]:
+            return None
+        return self.p.stdout.readline().strip() or None
+
+    def fits(self, env: dict[str, str]) -> bool:
+        """Whether a scenario with ``env`` can be forked from here: the same environment but its own variables."""
+        keys = set(env) | set(self.env)
+        return (
+            self.ok
+            and self.p.poll() is None
+            and all(env.get(k) == self.env.get(k) for k in keys if k not in _OWN and not k.startswith("AUTOPROF_"))
+        )
+
+    def run(self, script: Path, cwd: Path, env: dict[str, str], timeout: int) -> tuple[int, str, str]:
+        assert self.p.stdin is not None
+        out, err = cwd / "stdout.txt", cwd / "stderr.txt"
+        req = {"script": str(script), "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err)}
+        self.p.stdin.write(json.dumps(req) + "\n")
+        self.p.stdin.flush()
+        got = self._line(60)
+        assert got is not None and got.startswith("PID "), got
+        pid = int(got.split()[1])
+        deadline = time.monotonic() + timeout
+        status = self._line(timeout)
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            self._line(60)
+            raise subprocess.TimeoutExpired(str(script), timeout)
+        code = os.waitstatus_to_exitcode(int(status.split()[1]))
+        assert time.monotonic() <= deadline + 1
+        read = lambda f: f.read_text(errors="replace") if f.exists() else ""  # noqa: E731
+        return code, read(out), read(err)
+
+    def close(self) -> None:
+        if self.p.stdin is not None:
+            self.p.stdin.close()
+        try:
+            self.p.wait(30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+
+
+_SERVERS: dict[str, _Server] = {}
+_FRESH = os.environ.get("AUTOPROF_TESTS_FRESH") == "1"  # read at collection (the tests' own fixture clears AUTOPROF_*)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _servers() -> Any:
+    yield
+    for server in _SERVERS.values():
+        server.close()
+    _SERVERS.clear()
+
+
+def _server_for(text: str) -> _Server | None:
+    if _FRESH:
+        return None
+    kind = "lightning" if "import lightning" in text else "transformers" if "import transformers" in text else "torch"
+    server = _SERVERS.get(kind)
+    if server is None or server.p.poll() is not None:
+        server = _SERVERS[kind] = _Server(kind)
+    return server
+
+
 def run(tmp_path: Path, body: str, *, extra: str = "", env: dict[str, str] | None = None, timeout: int = 240, tag: str = "s") -> Run:
     d = tmp_path / tag
     d.mkdir(parents=True, exist_ok=True)
     sink = d / "records.jsonl"
     script = d / "script.py"
-    script.write_text(PRELUDE + textwrap.dedent(extra) + textwrap.dedent(body))
-    e = dict(os.environ, SINK=str(sink), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false")
-    for k in list(e):
-        if k.startswith("AUTOPROF_") and k != "AUTOPROF_SHARED_TRACES":
-            del e[k]
+    text = PRELUDE + textwrap.dedent(extra) + textwrap.dedent(body)
+    script.write_text(text)
+    e = dict(_base_env(), SINK=str(sink))
     e.update(env or {})
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=timeout, env=e, cwd=str(d))
+    server = _server_for(text)
+    if server is not None and server.fits(e):
+        rc, stdout, stderr = server.run(script, d, e, timeout)
+    else:
+        p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=timeout, env=e, cwd=str(d))
+        rc, stdout, stderr = p.returncode, p.stdout, p.stderr
     records = [json.loads(line) for line in sink.read_text().splitlines() if line.strip()] if sink.exists() else []
     res = None
-    for line in p.stdout.splitlines():
+    for line in stdout.splitlines():
         if line.startswith("RESULT "):
             res = json.loads(line[len("RESULT ") :])
-    return Run(p.returncode, p.stdout, p.stderr, records, res)
+    return Run(rc, stdout, stderr, records, res)
 
 
 LIGHTNING_NOISE = ("GPU available", "TPU available", "HPU available", "\U0001f4a1 Tip", "`Trainer.fit` stopped")
