@@ -308,9 +308,7 @@ def test_on_a_fake_clock_a_slowdown_every_50th_step_is_found_with_its_period(rec
     assert t["step"] % 50 == 0
 
 
-def test_on_a_fake_clock_calls_only_from_another_thread_keep_the_starts_bounded_and_counted(
-    records: Any, monkeypatch: Any
-) -> None:
+def test_on_a_fake_clock_calls_only_from_another_thread_keep_the_starts_bounded_and_counted(records: Any, monkeypatch: Any) -> None:
     clock = _fake_clock(monkeypatch)
     autoprof.configure(trigger=True)
     step = autoprof(name="fake_other_thread", **FAST)(lambda i: i)
