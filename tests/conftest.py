@@ -41,6 +41,15 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``timing`` (live verdicts that rest on the CPU time of the work, two DDP ranks on two cores) run
+    last, each file's in its order: in CI's main leg (the README's test command) the other releases install beside
+    the suite's first minutes, at the lowest priority, which still read once as a straggler in a balanced job."""
+    timing = [item for item in items if item.get_closest_marker("timing") is not None]
+    if timing:
+        items[:] = [item for item in items if item.get_closest_marker("timing") is None] + timing
+
+
 @pytest.fixture(autouse=True)
 def _offline_subprocesses_have_no_torch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     if request.node.get_closest_marker("offline") is not None:
