@@ -45,9 +45,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Tests marked ``timing`` (live verdicts that rest on the CPU time of the work, two DDP ranks on two cores) run
     last, each file's in its order: in CI's main leg (the README's test command) the other releases install beside
     the suite's first minutes, at the lowest priority, which still read once as a straggler in a balanced job."""
-    timing = [item for item in items if item.get_closest_marker("timing") is not None]
-    if timing:
-        items[:] = [item for item in items if item.get_closest_marker("timing") is None] + timing
+    items.sort(key=lambda item: item.get_closest_marker("timing") is not None)  # stable: each group keeps its order
 
 
 @pytest.fixture(autouse=True)

@@ -37,7 +37,7 @@ from autoprof.live import window as _window
 from autoprof.live._pace import PACER, lower_thread_priority
 from autoprof.live.calibrate import CpuPeaks
 from autoprof.live.schedule import Phase, Schedule
-from autoprof.live.trigger import FUTURE, NS, TICK_MAX, Settings, Trigger, Watch, aim
+from autoprof.live.trigger import FUTURE, Settings, Trigger, Watch, aim
 from autoprof.render import emit as _emit
 
 #: Names of the ``autoprof.section`` blocks entered while a profiler recorded: each window names them in its trace
@@ -255,10 +255,7 @@ class Session:
         if watch is None:
             return
         if target.owner != threading.get_ident():
-            # only the owner judges; another thread's calls keep the starts bounded, and tick a limit apart (not at
-            # each call while the owner's next call is awaited as a probe, nor forever when the owner makes none)
-            watch.settle()
-            watch.next = t0 + min(watch.limit, TICK_MAX) / NS
+            watch.passed(t0)
             return
         found = watch.tick(t0, target.calls, target.cost())
         if found is not None and target.saved is None:

@@ -293,8 +293,19 @@ class Watch:
         # made after the windows would time its nested calls as steps); then ticks are a limit apart again.
         probing = self.probing
         self.probing = probing - 1 if probing else 1
-        self.next = -1.0 if self.probing else t0 + min(self.limit, TICK_MAX) / NS  # -1.0: whatever its start
+        self.next = -1.0 if self.probing else self._after(t0)  # -1.0: whatever its start
         return found
+
+    def passed(self, t0: float) -> None:
+        """A call of another thread than the owner started at ``t0``, past :attr:`next`: only the owner judges, but
+        the starts stay bounded (:meth:`settle`) and the next tick is a limit on (not at each call while the owner's
+        next call is awaited as a probe, nor forever when the owner makes none)."""
+        self.settle()
+        self.next = self._after(t0)
+
+    def _after(self, t0: float) -> float:
+        """When the tick after one at ``t0`` is due: a limit later (at most ``TICK_MAX``), in perf_counter seconds."""
+        return t0 + min(self.limit, TICK_MAX) / NS
 
     def unstart(self, t0: float) -> None:
         """The call that started at ``t0`` is no step (nested, see instrument._tick): its start is taken back."""
