@@ -486,3 +486,33 @@ def test_fuzz_workers_read_what_one_process_reads(data: Any, tmp_path: Path, mon
 
     one = read(0)
     assert read(1, chrome.ReadSizes(chunk_chars=1000, batch_chars=2000, pool_after=0)) == one  # ~8 batches of 16 kB
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 1 << 14])
+def test_host_and_device_columns_are_sorted_whatever_the_permutation_chunk(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build permutes each column by chunks of indices (the last chunk may hold one): the columns are the
+    events' own values in (thread, start, longest first) order, each event's shapes and launch config with it."""
+    from autoprof.trace import model
+
+    monkeypatch.setattr(model, "_PERMUTE_CHUNK", chunk)
+    b = model.TraceBuilder()
+    rows = [(2, 50, 5), (1, 30, 10), (1, 10, 40), (2, 10, 1), (1, 10, 50), (1, 20, 3), (2, 40, 9)]  # (thread, ts, dur)
+    for k, (tid, ts, dur) in enumerate(rows):
+        b.h_name.append(b.intern(f"op{k}"))
+        b.h_cat.append(model.CPU_OP_CODE)
+        b.h_ts.append(ts)
+        b.h_dur.append(dur)
+        b.h_tid.append(b.thread(0, tid))
+        b.h_corr.append(100 + k)
+        b.h_shapes[k] = ([[k]], ["float"])
+    for k, ts in enumerate([9, 3, 7, 1, 5]):
+        b.add_device(model.KERNEL, f"k{k}", ts, 1, 0, 7, -1, ((k, 1, 1), (32, 1, 1)))
+    t = b.build()
+    want = sorted(range(len(rows)), key=lambda k: (b.h_tid[k], rows[k][1], -rows[k][2]))
+    assert list(t.h_corr) == [100 + k for k in want]
+    assert list(t.h_ts) == [rows[k][1] for k in want]
+    assert [t.names[n] for n in t.h_name] == [f"op{k}" for k in want]
+    assert [t.shapes[i][0] for i in range(len(rows))] == [[[k]] for k in want]
+    assert list(t.d_ts) == [1, 3, 5, 7, 9]
+    assert [t.device_name(j) for j in range(5)] == ["k3", "k1", "k4", "k2", "k0"]
+    assert [t.launch_config[j][0][0] for j in range(5)] == [3, 1, 4, 2, 0]

