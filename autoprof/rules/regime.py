@@ -44,7 +44,8 @@ from __future__ import annotations
 import bisect
 import statistics
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import compress, repeat
+from operator import ge
 from typing import Any
 
 from autoprof.config import Config
@@ -404,23 +405,24 @@ def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]]) -> tup
     ``preprocess`` annotation), less waits (``waits``, merged). Its merged spans, and the outermost such events'
     names with the most of it (µs, at most 3)."""
     cat, parent, ts, dur, host_in, tid = trace.h_cat, trace.h_parent, trace.h_ts, trace.h_dur, win.host_in, trace.h_tid
-    launches = [False] * trace.n_host
-    for i, c in enumerate(cat):
-        if c in LAUNCH_CODES:
-            p = parent[i]
-            while p >= 0 and not launches[p]:
-                launches[p] = True
-                p = parent[p]
+    n = trace.n_host
+    launches = [False] * n
+    launch_rows = list(compress(range(n), map(LAUNCH_CODES.__contains__, cat)))  # (one pass in C, not in Python)
+    for i in launch_rows:
+        p = parent[i]
+        while p >= 0 and not launches[p]:
+            launches[p] = True
+            p = parent[p]
     threads = {s.tid for s in trace.steps}
     steps = {s.host_index for s in trace.steps}
     # Launches from other threads (autograd's device threads run a CUDA backward): an event of the step's thread
     # during which another thread launches is that thread's wait (``loss.backward()``), not work of its own.
-    elsewhere = sorted(ts[i] for i, c in enumerate(cat) if c in LAUNCH_CODES and threads and tid[i] not in threads)
+    elsewhere = sorted(ts[i] for i in launch_rows if tid[i] not in threads) if threads else []
     floor = {CPU_OP_CODE: HOST_WORK_OP_NS, PYTHON_FUNCTION_CODE: HOST_WORK_SPAN_NS, USER_ANNOTATION_CODE: HOST_WORK_SPAN_NS}
     own = [
         i
-        for i, c in enumerate(cat)
-        if c in floor
+        for i in compress(range(n), map(ge, dur, repeat(min(floor.values()))))  # the long events only (in C)
+        if (c := cat[i]) in floor
         and dur[i] >= floor[c]
         and host_in[i]
         and not launches[i]
