@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from conftest import shared_trace
 from test_chrome import SCANNER_ONLY, _model
 
@@ -339,3 +341,68 @@ def test_device_values_past_their_columns_read_the_same_typed_as_dict(tmp_path: 
     assert typed == plain == reference
     assert 7 in reference["d_device"] and 9 in reference["d_stream"]  # past int64 or no number: the event's pid/tid
     assert 3 in reference["d_device"] and min(reference["d_dur"]) == 0
+
+
+_odd_value = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([2**63, 2**63 - 1, -(2**63), 2**64, -1, 0, 7]),  # int64's edges, and past them
+    st.integers(-(2**64), 2**64),
+    st.sampled_from([1.0, 2.5, -3.0, 1e300]),
+    st.sampled_from(["7", "stream 3", "", "x"]),
+    st.lists(st.integers(-2, 2**40), max_size=3),
+)
+_typed_event = st.fixed_dictionaries(
+    {
+        "ph": st.sampled_from(["X", "X", "X", "s", "f", "i", "M"]),
+        "cat": st.sampled_from(["cpu_op", "kernel", "cuda_runtime", "gpu_memcpy", "gpu_user_annotation", "user_annotation", "ac2g"]),
+        "name": st.sampled_from(["aten::mm", "aten::add", "aten::conv2d", "aten::resolve_conj", "k0", "cudaLaunchKernel"]),
+        "pid": st.one_of(st.integers(0, 3), st.sampled_from(["p", None])),
+        "tid": st.one_of(st.integers(0, 3), st.sampled_from(["stream 7", None])),
+        "ts": st.one_of(st.integers(0, 10**6), st.floats(0, 10**6, allow_nan=False)),
+        "dur": st.one_of(st.sampled_from([-5, -0.5, 0, 0.25, None]), st.integers(0, 10**4), st.floats(0, 10**4, allow_nan=False)),
+    },
+    optional={
+        "id": _odd_value,
+        "args": st.fixed_dictionaries(
+            {},
+            optional={
+                "correlation": _odd_value,
+                "device": _odd_value,
+                "stream": _odd_value,
+                "grid": st.one_of(st.lists(st.integers(0, 4), max_size=3), _odd_value),
+                "block": st.one_of(st.lists(st.integers(0, 4), max_size=3), _odd_value),
+                "Input Dims": st.sampled_from([[[2, 3], [3, 4]], [[8, 8]], [], [[1]]]),
+                "Input type": st.sampled_from([["float", "float"], ["c10::BFloat16"], []]),
+            },
+        ),
+    },
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(evs=st.lists(_typed_event, min_size=1, max_size=40))
+def test_generated_events_read_the_same_typed_as_dict_and_scanner(evs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events of every lane with odd values in each field the typed loop reads itself (ints past int64, floats,
+    strings, lists where a number goes): the same model, or the same one-line error, typed, as dicts and by the
+    scanner."""
+    p = tmp_path / "gen.json"
+    p.write_text(json.dumps({"traceEvents": evs}))
+
+    def read(sizes: chrome.ReadSizes) -> Any:
+        try:
+            return _model(chrome.load(p, workers=0, sizes=sizes))
+        except TraceError as e:
+            assert "\n" not in str(e)
+            return str(e)
+
+    small = chrome.ReadSizes(chunk_chars=1024, batch_chars=600, pool_after=0)
+    with monkeypatch.context() as m:
+        taken = _typed_batches(m)
+        typed = read(small)
+    if len(evs) >= 20 and not isinstance(typed, str):
+        assert taken  # a few batches went the typed way (the last events always go through the scanner)
+    with monkeypatch.context() as m:
+        _dict_only(m)
+        plain = read(small)
+    assert typed == plain == read(SCANNER_ONLY)
