@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import shared_trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import shared_trace
 from test_chrome import SCANNER_ONLY, _model
 
 from autoprof.trace import chrome, events
@@ -406,3 +406,10 @@ def test_generated_events_read_the_same_typed_as_dict_and_scanner(evs: list[Any]
         _dict_only(m)
         plain = read(small)
     assert typed == plain == read(SCANNER_ONLY)
+
+
+@pytest.mark.parametrize("value", [2**64, 2**70, -(2**63) - 1, 2**64 - 1, -(2**63)])
+def test_the_dict_reading_keeps_integers_past_64_bits_exact(value: int) -> None:
+    """orjson reads an integer past int64 below or uint64 above as a float: such a batch is read by the stdlib,
+    exactly, as the scanner and the typed reading read it."""
+    assert events.parse_batch(f'{{"ts": {value}}}, {{"name": "x"}}') == [{"ts": value}, {"name": "x"}]

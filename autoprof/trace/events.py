@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -114,10 +115,15 @@ except ImportError:  # pragma: no cover - orjson is a dependency
     _orjson_loads = None
 
 
+#: A number orjson reads as a float where ``json`` reads an int: one past int64 below, or past uint64 above (a run of
+#: digits this long inside a string only sends its batch to the stdlib too).
+_BEYOND_64 = re.compile(r"-[0-9]{19}|[0-9]{20}")
+
+
 def parse_batch(text: str) -> list[Any] | None:
     """The events of a batch (whole events joined by commas), or None where it is not such a run."""
     doc = "[" + text + "]"
-    if _orjson_loads is not None:
+    if _orjson_loads is not None and _BEYOND_64.search(text) is None:
         try:
             v = _orjson_loads(doc)
             return v if type(v) is list else None
