@@ -516,3 +516,41 @@ def test_host_and_device_columns_are_sorted_whatever_the_permutation_chunk(chunk
     assert list(t.d_ts) == [1, 3, 5, 7, 9]
     assert [t.device_name(j) for j in range(5)] == ["k3", "k1", "k4", "k2", "k0"]
     assert [t.launch_config[j][0][0] for j in range(5)] == [3, 1, 4, 2, 0]
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [(1, 5, 3), (0, 5, 1), (0, 5, 9), (1, -7, 0), (0, -7, 2), (2, 0, 0)],  # ties on ts: the longer first
+        [(0, -(2**62), 1), (0, 2**62, 5), (1, 0, 2**62), (0, 0, 0)],  # past the packed key's range: tuples
+    ],
+)
+def test_host_sort_keys_order_as_thread_start_and_longest_first(rows: list[tuple[int, int, int]]) -> None:
+    from autoprof.trace import model
+
+    b = model.TraceBuilder()
+    for tid, ts, dur in rows:
+        b.h_tid.append(tid)
+        b.h_ts.append(ts)
+        b.h_dur.append(dur)
+    keys = model._host_keys(b)
+    got = sorted(range(len(rows)), key=keys.__getitem__)
+    assert got == sorted(range(len(rows)), key=lambda k: (rows[k][0], rows[k][1], -rows[k][2]))
+    assert isinstance(keys[0], tuple) == (rows[0][1] == -(2**62))
+
+
+def test_events_ending_past_int64_load_and_are_analyzed(tmp_path: Path) -> None:
+    """Times near int64's limit (an untrusted file's): an event's end past it is no error of the build's."""
+    from autoprof.analysis import engine
+
+    big = (2**63 - 1) // 1000  # µs: the largest start the ns columns hold
+    evs = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": big - 5, "dur": 100},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": big - 10, "dur": 1000},
+    ]
+    p = tmp_path / "late.json"
+    p.write_text(json.dumps({"traceEvents": evs}))
+    t = chrome.load(p)
+    assert t.n_host == 2 and t.h_parent[1] == 0  # the op nests in its step
+    findings, failures = engine.analyze_trace(t)
+    assert not failures and findings
