@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -115,15 +114,10 @@ except ImportError:  # pragma: no cover - orjson is a dependency
     _orjson_loads = None
 
 
-#: A number orjson reads as a float where ``json`` reads an int: one past int64 below, or past uint64 above (a run of
-#: digits this long inside a string only sends its batch to the stdlib too).
-_BEYOND_64 = re.compile(r"-[0-9]{19}|[0-9]{20}")
-
-
 def parse_batch(text: str) -> list[Any] | None:
     """The events of a batch (whole events joined by commas), or None where it is not such a run."""
     doc = "[" + text + "]"
-    if _orjson_loads is not None and _BEYOND_64.search(text) is None:
+    if _orjson_loads is not None:
         try:
             v = _orjson_loads(doc)
             return v if type(v) is list else None
@@ -281,6 +275,7 @@ class EventConsumer:
         add_tid, add_corr = b.h_tid.append, b.h_corr.append
         names = b._name_ids
         intern = b.intern
+        int64 = _INT64_MAX
         ev: Any
         ts: Any
         dur: Any
@@ -332,7 +327,7 @@ class EventConsumer:
             if type(args) is not dict:
                 args = empty
             corr = args.get("correlation", -1)
-            if type(corr) is not int:
+            if type(corr) is not int or corr > int64 or corr < -int64:  # past int64: no id (orjson reads it as a float)
                 corr = _int(corr)
             key = (ev.get("pid"), ev.get("tid"))
             try:  # self._thread(*key), inlined: the hot path
@@ -403,7 +398,7 @@ class EventConsumer:
                     f_start(ph == "s")
                     f_tid(tid)
                     f_ts(round(ts * 1000))
-                    f_id(flow_id if type(flow_id) is int else _int(flow_id))
+                    f_id(flow_id if type(flow_id) is int and -int64 <= flow_id <= int64 else _int(flow_id))
                     continue
                 if ph == "M" or (ph is None and ev.ts is unset):
                     continue
@@ -442,7 +437,7 @@ class EventConsumer:
             if args is None:
                 args = no_args
             corr = args.correlation
-            if type(corr) is not int:
+            if type(corr) is not int or corr > int64 or corr < -int64:  # past int64: no id, as the dict reading has it
                 corr = _int(corr)
             key = (ev.pid, ev.tid)
             try:  # self._thread(*key), inlined: the hot path
@@ -579,7 +574,7 @@ class EventConsumer:
         self.f_start.append(ph == "s")
         self.f_tid.append(self._thread(ev.get("pid"), ev.get("tid")))
         self.f_ts.append(round(ts * 1000))
-        self.f_id.append(flow_id if type(flow_id) is int else _int(flow_id))
+        self.f_id.append(_int(flow_id))  # (past int64: no id, as orjson's float of it reads)
 
     def _shapes(self, name: str, args: dict[str, Any]) -> None:
         """Keep the input shapes and dtypes of the host event about to be appended, for the ops rules read."""
