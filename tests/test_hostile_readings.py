@@ -628,7 +628,6 @@ def _write(tmp_path: Path, events: list[Any], meta: dict[str, Any] | None = None
 @pytest.mark.parametrize(
     "event",
     [
-        {"ph": "X", "cat": "kernel", "name": GEMM, "ts": 100, "dur": 10, "pid": 0, "tid": 7, "args": {"correlation": 10**30}},
         {"ph": "X", "cat": "kernel", "name": GEMM, "ts": 1e300, "dur": 10, "pid": 0, "tid": 7, "args": {}},
         {"ph": "X", "cat": "kernel", "name": GEMM, "ts": 100, "dur": float("inf"), "pid": 0, "tid": 7, "args": {}},
         {"ph": "X", "cat": "kernel", "name": GEMM, "ts": "100", "dur": "10", "pid": 0, "tid": 7, "args": {}},
@@ -647,6 +646,8 @@ def test_unreadable_events_exit_2_with_one_line(tmp_path: Path, event: Any, caps
     [
         ({"ph": "X", "cat": "kernel", "name": 12345, "ts": 100, "dur": 10, "pid": 0, "tid": 7, "args": {"device": 0}}, None),
         ({"ph": "X", "cat": "kernel", "name": None, "ts": 100, "dur": 10, "pid": 0, "tid": 7, "args": {}}, None),
+        # a correlation id past int64 is no id (docs/guarantees.md), whichever reader reads it
+        ({"ph": "X", "cat": "kernel", "name": GEMM, "ts": 100, "dur": 10, "pid": 0, "tid": 7, "args": {"correlation": 10**30}}, None),
         ({"ph": "X", "cat": "kernel", "name": GEMM, "ts": 100, "dur": 10, "pid": 0, "tid": 7, "args": [1, 2]}, None),
         (
             {
