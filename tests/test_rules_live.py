@@ -59,6 +59,10 @@ def test_small_matmul_is_overhead_bound_large_is_compute_bound(records: Any) -> 
 
 
 def test_manual_bias_add_is_unfused_and_linear_is_not(records: Any) -> None:
+    # What fusing would save is 1.1-3.6% of these tiny steps (measured on 2.13 and 2.4.1) against the default noise
+    # floor of 1%: one hiccup of the machine in a window hid the finding once in CI. This test is about the pairing,
+    # not the floor (tests/test_rules_gpu.py has the floor on unfused adds): a floor far below either.
+    autoprof.configure(noise_floor=0.001)
     x, w, b = torch.randn(32, 16), torch.randn(16, 8), torch.randn(8)
     lin = torch.nn.Linear(16, 8)
 
