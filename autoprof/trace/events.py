@@ -18,6 +18,7 @@ from typing import Any
 
 from autoprof.trace.inputs import TraceError
 from autoprof.trace.model import (
+    _INT64_MAX,  # an int in this range is read as it is (untrusted_int's own test, inlined in the hot loops)
     CAUSAL_ARG,
     CONV_OPS,
     CPU_OP_CODE,
@@ -44,7 +45,6 @@ DEVICE_OFFSET = 16
 SKIPPED = -1
 
 _int = untrusted_int  # every integer read from a file goes through the untrusted-value reader
-_INT64_MAX = (1 << 63) - 1  # an int in this range is read as it is (untrusted_int's own test, inlined)
 #: Ops whose shapes are read with their concrete inputs (a key of their own in the shapes' copies).
 _SPECIAL_SHAPES = frozenset(CAUSAL_ARG) | CONV_OPS
 
