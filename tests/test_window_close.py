@@ -51,6 +51,10 @@ def test_the_raw_events_are_read_by_the_analysis_not_the_close(tmp_path: Path, m
     (rec,) = records.of("autoprof.window")
     assert rec["event_count"] > 0 and "aten::matmul" in {op["name"] for op in rec["top_ops"]}
     assert 0 <= rec["stall_stop_ms"] <= rec["stall_ms"] <= rec["autoprof_overhead_ms"]
+    # the read of the raw events is timed apart, and within what autoprof spent on the window
+    assert 0 < rec["read_ms"] <= rec["autoprof_overhead_ms"]
+    if background:  # the read is not the close's: it can outlast the stall only because it is not part of it
+        assert rec["read_ms"] + rec["stall_ms"] <= rec["autoprof_overhead_ms"] + 0.002
     ((ident, name, priority),) = seen
     assert (ident == threading.get_ident()) is not background, "the events were read on the wrong thread"
     # never on the analysis thread's lowest priority: the read holds the GIL, and the training thread waits for it

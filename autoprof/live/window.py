@@ -261,6 +261,7 @@ def _window_fields(job: ClosedWindow, analyzed: _Analyzed, path: str | None, ove
             "profiled_step_extra_ms": job.profiled_extra_ms(),
             "stall_ms": round(job.stall_ns / 1e6, 3),
             "stall_stop_ms": round(job.stop_ns / 1e6, 3),
+            "read_ms": round(job.read_ns / 1e6, 3),
             "windows_skipped": job.skipped_before,
         },
         summary=analysis.summary,
