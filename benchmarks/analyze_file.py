@@ -83,6 +83,19 @@ TIME_TARGET, MEMORY_TARGET = 0.10, 0.15  # issue 37: autoprof in one process aga
 HTA_OVER_JSON_TIME, HTA_OVER_JSON_MEMORY = 31.1 / 7.42, 1624 / 1676
 
 
+def hta_problem(python: str) -> str | None:
+    """Why ``python`` cannot run HTA here (None: it can): not a program, or no ``hta`` it imports."""
+    if not python:
+        return "an empty path"
+    try:
+        probe = subprocess.run([python, "-c", "import hta; print('hta ok')"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"cannot run {python} ({type(e).__name__}: {e})"
+    if probe.returncode != 0 or probe.stdout.strip() != "hta ok":
+        return f"{python} does not import hta (pip install holistictraceanalysis there)"
+    return None
+
+
 def run(name: str, python: str, trace: Path, trace_dir: Path) -> dict[str, object] | None:
     out = subprocess.run([python, "-c", CODE[name], str(trace), str(trace_dir)], capture_output=True, text=True)
     if out.returncode != 0:
@@ -105,9 +118,9 @@ def main() -> None:
         for name in ("autoprof", "autoprof -w0", "-w0 dicts", "json.load", "HTA"):
             py = args.hta_python if name == "HTA" else sys.executable
             if name == "HTA":
-                probe = subprocess.run([py, "-c", "import hta"], capture_output=True)
-                if probe.returncode != 0:
-                    print("HTA: not importable here (pip install holistictraceanalysis, or pass --hta-python)")
+                problem = hta_problem(py)
+                if problem:
+                    print(f"HTA: not measured: {problem} (pass --hta-python, a Python that has it)")
                     continue
             results[name] = run(name, py, trace, trace_dir)
     base = results.get("HTA") or results.get("json.load")

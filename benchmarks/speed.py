@@ -57,6 +57,13 @@ def main() -> int:
     ap.add_argument("--hta-python", default=None)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
+    if args.hta_python is not None:  # said now, not after the other benchmarks ran
+        sys.path.insert(0, str(HERE))
+        from analyze_file import hta_problem
+
+        problem = hta_problem(args.hta_python)
+        if problem:
+            ap.error(f"--hta-python: {problem}")
     rows: list[tuple[str, str, str]] = []
     failed = []
     for script, extra in benchmarks(args.hta_python, args.quick):

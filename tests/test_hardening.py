@@ -231,7 +231,7 @@ def test_ctrl_c_during_the_exit_drain_ends_it_quietly_with_one_line(tmp_path: Pa
 
 POOL = textwrap.dedent(
     """
-    import multiprocessing, os, sys
+    import json, multiprocessing, os, sys, threading
 
     def work(i):
         import torch, autoprof
@@ -243,11 +243,11 @@ POOL = textwrap.dedent(
 
         for _ in range(3):
             step(torch.ones(2))
-        return i
+        return sorted(t.name for t in threading.enumerate())
 
     if __name__ == "__main__":
         with multiprocessing.get_context("spawn").Pool(2) as pool:  # terminates its workers on exit
-            print(pool.map(work, [0, 1]))
+            print(json.dumps(pool.map(work, [0, 1])))
     """
 )
 
@@ -259,7 +259,13 @@ def test_a_pool_that_terminates_its_workers_loses_no_finished_window(tmp_path: P
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=_env(SINK=str(sink)), timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [json.loads(line) for p in tmp_path.glob("records.*") for line in p.read_text().splitlines()]
-    assert sorted(r["target"] for r in lines if r["event"] == "autoprof.window") == ["task0", "task1"]  # it was 0 or 1 of 2
+    windows = [r for r in lines if r["event"] == "autoprof.window"]
+    assert sorted(r["target"] for r in windows) == ["task0", "task1"]  # it was 0 or 1 of 2
+    # the worker's window is read and analyzed on its calling thread: no reader thread, and the stall says so
+    threads = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all("autoprof-read" not in names for names in threads), threads
+    for w in windows:
+        assert w["stall_ms"] == w["autoprof_overhead_ms"] >= w["stall_stop_ms"] + w["read_ms"], w
 
 
 def test_only_pool_workers_analyse_on_the_calling_thread(monkeypatch: Any) -> None:

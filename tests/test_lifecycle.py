@@ -198,8 +198,41 @@ def test_a_script_that_ends_before_its_first_window_is_told_so(tmp_path: Path) -
     assert run.returncode == 0, run.stderr[-2000:]
     recs = [json.loads(line) for line in sink.read_text().splitlines()]
     (said,) = [r for r in recs if r.get("reason") == "no_window"]  # "other" was never called: nothing to say
-    assert said["target"] == "step" and said["calls"] == 4 and said["calls_needed"] == 5
-    assert "4 time(s)" in said["message"] and "5 calls" in said["message"]
+    assert said["target"] == "step" and said["calls"] == 4 and said["calls_needed"] == 5 and said["calls_deferred"] == 0
+    assert "4 time(s)" in said["message"] and "5 calls" in said["message"] and "a shorter schedule fits" in said["message"]
+
+
+def test_a_target_held_off_by_another_targets_window_is_not_told_its_run_was_short(tmp_path: Path) -> None:
+    sink = tmp_path / "r.jsonl"
+    script = tmp_path / "held.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import torch, autoprof
+            autoprof.configure(sink={str(sink)!r})
+            x = torch.randn(8, 8)
+
+            @autoprof.autoprof(name="a", skip_first=0, wait=0, warmup=1, active=2)
+            def a():
+                return x @ x
+
+            @autoprof.autoprof(name="b", skip_first=0, wait=0, warmup=1, active=3)
+            def b():
+                return x + 1
+
+            for _ in range(4):  # b's first 2 calls find a's window open; its last 2 start its own, which the exit cuts
+                a(); b()
+            """
+        )
+    )
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    recs = [json.loads(line) for line in sink.read_text().splitlines()]
+    assert [r["target"] for r in recs if r["event"] == "autoprof.window"] == ["a"]
+    (said,) = [r for r in recs if r.get("reason") == "no_window"]
+    assert said["target"] == "b" and said["calls"] == 4 and said["calls_needed"] == 4 and said["calls_deferred"] == 2
+    assert "2 of its calls found the profiler taken" in said["message"], said["message"]
+    assert "shorter schedule" not in said["message"], said["message"]  # 4 calls were enough: a's window was the cause
 
 
 def test_a_window_open_at_exit_is_said_to_be_cut(tmp_path: Path) -> None:

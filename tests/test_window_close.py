@@ -55,6 +55,8 @@ def test_the_raw_events_are_read_by_the_analysis_not_the_close(tmp_path: Path, m
     assert 0 < rec["read_ms"] <= rec["autoprof_overhead_ms"]
     if background:  # the read is not the close's: it can outlast the stall only because it is not part of it
         assert rec["read_ms"] + rec["stall_ms"] <= rec["autoprof_overhead_ms"] + 0.002
+    else:  # on the calling thread the whole analysis is the close's: what the training thread paid
+        assert rec["stall_ms"] == rec["autoprof_overhead_ms"] >= rec["stall_stop_ms"] + rec["read_ms"]
     ((ident, name, priority),) = seen
     assert (ident == threading.get_ident()) is not background, "the events were read on the wrong thread"
     # never on the analysis thread's lowest priority: the read holds the GIL, and the training thread waits for it

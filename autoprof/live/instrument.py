@@ -193,6 +193,7 @@ class _Step:
 
     def _defer(self) -> None:
         # Back to the start of this cycle's warmup: a window is all of its steps or nothing.
+        self.target.deferred += 1
         self.target.pos = self.target.schedule.warmup_start(self.target.pos)
         self.advance = False
 

@@ -67,6 +67,7 @@ class Target:
     __slots__ = (
         "_calls",
         "current",
+        "deferred",
         "done",
         "first_call_ns",
         "framework",
@@ -131,6 +132,9 @@ class Target:
         self.rewind = False  # this cycle's window was dropped: its next step starts the cycle's warmup again
         self.current: Any = None  # the owner's step in progress (instrument._Step), None between steps
         self.warned_incomplete = False  # a window cut short is said once a run
+        # calls whose window could not open or start because the profiler was taken (another target's window, a
+        # profiler of the user's): each sent its cycle back to its warmup (said at exit if it never recorded)
+        self.deferred = 0
         # the trigger: the baseline of step times (None: off, or a rank not chosen), the target's own schedule state
         # while a triggered window's schedule runs in its place, and why that window opened
         self.watch: Watch | None = Watch(self.watching) if self.watching is not None and not done else None
@@ -369,7 +373,7 @@ class Session:
                     pass
             window = self.window = Window(target, prof, cpu_peaks)
             window.devices = device_properties() if cuda else []
-            if cfg.background:
+            if cfg.background and not in_pool_worker():  # a pool worker reads and analyzes on the calling thread
                 _window.READER.ensure()  # started here, by the training thread (its priority), never at a close
             return window
 
@@ -470,8 +474,8 @@ class Session:
                 _window.READER.submit(job)
                 job.stall_ns = time.perf_counter_ns() - started
                 self._submit(lambda: _window.run(job))
-        else:
-            _window.run(job)
+        else:  # on this thread, as it closes: the training thread pays the analysis too (its stall_ms says so)
+            _window.run(job, inline=True)
 
     def behind(self, cfg: Config) -> bool:
         """Whether the background analysis is ``MAX_PENDING`` windows behind: a window opened now would only be
@@ -710,15 +714,24 @@ class Session:
             schedule = target.schedule
             needed = schedule.skip_first + schedule.cycle
             target.warned_incomplete = True
+            calls = target.calls
+            why = ""
+            if target.deferred:
+                why = (
+                    f"; {target.deferred} of its calls found the profiler taken (another target's window, or a profiler "
+                    "of the user's: one records at a time in a process), each sending its cycle back to its warmup"
+                )
             _emit.warning(
-                f"{target.name} was called {target.calls} time(s) and never recorded a window: its schedule needs "
+                f"{target.name} was called {calls} time(s) and never recorded a window: its schedule needs "
                 f"{needed} calls for the first (skip_first {schedule.skip_first} + wait {schedule.wait} + warmup "
-                f"{schedule.warmup} + active {schedule.active}); a shorter schedule fits a run this short",
+                f"{schedule.warmup} + active {schedule.active})"
+                + (why if calls >= needed else f"{why}; a shorter schedule fits a run this short"),
                 "no_window",
                 target=target.name,
                 window=None,
-                calls=target.calls,
+                calls=calls,
                 calls_needed=needed,
+                calls_deferred=target.deferred,
             )
 
     def shutdown(self) -> None:

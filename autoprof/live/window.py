@@ -86,10 +86,11 @@ class ClosedWindow:
         return round(max(sum(self.walls) - self.steady_ns * len(self.walls), 0) / 1e6, 3)
 
 
-def run(job: ClosedWindow) -> None:
+def run(job: ClosedWindow, inline: bool = False) -> None:
     """Analyze a closed window and write its records; its own failures are records, never exceptions. An interrupt
     (a Ctrl-C while it runs on the calling thread) drops the window with one record and is re-raised: the user's
-    program sees its Ctrl-C."""
+    program sees its Ctrl-C. ``inline``: on the thread that closed the window, as it closes (``background`` off, a
+    pool worker), whose ``stall_ms`` then counts the analysis up to the record too."""
     started = time.perf_counter_ns()
     ctx: dict[str, Any] = {"target": job.target, "window": job.window}
     if job.framework is not None:
@@ -99,6 +100,8 @@ def run(job: ClosedWindow) -> None:
         path = _keep_trace(job, rank)
         analysis = _analyze(job, rank, world)
         overhead = time.perf_counter_ns() - started + job.stall_ns
+        if inline:  # all of it on the closing thread, before its call returns
+            job.stall_ns = overhead
         _emit.emit(_emit.WINDOW_EVENT, "info", **ctx, source="live", **_window_fields(job, analysis, path, overhead))
         for finding in analysis.findings + _drift(job, analysis):
             _emit.finding(finding, **ctx, source="live")
