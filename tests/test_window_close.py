@@ -83,3 +83,35 @@ def test_a_read_that_fails_is_one_profiler_error_and_the_step_returns(records: R
     assert err["reason"] == "profiler" and err["error_type"] == "RuntimeError"
     assert err["message"] == "reading the window failed: kineto lost the window" and err["target"] == "broken"
     assert records.of("autoprof.window") == []
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_a_closed_windows_results_are_freed_when_its_record_is_written_not_at_the_next_gc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, background: bool
+) -> None:
+    # torch.profiler.profile is in a reference cycle (its action map holds its bound methods): without a release,
+    # each window's kineto results lived on until the cyclic GC's next full pass
+    import gc
+    import weakref
+
+    from torch.profiler import profile
+
+    stopped: list[weakref.ref[Any]] = []
+    real = profile.stop_trace
+
+    def stop_trace(self: Any) -> None:
+        real(self)
+        stopped.append(weakref.ref(self.profiler))
+
+    monkeypatch.setattr(profile, "stop_trace", stop_trace)
+    autoprof.configure(sink=str(tmp_path / "r.jsonl"), background=background)
+    step = autoprof.autoprof(name="freed", skip_first=0, wait=0, warmup=1, active=2, repeat=2)(_step)
+    gc.disable()
+    try:
+        for _ in range(6):
+            step()
+        autoprof.flush()
+        assert len(stopped) == 2 and len(Records(tmp_path / "r.jsonl").of("autoprof.window")) == 2
+        assert [ref() is None for ref in stopped] == [True, True], "a window's results outlived its record"
+    finally:
+        gc.enable()

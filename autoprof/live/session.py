@@ -538,6 +538,8 @@ class Session:
         with self._owning():
             _stop_quietly(window.prof)
         self._live = None
+        if not _runs(window.prof) and not _prepared(window.prof):  # stopped: its unread results freed now
+            _window.release(window.prof)
 
     def _heal(self) -> None:
         """A profiler autoprof prepared or started but no window holds (an interrupt landed between the two):
