@@ -36,8 +36,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     elementwise op (slower, and an unfused bias add)."""
     tmp_path = tmp_path_factory.mktemp("runs")
     torch.manual_seed(0)
-    lin = torch.nn.Linear(64, 64)  # the seed's size: the separate add is a fifth of the step
-    x = torch.randn(64, 64)
+    # an add of 512x256 floats: well past a call's fixed cost (CALL_FLOOR_NS, 5 us), which is all that a fused bias
+    # would save. At the seed's 64x64, a fast CPU ran the add in about that cost: fusing saved nothing, and the
+    # finding came and went from run to run (correctly: a finding about nothing)
+    lin = torch.nn.Linear(64, 256)
+    x = torch.randn(512, 64)
     w, b = lin.weight.detach().t().contiguous(), lin.bias.detach()
 
     def base() -> torch.Tensor:

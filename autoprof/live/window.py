@@ -135,7 +135,7 @@ def release(prof: Any) -> None:
         return
     try:
         prof.profiler = None
-    except Exception:  # a profiler object of another shape: left to the GC
+    except AttributeError:  # a profiler object of another shape (a read-only attribute): left to the GC
         pass
 
 
