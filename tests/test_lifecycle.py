@@ -141,93 +141,89 @@ def test_end_from_another_thread_changes_nothing_and_says_so(records: Records, c
     _quiet()
 
 
-def test_a_forked_pool_worker_records_after_the_parent_recorded(tmp_path: Path) -> None:
+def _script_records(tmp_path: Path, name: str, body: str) -> list[dict[str, Any]]:
+    """Run ``body`` as a script of its own (``SINK``: the records' path, defined for it); its records, in order."""
     sink = tmp_path / "r.jsonl"
-    script = tmp_path / "pool.py"
-    script.write_text(
-        textwrap.dedent(
-            f"""
-            import multiprocessing, os, torch, autoprof
-            autoprof.configure(sink={str(sink)!r}, background=False)
-
-            @autoprof.autoprof(name="work", skip_first=0, wait=0, warmup=0, active=2)
-            def work(i):
-                x = torch.randn(16, 16)
-                return float((x @ x).sum())
-
-            @autoprof.autoprof(name="main", skip_first=5)
-            def main():  # the pool is made inside a decorated call (not in a window): the child forks at depth 1
-                with multiprocessing.get_context("fork").Pool(1) as pool:
-                    pool.map(work, range(4))
-
-            work(0); work(1)  # the parent records work's window: its schedule is over in the parent
-            main()
-            """
-        )
-    )
+    script = tmp_path / f"{name}.py"
+    script.write_text(f"SINK = {str(sink)!r}\n" + textwrap.dedent(body))
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    windows = [json.loads(line) for line in sink.read_text().splitlines() if '"autoprof.window"' in line]
+    return [json.loads(line) for line in sink.read_text().splitlines()]
+
+
+def test_a_forked_pool_worker_records_after_the_parent_recorded(tmp_path: Path) -> None:
+    recs = _script_records(
+        tmp_path,
+        "pool",
+        """
+        import multiprocessing, os, torch, autoprof
+        autoprof.configure(sink=SINK, background=False)
+
+        @autoprof.autoprof(name="work", skip_first=0, wait=0, warmup=0, active=2)
+        def work(i):
+            x = torch.randn(16, 16)
+            return float((x @ x).sum())
+
+        @autoprof.autoprof(name="main", skip_first=5)
+        def main():  # the pool is made inside a decorated call (not in a window): the child forks at depth 1
+            with multiprocessing.get_context("fork").Pool(1) as pool:
+                pool.map(work, range(4))
+
+        work(0); work(1)  # the parent records work's window: its schedule is over in the parent
+        main()
+        """,
+    )
+    windows = [r for r in recs if r["event"] == "autoprof.window"]
     pids = {w["pid"] for w in windows if w["target"] == "work"}
     assert len(pids) == 2, f"the pool worker recorded no window of its own: {windows}"
 
 
 def test_a_script_that_ends_before_its_first_window_is_told_so(tmp_path: Path) -> None:
-    sink = tmp_path / "r.jsonl"
-    script = tmp_path / "short.py"
-    script.write_text(
-        textwrap.dedent(
-            f"""
-            import torch, autoprof
-            autoprof.configure(sink={str(sink)!r})
+    recs = _script_records(
+        tmp_path,
+        "short",
+        """
+        import torch, autoprof
+        autoprof.configure(sink=SINK)
 
-            @autoprof.autoprof(skip_first=1, wait=1, warmup=1, active=2)
-            def step():
-                return torch.randn(8, 8).sum()
+        @autoprof.autoprof(skip_first=1, wait=1, warmup=1, active=2)
+        def step():
+            return torch.randn(8, 8).sum()
 
-            @autoprof.autoprof(name="other")
-            def other():
-                return 1
+        @autoprof.autoprof(name="other")
+        def other():
+            return 1
 
-            for _ in range(4):
-                step()
-            """
-        )
+        for _ in range(4):
+            step()
+        """,
     )
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    recs = [json.loads(line) for line in sink.read_text().splitlines()]
     (said,) = [r for r in recs if r.get("reason") == "no_window"]  # "other" was never called: nothing to say
     assert said["target"] == "step" and said["calls"] == 4 and said["calls_needed"] == 5 and said["calls_deferred"] == 0
     assert "4 time(s)" in said["message"] and "5 calls" in said["message"] and "a shorter schedule fits" in said["message"]
 
 
 def test_a_target_held_off_by_another_targets_window_is_not_told_its_run_was_short(tmp_path: Path) -> None:
-    sink = tmp_path / "r.jsonl"
-    script = tmp_path / "held.py"
-    script.write_text(
-        textwrap.dedent(
-            f"""
-            import torch, autoprof
-            autoprof.configure(sink={str(sink)!r})
-            x = torch.randn(8, 8)
+    recs = _script_records(
+        tmp_path,
+        "held",
+        """
+        import torch, autoprof
+        autoprof.configure(sink=SINK)
+        x = torch.randn(8, 8)
 
-            @autoprof.autoprof(name="a", skip_first=0, wait=0, warmup=1, active=2)
-            def a():
-                return x @ x
+        @autoprof.autoprof(name="a", skip_first=0, wait=0, warmup=1, active=2)
+        def a():
+            return x @ x
 
-            @autoprof.autoprof(name="b", skip_first=0, wait=0, warmup=1, active=3)
-            def b():
-                return x + 1
+        @autoprof.autoprof(name="b", skip_first=0, wait=0, warmup=1, active=3)
+        def b():
+            return x + 1
 
-            for _ in range(4):  # b's first 2 calls find a's window open; its last 2 start its own, which the exit cuts
-                a(); b()
-            """
-        )
+        for _ in range(4):  # b's first 2 calls find a's window open; its last 2 start its own, which the exit cuts
+            a(); b()
+        """,
     )
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    recs = [json.loads(line) for line in sink.read_text().splitlines()]
     assert [r["target"] for r in recs if r["event"] == "autoprof.window"] == ["a"]
     (said,) = [r for r in recs if r.get("reason") == "no_window"]
     assert said["target"] == "b" and said["calls"] == 4 and said["calls_needed"] == 4 and said["calls_deferred"] == 2
