@@ -122,15 +122,36 @@ def test_no_share_leading_clearly_is_mixed() -> None:
     assert msg.startswith("mixed (CPU): no share of the step leads")
 
 
-def test_without_a_calibrated_peak_op_self_time_beyond_the_call_floor_is_work() -> None:
-    big, tiny = Doc(), Doc()
+def test_without_a_calibrated_peak_op_work_is_read_by_op_family() -> None:
+    # issue 46: a CPU trace from another machine carries no calibration; its matmuls are FLOP work by their kind
+    # (was `mixed`, "100% in ops the roofline cannot cost"), its elementwise ops bandwidth work, and ops of no
+    # known family stay uncosted (never called compute: issue 21)
+    big, elem, opaque, tiny = Doc(), Doc(), Doc(), Doc()
     big.each_step(lambda t: big.op("aten::mm", t + 10, 950, [[512, 512], [512, 512]], ["float", "float"]))
+    elem.each_step(lambda t: elem.op("aten::mul", t + 10, 950, [[4096, 4096], [4096, 4096]], ["float", "float"]))
+    opaque.each_step(lambda t: opaque.op("aten::custom_thing", t + 10, 950))
     tiny.each_step(lambda t: [tiny.op("aten::mul", t + 50 + j * 4.5, 4.0) for j in range(200)])
-    v_big, ev_big, _ = big.verdict(peaks=False)
-    v_tiny, _, _ = tiny.verdict(peaks=False)
-    # op work leads, but without a peak the roofline cannot cost it: never called compute (issue 21)
-    assert v_big == "mixed" and ev_big["roofline_bound"] == "unknown" and ev_big["work_share"] > 0.8
-    assert v_tiny == "overhead-bound"
+    v_big, ev_big, msg_big = big.verdict(peaks=False)
+    assert v_big == "compute-bound" and ev_big["roofline_bound"] == "compute" and ev_big["work_share"] > 0.8, ev_big
+    assert ev_big["basis"] == "op families" and ev_big["family_work_share"] > 0.8
+    assert "by op family" in msg_big and "no CPU peak calibration" in msg_big, msg_big
+    v_elem, ev_elem, _ = elem.verdict(peaks=False)
+    assert v_elem == "memory-bound" and ev_elem["basis"] == "op families", ev_elem
+    v_opaque, ev_opaque, msg_opaque = opaque.verdict(peaks=False)
+    assert v_opaque == "mixed" and ev_opaque["roofline_bound"] == "unknown" and "of no known family" in msg_opaque
+    assert tiny.verdict(peaks=False)[0] == "overhead-bound"
+    # with the calibration, the roofline reads the same matmul, and says so
+    v_cal, ev_cal, _ = big.verdict()
+    assert v_cal == "compute-bound" and ev_cal["basis"] == "roofline" and ev_cal["family_work_share"] == 0.0
+
+
+def test_a_calibrated_trace_recorded_without_shapes_reads_its_matmuls_by_family() -> None:
+    # issue 46: mm/addmm without recorded shapes cannot be costed; their time was overhead (the roofline skipped
+    # them and nothing else counted them): they are FLOP work by their kind
+    d = Doc()
+    d.each_step(lambda t: d.op("aten::addmm", t + 10, 950))
+    verdict, ev, _ = d.verdict()
+    assert verdict == "compute-bound" and ev["basis"] == "roofline" and ev["family_work_share"] > 0.8, ev
 
 
 def test_every_cpu_verdict_has_its_advice() -> None:

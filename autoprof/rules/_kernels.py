@@ -20,6 +20,8 @@ from typing import NamedTuple
 
 from autoprof.rules._common import short_kernel_name
 from autoprof.rules._runtime import is_collective_kernel
+from autoprof.rules._work import memory_by_kind
+from autoprof.trace.model import CONV_OPS, MATMUL_OPS
 
 COMPUTE = "compute"  # FLOP-bound by its class
 MEMORY = "memory"  # bandwidth-bound by its class
@@ -42,7 +44,7 @@ FAMILIES: tuple[Family, ...] = (
     # Inductor's generated kernels by kind: pointwise, reduction, persistent reduction; templates are GEMMs.
     _family("triton-pointwise", MEMORY, r"^triton_poi_"),
     _family("triton-reduction", MEMORY, r"^triton_(?:red|per)_"),
-    _family("gemm", COMPUTE, r"^triton_tem_"),
+    _family("gemm", COMPUTE, r"^triton_tem_", r"^triton_(?:b|add)?mm_"),  # Inductor's GEMM templates, old names too
     # Attention kernels (FlashAttention, xformers' and CK's fmha, AMD's attn_fwd), before the GEMM libraries whose
     # code some of them are (``fmha_cutlassF_...``).
     # vLLM's KV-cache writes carry "flash" in their names (``reshape_and_cache_flash_kernel``) and only copy.
@@ -88,4 +90,37 @@ def kernel_family(name: str) -> Family | None:
     for family in FAMILIES:
         if family.pattern.search(head):
             return family
+    return None
+
+
+#: Host ops that are FLOP work by their kind, beyond the matmul and convolution families (``trace.model``'s
+#: ``MATMUL_OPS``, ``CONV_OPS``) and attention: the fused and scaled GEMMs and the backends' convolution entries.
+COMPUTE_OP_PREFIXES = (
+    "aten::_addmm_activation",
+    "aten::_scaled_mm",
+    "aten::_int_mm",
+    "aten::mkldnn_linear",
+    "aten::mkldnn_conv",
+    "aten::_slow_conv",
+    "aten::slow_conv",
+    "aten::thnn_conv",
+    "aten::cudnn_conv",
+    "aten::miopen_conv",
+    "aten::convolution_backward",
+    "aten::_flash_attention",
+    "aten::_efficient_attention",
+    "aten::_cudnn_attention",
+    "aten::_scaled_dot_product",
+    "aten::scaled_dot_product_attention",
+)
+
+
+def op_family(name: str) -> str | None:
+    """The bound of a host op by its kind: ``COMPUTE`` for the matmul, convolution and attention families,
+    ``MEMORY`` for ops whose work is memory traffic (elementwise, reductions and norms, copies, gathers, sorts, the
+    optimizers' multi-tensor updates: ``_work.memory_by_kind``); None for the rest."""
+    if name in MATMUL_OPS or name in CONV_OPS or name.startswith(COMPUTE_OP_PREFIXES):
+        return COMPUTE
+    if memory_by_kind(name):
+        return MEMORY
     return None

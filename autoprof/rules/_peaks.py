@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoprof.config import Config
+from autoprof.rules._gpudb import database_peak
 
 T = 1e12
 G = 1e9
@@ -195,7 +196,8 @@ def gpu_peak(device_name: str | None) -> Peak | None:
 
 
 def peak_for(trace_device_properties: list[dict[str, Any]], metadata: dict[str, Any], config: Config | None) -> Peak | None:
-    """The peaks that apply: the config override, else the GPU table, else the CPU calibration."""
+    """The peaks that apply: the config override, else the GPU table, else the GPU database (``_gpudb``, where
+    installed), else the CPU calibration."""
     override = config.peaks if config is not None else None
     if isinstance(override, dict) and override.get("flops_per_s") and override.get("bytes_per_s"):
         flops = float(override["flops_per_s"])
@@ -209,6 +211,13 @@ def peak_for(trace_device_properties: list[dict[str, Any]], metadata: dict[str, 
         peak = gpu_peak(str(props.get("name", "")))
         if peak:
             return peak
+    for props in trace_device_properties:  # no row: the GPU database, where installed (``_gpudb``)
+        name = str(props.get("name") or "")
+        if name and not name.startswith("AMD"):
+            sms, mem = props.get("numSms"), props.get("totalGlobalMem")
+            row = database_peak(name, sms if isinstance(sms, int) else None, mem if isinstance(mem, int) else None)
+            if row:
+                return Peak(row.name, dict(row.flops), row.bytes_per_s, row.source)
     cf, cb = metadata.get("cpu_peak_flops"), metadata.get("cpu_peak_bytes_per_s")
     if isinstance(cf, (int, float)) and isinstance(cb, (int, float)) and cf > 0 and cb > 0:
         cf = float(cf)

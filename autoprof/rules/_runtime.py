@@ -146,9 +146,16 @@ COLLECTIVE_KERNEL_PREFIXES = ("ncclKernel_", "ncclDevKernel_")
 COLLECTIVE_CALL_PREFIXES = ("gloo:", "nccl:", "c10d::", "record_param_comms")
 
 
+#: Expert-parallel communication libraries' kernels (DeepEP's ``deep_ep::internode::dispatch``, DeepSeek's
+#: ``dpsk::ep::*``, NVSHMEM's): they move tokens between ranks, as a collective does.
+_EP_COMM = ("deep_ep::", "dpsk::ep::", "nvshmem")
+
+
 def is_collective_kernel(name: str) -> bool:
-    """A collective library's kernel: NCCL's or RCCL's, under every naming (anything with "nccl" in its name)."""
-    return "nccl" in name.lower()
+    """A collective library's kernel: NCCL's or RCCL's, under every naming (anything with "nccl" in its name), and the
+    expert-parallel communication kernels (DeepEP, ``dpsk::ep::``, NVSHMEM)."""
+    low = name.lower()
+    return "nccl" in low or any(m in low for m in _EP_COMM)
 
 
 def collective_kind(kernel: str) -> str:

@@ -50,7 +50,7 @@ from typing import Any
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules import comm, roofline
+from autoprof.rules import _families, comm, roofline
 from autoprof.rules._common import (
     COMPILE_WRAPPER_PREFIXES,
     DATALOADER_PREFIX,
@@ -68,6 +68,7 @@ from autoprof.rules._common import (
     us,
     view,
 )
+from autoprof.rules._kernels import COMPUTE, op_family
 from autoprof.rules._runtime import BLOCKING_CALLS, COLLECTIVE_CALL_PREFIXES
 from autoprof.rules._work import CALL_FLOOR_NS as CALL_FLOOR_NS
 from autoprof.rules._work import WORK_CREDIT as WORK_CREDIT
@@ -517,13 +518,8 @@ def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], 
     roof = roofline.analyze(trace, config)
     head = f"the device is busy {percent(busy, window_ns)} of the window"
     if roof is None:
-        evidence.update(roofline_bound="unknown", roofline_shares=None)
-        return (
-            MIXED,
-            f"mixed: device-bound ({head}), but its work cannot be costed (no peak known for this device)",
-            "The device is the bottleneck: see the kernels that take its time; name the device's peaks with "
-            "autoprof.configure(peaks=...) to have them costed.",
-        )
+        return _device_families(trace, evidence, busy, window_ns, head)
+    evidence["basis"] = _families.ROOFLINE
     if roof.total_ns * 2 < busy:  # busy mostly in copies and memsets: the kernels' split is not where its time goes
         evidence.update(roofline_bound="unknown", roofline_shares=None, kernel_busy_share=share(roof.total_ns, busy))
         return (
@@ -560,6 +556,63 @@ def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], 
             "kernels, ops without recorded shapes).",
         )
     return verdict, f"mixed: device-bound ({head}), with no bound leading ({split})", _ADVICE[MIXED]
+
+
+def _device_families(trace: Trace, evidence: dict[str, Any], busy: int, window_ns: int, head: str) -> tuple[str, str, str]:
+    """A device-bound window on a device with no known peak: named by where the kernels' time goes by their families
+    (``_families``), with the same margin as the roofline's split."""
+    split = _families.device_split(trace, view(trace))
+    evidence["basis"] = _families.KERNEL_FAMILIES
+    device = _device_name(trace)
+    why = f"no peak known for {device}" if device else "no device named in the trace"
+    if split.total_ns * 2 < busy:  # busy mostly in copies and memsets
+        evidence.update(roofline_bound="unknown", roofline_shares=None, kernel_busy_share=share(split.total_ns, busy))
+        return (
+            MIXED,
+            f"mixed: device-bound ({head}) mostly in copies and memsets ({percent(busy - min(split.total_ns, busy), busy)} "
+            "of its busy time), not kernels: data transfers are the limit",
+            "Move less data between host and device: keep tensors on the device, copy from pinned memory with "
+            "non_blocking=True, overlap copies with compute.",
+        )
+    compute, memory, unknown, whole = split.compute_ns, split.memory_ns, split.unknown_ns, split.total_ns
+    verdict, bound = work_verdict(compute, memory, unknown)
+    shares = {"compute": share(compute, whole), "memory": share(memory, whole), "uncosted": share(unknown, whole)}
+    evidence.update(
+        roofline_bound=bound if bound in ("compute", "memory") else "unknown" if bound == "uncosted" else "mixed",
+        roofline_shares=shares,
+        compute_bound_share=shares["compute"],
+        memory_bound_share=shares["memory"],
+        uncosted_share=shares["uncosted"],
+        compute_work_share=share(compute * busy / whole, window_ns) if whole else 0.0,
+        memory_work_share=share(memory * busy / whole, window_ns) if whole else 0.0,
+        unknown_work_share=share(unknown * busy / whole, window_ns) if whole else 0.0,
+        families={name: share(t, whole) for name, t in split.top()},
+    )
+    split_text = (
+        f"{percent(compute, whole)} of its kernel time in GEMM, convolution and attention kernels, "
+        f"{percent(memory, whole)} in bandwidth-bound kernels, {percent(unknown, whole)} of no known family; "
+        f"{why}, so no roofline"
+    )
+    if verdict == COMPUTE_BOUND:
+        return verdict, f"compute-bound: {head}; FLOP work by kernel family ({split_text})", _ADVICE[COMPUTE_BOUND]
+    if verdict == MEMORY_BOUND:
+        return verdict, f"memory-bound: {head}; bandwidth work by kernel family ({split_text})", _DEVICE_MEMORY_ADVICE
+    if bound == "uncosted":
+        return (
+            verdict,
+            f"mixed: device-bound ({head}), mostly in kernels of no known family ({split_text})",
+            "The device is the bottleneck: see the kernels that take its time; name the device's peaks with "
+            "autoprof.configure(peaks=...) to have them costed.",
+        )
+    return verdict, f"mixed: device-bound ({head}), no kernel family leading ({split_text})", _ADVICE[MIXED]
+
+
+def _device_name(trace: Trace) -> str:
+    for props in trace.device_properties:
+        name = str(props.get("name") or "").strip()
+        if name:
+            return name
+    return ""
 
 
 _DEVICE_MEMORY_ADVICE = (
@@ -611,6 +664,8 @@ class HostReading:
     ideal_ns: float = 0.0  # time the costed work would take at the peaks
     work_time_ns: int = 0  # measured time of the same work
     comm_step_median_ns: int = 0  # the median step's collective wait
+    family_ns: int = 0  # op work read by op family (no peak, or no shapes), in compute_ns or memory_ns
+    basis: str = _families.OP_FAMILIES  # how op work was split: "roofline" where a peak was known
 
     @property
     def work_ns(self) -> int:
@@ -700,7 +755,14 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
     roof = roofline.analyze(trace, config)
     costed: set[int] = set()
     opaque: frozenset[int] = frozenset()  # convolutions the roofline cannot cost: their time is uncosted work
-    if roof is not None:
+    if roof is None:  # no peak (a trace from another machine): the outermost ops of a family, by their kind
+        costed = {nid for nid, n in enumerate(trace.names) if op_family(n) is not None}
+        _family_work(trace, reading, _families.host_calls(trace, win, waits))
+    else:
+        reading.basis = _families.ROOFLINE
+        # calls the roofline could not cost (recorded without shapes) whose kind is FLOP work are that, by family
+        flop_calls = [i for i in roof.uncosted if trace.h_cat[i] == CPU_OP_CODE and op_family(trace.host_name(i)) == COMPUTE]
+        _family_work(trace, reading, [(i, COMPUTE) for i in flop_calls])
         costed = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
         opaque = roof.opaque
         for st in roof.ops.values():
@@ -747,6 +809,23 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
         )
 
 
+def _family_work(trace: Trace, reading: HostReading, calls: list[tuple[int, str]]) -> None:
+    """Op calls read by their family (``_families``): each one's time beyond the call floor is FLOP or bandwidth
+    work by its kind; a call within the floor is a small call."""
+    dur = trace.h_dur
+    for i, bound in calls:
+        reading.op_calls += 1
+        t = dur[i] - CALL_FLOOR_NS
+        if t <= 0:
+            reading.small_calls += 1
+            continue
+        reading.family_ns += t
+        if bound == COMPUTE:
+            reading.compute_ns += t
+        else:
+            reading.memory_ns += t
+
+
 def _judge(reading: HostReading) -> tuple[str, str | None]:
     """The largest share, when it leads clearly; op work is named by :func:`work_verdict` (the bound it names is
     returned too; None when op work does not lead)."""
@@ -788,6 +867,8 @@ def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, An
         device="cpu",
         reading="cpu",
         method="roofline" if reading.op_calls and (reading.compute_ns or reading.memory_ns or reading.small_calls) else "op_self",
+        basis=reading.basis,
+        family_work_share=share(reading.family_ns, w),
         window_us=us(w),
         input_us=us(reading.input_ns),
         input_share=share(reading.input_ns, w),
@@ -823,16 +904,21 @@ def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, An
     return evidence
 
 
+_NO_CALIBRATION = "; the trace carries no CPU peak calibration, so no roofline"
+
+
 def _cpu_message(verdict: str, reading: HostReading, bound: str | None = None) -> str:
     w = reading.window_ns
     sh = reading.shares()
+    by_family = reading.basis != _families.ROOFLINE
     if verdict == MIXED and bound is not None:  # op work leads, no bound within it does
         work = reading.work_ns
+        unknown = "of no known family" if by_family else "in ops the roofline cannot cost"
         split = (
             f"{percent(reading.compute_ns, work)} FLOP-bound, {percent(reading.memory_ns, work)} bandwidth-bound, "
-            f"{percent(reading.unknown_ns, work)} in ops the roofline cannot cost"
-        )
-        what = "mostly in ops the roofline cannot cost" if bound == "uncosted" else "with no bound leading"
+            f"{percent(reading.unknown_ns, work)} {unknown}"
+        ) + (_NO_CALIBRATION if by_family else "")
+        what = f"mostly in ops {unknown}" if bound == "uncosted" else "with no bound leading"
         return f"mixed (CPU): op work takes {sh['work']:.0%} of the step, {what} ({split})"
     if verdict == INPUT_BOUND:
         return f"input-bound (CPU): waiting for data (enumerate(DataLoader)) takes {sh['input']:.0%} of the step" + _between_note(
@@ -851,6 +937,9 @@ def _cpu_message(verdict: str, reading: HostReading, bound: str | None = None) -
     if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
         kind = "FLOP-bound ops" if verdict == COMPUTE_BOUND else "bandwidth-bound ops"
         eff = f" running at {reading.ideal_ns / reading.work_time_ns:.0%} of their roofline" if reading.work_time_ns else ""
+        if by_family:
+            lead = reading.compute_ns if verdict == COMPUTE_BOUND else reading.memory_ns
+            eff = f" by op family ({percent(lead, reading.work_ns)} of it{_NO_CALIBRATION})"
         return f"{verdict} (CPU): op work takes {sh['work']:.0%} of the step, mostly in {kind}{eff}"
     parts = ", ".join(f"{k} {v:.0%}" for k, v in sorted(sh.items(), key=lambda item: -item[1]) if v >= 0.05)
     return f"mixed (CPU): no share of the step leads ({parts}; {duration(w)} of steps)"

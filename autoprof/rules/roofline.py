@@ -143,6 +143,9 @@ class Roofline:
     #: roofline looks through them (to a costed convolution they call) and the regime counts their own time as
     #: uncosted op work.
     opaque: frozenset[int] = frozenset()
+    #: Op calls (host event indices) the cost model could not cost (no shapes, no peak for their dtype): the regime
+    #: reads a CPU window's such calls by their op family.
+    uncosted: list[int] = field(default_factory=list)
 
     @property
     def by_kind_ns(self) -> int:
@@ -195,6 +198,7 @@ def _analyze(trace: Trace, config: Config | None) -> Roofline | None:
         if not _place(roof, trace.names[nid], shapes_text, dtype, group):
             uncosted.extend(group.members)
     roof.memory_ns += roof.by_kind_ns
+    roof.uncosted = uncosted
     if on_device:  # the cost model first: only kernels it left uncosted are read by their names
         _classify(trace, win, roof, loose + [j for i in uncosted for j in kernels_of.get(i, ())])
     # Ops run concurrently on several streams can sum past the busy time: keep the split within it.
