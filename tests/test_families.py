@@ -316,3 +316,41 @@ def test_the_real_database_when_installed() -> None:
     peak = _gpudb._match("Tesla T4", 40, 15_843_721_216, rows)
     assert peak is not None and peak.bytes_per_s == 320e9 and 8e12 < peak.flops["fp32"] < 8.3e12, peak
     assert _gpudb._match("NVIDIA GeForce RTX 3060", 28, 12_630_294_528, rows) is not None
+
+
+# -- a trace that launches kernels but recorded none (issue 46, item 4) -----------------------------------------
+
+
+def _launches_without_kernels(loader_share: float = 0.0) -> Synth:
+    s = Synth()
+    for k in range(3):
+        b = k * 10_000.0
+        s.step(k, b, 10_000)
+        if loader_share:
+            s.op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", b + 5, loader_share * 10_000)
+        t = b + 10 + loader_share * 10_000
+        s.op("aten::mm", t, 400, *MM).runtime("cudaLaunchKernel", t + 10, 5, corr=int(100 + k))
+    return s
+
+
+def test_launches_without_kernels_say_the_device_side_is_missing() -> None:
+    fs = _launches_without_kernels().findings()
+    r = fs["bound_regime"]
+    assert r.verdict == "mixed" and r.evidence["kernels_missing"] is True and r.evidence["kernel_launch_count"] == 3
+    assert "records no device events" in r.message and "ProfilerActivity.CUDA" in r.advice
+    # never a roofline of CUDA ops' host time against a GPU's peaks
+    assert "roofline" not in fs
+
+
+def test_launches_without_kernels_still_name_the_input_the_host_waits_for() -> None:
+    r = _launches_without_kernels(loader_share=0.8).findings()["bound_regime"]
+    assert r.verdict == "input-bound" and r.evidence["kernels_missing"] is True, r.message
+    assert "records no device events" in r.message
+
+
+def test_a_real_window_whose_device_lane_was_dropped() -> None:
+    doc = _original("h200/seed2048.chrome.json.gz")
+    device = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in device]
+    r = _regime(doc)
+    assert r.verdict == "mixed" and r.evidence["kernels_missing"] is True, r.message

@@ -69,7 +69,7 @@ from autoprof.rules._common import (
     view,
 )
 from autoprof.rules._kernels import COMPUTE, op_family
-from autoprof.rules._runtime import BLOCKING_CALLS, COLLECTIVE_CALL_PREFIXES
+from autoprof.rules._runtime import BLOCKING_CALLS, COLLECTIVE_CALL_PREFIXES, LAUNCH_CALLS
 from autoprof.rules._work import CALL_FLOOR_NS as CALL_FLOOR_NS
 from autoprof.rules._work import WORK_CREDIT as WORK_CREDIT
 from autoprof.rules._work import credited_ns, is_roofline_op
@@ -183,7 +183,61 @@ def _check(trace: Trace, config: Config | None = None) -> list[Finding]:
     }
     if win.device_busy:
         return [_device_verdict(trace, win, evidence, config)]
+    launches = 0 if len(trace.d_dur) else _kernel_launches(trace, win)
+    if launches:  # kernels launched, none recorded: the host's side alone, and it says so
+        return [_launches_only_verdict(trace, win, evidence, launches)]
     return [_cpu_verdict(trace, win, evidence, config)]
+
+
+def _kernel_launches(trace: Trace, win: View) -> int:
+    """The window's kernel launches (runtime or driver calls that enqueue a kernel or a graph)."""
+    ids = {nid for nid, n in enumerate(trace.names) if n in LAUNCH_CALLS}
+    inside = win.host_in
+    return sum(1 for i in trace.host_named(ids) if inside[i]) if ids else 0
+
+
+#: What a host-only reading of a trace whose kernels were not recorded can still name: waits the host sees.
+_HOST_VISIBLE = (INPUT_BOUND, SYNC_BOUND, COMMUNICATION_BOUND)
+
+
+def _launches_only_verdict(trace: Trace, win: View, evidence: dict[str, Any], launches: int) -> Finding:
+    """A window that launches kernels but holds no device events (recorded without ``ProfilerActivity.CUDA``, or
+    its device lane lost): never a CPU roofline of CUDA ops' host time. Input, sync and collective waits are the
+    host's to see and are named; anything else is ``mixed``, saying that the device's side is missing."""
+    reading = HostReading(_step_window_ns(trace, win))
+    if reading.window_ns <= 0:
+        reading.window_ns = int(win.host_window_ns)
+    _host_waits(trace, win, reading)
+    sh = reading.shares()
+    evidence.update(
+        reading="host_only",
+        kernels_missing=True,
+        kernel_launch_count=launches,
+        window_us=us(reading.window_ns),
+        input_share=share(reading.input_ns, reading.window_ns),
+        blocked_share=share(reading.blocked_ns, reading.window_ns),
+        comm_share=share(reading.comm_ns, reading.window_ns),
+    )
+    missing = (
+        f"the trace launches {launches:,} kernels but records no device events (no kernels, copies or memsets): "
+        "the device's side cannot be read"
+    )
+    ranked = sorted(((k, v) for k, v in sh.items() if k in ("input", "sync", "communication")), key=lambda item: -item[1])
+    lead, top = ranked[0]
+    verdict = {"input": INPUT_BOUND, "sync": SYNC_BOUND, "communication": COMMUNICATION_BOUND}[lead]
+    if top >= LEADS:
+        return Finding(
+            RULE, verdict, "warning", f"{verdict}: the host waits {top:.0%} of the step ({lead}); {missing}", _ADVICE[verdict], evidence
+        )
+    return Finding(
+        RULE,
+        MIXED,
+        "warning",
+        f"mixed: {missing}",
+        "Record the device too: torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) "
+        "(autoprof's own windows do).",
+        evidence,
+    )
 
 
 def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:

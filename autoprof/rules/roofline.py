@@ -26,6 +26,7 @@ from autoprof.findings import Finding
 from autoprof.rules._common import View, ancestor_flags, duration, has_ancestor, op_self_ns, percent, share, us, view
 from autoprof.rules._kernels import COMPUTE, TF32_MARKERS, Family, kernel_family
 from autoprof.rules._peaks import Peak, peak_for
+from autoprof.rules._runtime import LAUNCH_CALLS
 from autoprof.rules._work import MASK_FROM_CALLS, WorkCache, is_roofline_op, memory_by_kind
 from autoprof.trace.model import CONV_OPS, CPU_OP_CODE, KERNEL_CODE, Trace
 
@@ -179,6 +180,10 @@ def _analyze(trace: Trace, config: Config | None) -> Roofline | None:
         return None
     win = view(trace)
     on_device = bool(win.device_busy)
+    if (
+        not on_device and not len(trace.d_dur) and any(n in LAUNCH_CALLS for n in trace.names)
+    ):  # kernels launched, none recorded: no roofline
+        return None
     if on_device:
         total = sum(dur for dur, c, inside in zip(trace.d_dur, trace.d_cat, win.device_in) if c == KERNEL_CODE and inside)
     else:
