@@ -354,3 +354,15 @@ def test_a_real_window_whose_device_lane_was_dropped() -> None:
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in device]
     r = _regime(doc)
     assert r.verdict == "mixed" and r.evidence["kernels_missing"] is True, r.message
+
+
+def test_a_cpu_trace_that_names_a_gpu_it_never_ran_on_is_not_costed_against_that_gpu() -> None:
+    # a public CPU trace (a ResNet on the host of a T4 machine: deviceProperties names the GPU, no device events) read
+    # its host ops' time against the GPU's peaks: overhead-bound, where its convolutions take 79% of the step
+    s = Synth(gpu="NVIDIA A100-SXM4-80GB")
+    for k in range(3):
+        s.step(k, k * 1_000.0, 1_000).op("aten::mm", k * 1_000.0 + 10, 950, [[512, 512], [512, 512]], ["float", "float"])
+    fs = s.findings()
+    r = fs["bound_regime"]
+    assert r.verdict == "compute-bound" and r.evidence["basis"] == "op families", r.message
+    assert "roofline" not in fs  # no roofline against an A100's peaks for ops that ran on the host

@@ -153,7 +153,8 @@ class _HostWork:
 
     def __init__(self, trace: Trace, config: Config | None = None) -> None:
         self.trace = trace
-        self.peak: Peak | None = peak_for(trace.device_properties, trace.metadata, config)  # configured peaks first
+        # configured peaks first; a device the trace names but never ran on gives none (a CPU reading)
+        self.peak: Peak | None = peak_for(trace.device_properties if len(trace.d_dur) else [], trace.metadata, config)
         self.cache = WorkCache()
 
     def work_ns(self, i: int) -> float:

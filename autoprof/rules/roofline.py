@@ -175,7 +175,8 @@ def analyze(trace: Trace, config: Config | None = None) -> Roofline | None:
 
 
 def _analyze(trace: Trace, config: Config | None) -> Roofline | None:
-    peak = peak_for(trace.device_properties, trace.metadata, config)
+    # a trace with no device events is a CPU reading: a device named in it (CUDA present, unused) gives no peaks
+    peak = peak_for(trace.device_properties if len(trace.d_dur) else [], trace.metadata, config)
     if peak is None:
         return None
     win = view(trace)
