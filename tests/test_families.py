@@ -366,3 +366,37 @@ def test_a_cpu_trace_that_names_a_gpu_it_never_ran_on_is_not_costed_against_that
     r = fs["bound_regime"]
     assert r.verdict == "compute-bound" and r.evidence["basis"] == "op families", r.message
     assert "roofline" not in fs  # no roofline against an A100's peaks for ops that ran on the host
+
+
+# -- a file merged from several ranks (issue 46, item 4) --------------------------------------------------------
+
+
+def _merge(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several ranks' windows in one file, as a merging tool writes them: each rank's pids, thread ids and
+    correlation ids moved apart by an offset, ``args.rank`` set, no top-level device properties."""
+    events = []
+    for rank, doc in enumerate(docs):
+        for e in doc["traceEvents"]:
+            e = dict(e, args=dict(e.get("args") or {}, rank=rank))
+            for key in ("pid", "tid"):
+                if isinstance(e.get(key), int):
+                    e[key] += rank * 1_000_000
+            if isinstance(e["args"].get("correlation"), int):
+                e["args"]["correlation"] += rank * 10_000_000
+            events.append(e)
+    return {"traceEvents": events}
+
+
+def test_a_file_merged_from_two_ranks_gets_no_verdict_for_the_whole() -> None:
+    one = busy_device("NVIDIA A100-SXM4-80GB", SGEMM)
+    doc = {"traceEvents": one.events}
+    r = _regime(_merge([doc, doc]))
+    assert r.verdict == "mixed" and r.evidence["merged_processes"] == 2, r.message
+    assert "merges the windows of 2 processes" in r.message and "each rank's own trace" in r.advice
+    assert _regime(doc).evidence.get("merged_processes") is None  # one rank: read as before
+
+
+def test_real_ranks_merged_into_one_file() -> None:
+    doc = _original("hta/a100_rank3_of8_train.json.gz")
+    r = _regime(_merge([doc, _original("hta/a100_rank3_of8_train.json.gz")]))
+    assert r.verdict == "mixed" and r.evidence["merged_processes"] == 2, r.message

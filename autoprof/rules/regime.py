@@ -181,12 +181,41 @@ def _check(trace: Trace, config: Config | None = None) -> list[Finding]:
         "cpu_to_device_ratio": round(self_cpu / self_dev, 3) if self_dev else None,
         "step_count": len(trace.steps),
     }
+    merged = merged_processes(trace)
+    if merged > 1:
+        return [_merged_verdict(trace, evidence, merged)]
     if win.device_busy:
         return [_device_verdict(trace, win, evidence, config)]
     launches = 0 if len(trace.d_dur) else _kernel_launches(trace, win)
     if launches:  # kernels launched, none recorded: the host's side alone, and it says so
         return [_launches_only_verdict(trace, win, evidence, launches)]
     return [_cpu_verdict(trace, win, evidence, config)]
+
+
+def merged_processes(trace: Trace) -> int:
+    """How many processes' windows the trace holds: the most threads that recorded the same ``ProfilerStep#N`` (one
+    profiler per process steps on one thread; a file merged from several ranks, as TraceLens's TraceFuse writes
+    them, repeats each step once per rank). 1 for a trace of one process."""
+    threads: dict[int, set[int]] = {}
+    for s in trace.steps:
+        if s.host_index >= 0:
+            threads.setdefault(s.number, set()).add(s.tid)
+    return max((len(t) for t in threads.values()), default=1)
+
+
+def _merged_verdict(trace: Trace, evidence: dict[str, Any], processes: int) -> Finding:
+    """A file merged from several ranks' windows: one reading would add their device time and host time together
+    (a device 88% busy that is 65% busy on rank 0), so no verdict is given for the whole."""
+    evidence.update(reading="merged", merged_processes=processes, step_threads=sorted({s.tid for s in trace.steps}))
+    return Finding(
+        RULE,
+        MIXED,
+        "warning",
+        f"mixed: this file merges the windows of {processes} processes (each ProfilerStep is recorded {processes} "
+        "times, on as many threads): one reading of all of them would mix the ranks' time, so none is given",
+        "Analyze each rank's own trace file (autoprof analyze DIR reads a folder of them and compares the ranks).",
+        evidence,
+    )
 
 
 def _kernel_launches(trace: Trace, win: View) -> int:
