@@ -400,3 +400,21 @@ def test_real_ranks_merged_into_one_file() -> None:
     doc = _original("hta/a100_rank3_of8_train.json.gz")
     r = _regime(_merge([doc, _original("hta/a100_rank3_of8_train.json.gz")]))
     assert r.verdict == "mixed" and r.evidence["merged_processes"] == 2, r.message
+
+
+# -- host time is the steps' threads' (issue 46, item 5) ---------------------------------------------------------
+
+
+def test_an_idle_helper_threads_python_frame_is_not_the_hosts_own_work() -> None:
+    # a with_stack trace with no ProfilerStep: the main thread launches small kernels back to back, a helper thread
+    # (tqdm's monitor, a queue feeder) sits in threading._bootstrap the whole time, launching nothing
+    s = Synth(gpu="NVIDIA A100-SXM4-80GB")
+    s.x("python_function", "threading.py(1002): _bootstrap", 0, 30_000, tid=2)
+    s.x("python_function", "train.py(10): <module>", 0, 30_000, tid=1)
+    for k in range(300):
+        t = k * 100.0
+        s.op("aten::add", t + 5, 90, [[64], [64]], ["float", "float"])
+        s.launch(ELEMENTWISE, t + 50, t + 60, 5)
+    r = s.findings()["bound_regime"]
+    assert r.verdict == "overhead-bound", r.message
+    assert "its own work" not in r.message and r.evidence["host_own_work_share"] < 0.05, r.evidence["host_own_work_ops"]

@@ -498,6 +498,8 @@ def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]]) -> tup
             launches[p] = True
             p = parent[p]
     threads = {s.tid for s in trace.steps}
+    if not threads:  # no steps (a trace of annotations, or with_stack and no schedule): the threads that launch
+        threads = {tid[i] for i in launch_rows}  # (an idle helper thread's long Python frame is no work of the host's)
     steps = {s.host_index for s in trace.steps}
     # Launches from other threads (autograd's device threads run a CUDA backward): an event of the step's thread
     # during which another thread launches is that thread's wait (``loss.backward()``), not work of its own.
