@@ -418,3 +418,27 @@ def test_an_idle_helper_threads_python_frame_is_not_the_hosts_own_work() -> None
     r = s.findings()["bound_regime"]
     assert r.verdict == "overhead-bound", r.message
     assert "its own work" not in r.message and r.evidence["host_own_work_share"] < 0.05, r.evidence["host_own_work_ops"]
+
+
+@pytest.mark.parametrize(
+    ("linked", "streams", "cause"),
+    [
+        (False, 1, "the trace does not show"),  # launches not recorded: nothing is known of the gaps' cause
+        (True, 1, "already launched (waiting on an event, a copy or a sync)"),  # one stream: no other stream to wait on
+        (True, 2, "other streams, events or copies"),
+    ],
+)
+def test_device_idle_gaps_say_only_what_the_trace_knows(linked: bool, streams: int, cause: str) -> None:
+    s = Synth(gpu="NVIDIA A100-SXM4-80GB")
+    for k in range(3):
+        b = k * 10_000.0
+        s.step(k, b, 10_000).op("aten::add", b + 5, 30)
+        for j in range(4):  # all launched up front; each kernel waits 2 ms after the one before
+            stream = 7 + (j % streams)
+            if linked:
+                s.launch(ELEMENTWISE, b + 10 + j, b + 100 + j * 2_400, 400, stream=stream)
+            else:
+                s.device(ELEMENTWISE, b + 100 + j * 2_400, 400, stream=stream)
+    gaps = s.findings()["device_idle_gaps"]
+    assert cause in gaps.message, gaps.message
+    assert (gaps.evidence["unlinked_wait_us"] > 0) is (not linked)

@@ -29,9 +29,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     gaps = _Gaps()
     for on_stream in streams.values():
         gaps.read(trace, on_stream)
-    split = gaps.host_wait + gaps.other_wait
-    hw_share = gaps.host_wait / split if split else 0.0
-    cause = "waiting for the host to launch work" if hw_share >= 0.5 else "waiting on other streams, events or copies"
+    cause = _cause(gaps, len(streams))
     return [
         Finding(
             RULE,
@@ -46,11 +44,30 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
                 "device_idle_share": share(idle, span),
                 "host_wait_us": us(gaps.host_wait),
                 "other_wait_us": us(gaps.other_wait),
+                "unlinked_wait_us": us(gaps.unlinked),
                 "gap_count": gaps.count,
                 "stream_count": len(streams),
             },
         )
     ]
+
+
+def _cause(gaps: _Gaps, streams: int) -> str:
+    """What the gaps mostly wait for, as far as the trace tells: the host (the next work launched after the gap
+    opened), something on the device side (launched before it: another stream, an event, a copy; on one stream, an
+    event or a sync), or nothing known (the next work's launch is not in the trace)."""
+    whole = gaps.host_wait + gaps.other_wait + gaps.unlinked
+    if whole and gaps.host_wait >= 0.5 * whole:
+        return "waiting for the host to launch work"
+    if whole and gaps.other_wait >= 0.5 * whole:
+        return (
+            "waiting on other streams, events or copies"
+            if streams > 1
+            else "with its next work already launched (waiting on an event, a copy or a sync)"
+        )
+    if whole and gaps.unlinked >= 0.5 * whole:
+        return "for reasons the trace does not show (the work after those gaps has no recorded launch)"
+    return "waiting on the host and on the device's own dependencies alike"
 
 
 def _streams(trace: Trace, win: View) -> dict[tuple[int, int], list[int]]:
@@ -70,6 +87,7 @@ class _Gaps:
         self.count = 0
         self.host_wait = 0
         self.other_wait = 0
+        self.unlinked = 0  # gaps whose next work has no recorded launch: their cause is unknown
 
     def read(self, trace: Trace, on_stream: list[int]) -> None:
         d_ts, d_dur, launch_host, h_ts = trace.d_ts, trace.d_dur, trace.d_launch_host, trace.h_ts
@@ -80,7 +98,9 @@ class _Gaps:
                 continue
             self.count += 1
             h = launch_host[b]
-            if h >= 0 and h_ts[h] >= end_a:
+            if h < 0:
+                self.unlinked += gap
+            elif h_ts[h] >= end_a:
                 self.host_wait += gap
             else:
                 self.other_wait += gap
