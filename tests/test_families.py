@@ -442,3 +442,50 @@ def test_device_idle_gaps_say_only_what_the_trace_knows(linked: bool, streams: i
     gaps = s.findings()["device_idle_gaps"]
     assert cause in gaps.message, gaps.message
     assert (gaps.evidence["unlinked_wait_us"] > 0) is (not linked)
+
+
+# -- input outside the DataLoader is input (issue 46, item 3) ----------------------------------------------------
+
+
+def _cpu_step_with(name: str, cat: str = "user_annotation") -> Synth:
+    s = Synth(gpu=None)
+    for k in range(3):
+        b = k * 10_000.0
+        s.step(k, b, 10_000).x(cat, name, b + 10, 6_000)
+        s.op("aten::div", b + 20, 5_900, [[4096, 4096], []], ["float", "Scalar"])  # the transform's own op
+        s.op("aten::mm", b + 6_100, 3_800, [[512, 512], [512, 512]], ["float", "float"])
+    return s
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "preprocess",
+        "transformers/pipelines/base.py(1100): preprocess",
+        "tokenization_utils_base.py(2868): __call__",
+        "torch/utils/data/_utils/collate.py(271): default_collate",
+        "video.py(12): decode_video",
+    ],
+)
+def test_preparing_data_inside_the_step_is_input(name: str) -> None:
+    cat = "user_annotation" if "(" not in name else "python_function"
+    r = _cpu_step_with(name, cat).findings()["bound_regime"]
+    assert r.verdict == "input-bound", r.message
+    assert r.evidence["input_by_call_us"] == {name: 18_000.0} and f"(most in {name})" in r.message
+    assert "preparing data" in r.message
+
+
+@pytest.mark.parametrize("name", ["models/gpt2.py(300): decode", "nn.Module: TransformerEncoderLayer", "postprocess"])
+def test_names_that_look_like_input_but_are_not(name: str) -> None:
+    r = _cpu_step_with(name, "python_function" if "(" in name else "user_annotation").findings()["bound_regime"]
+    assert r.verdict != "input-bound" and "input_by_call_us" not in r.evidence, r.message
+
+
+def test_preprocessing_before_the_launches_on_a_device_window_is_input() -> None:
+    s = Synth()
+    for k in range(3):
+        b = k * 10_000.0
+        s.step(k, b, 10_000).x("python_function", "transformers/pipelines/base.py(1100): preprocess", b + 10, 7_000)
+        s.op("aten::mm", b + 7_100, 30, *MM).launch(SGEMM, b + 7_110, b + 7_200, 2_500)
+    r = s.findings()["bound_regime"]
+    assert r.verdict == "input-bound" and "(most in transformers/pipelines/base.py(1100): preprocess)" in r.message, r.message

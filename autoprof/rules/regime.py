@@ -59,6 +59,7 @@ from autoprof.rules._common import (
     blocked_by_call,
     clip,
     duration,
+    is_input_name,
     merge,
     op_self_ns,
     percent,
@@ -273,7 +274,7 @@ def _wait_ids(trace: Trace) -> tuple[set[int], set[int]]:
     """Name ids of data loading (``enumerate(DataLoader)``) and of blocking runtime calls (CUDA and HIP)."""
     names = trace.names
     return (
-        {nid for nid, n in enumerate(names) if n.startswith(DATALOADER_PREFIX)},
+        {nid for nid, n in enumerate(names) if is_input_name(n)},
         {nid for nid, n in enumerate(names) if n in BLOCKING_CALLS},
     )
 
@@ -290,6 +291,37 @@ def _wait_spans(trace: Trace, win: View, loading: set[int], blocking: set[int]) 
     threads, tid = {s.tid for s in trace.steps}, trace.h_tid
     inp = [(ts[i], ts[i] + dur[i]) for i in trace.host_named(loading) if (host_in[i] and not threads) or tid[i] in threads]
     return merge(win.clip(blocked)), merge(clip(inp, win.start_ns, win.end_ns))  # data loading: within the host's window
+
+
+def input_calls(trace: Trace, win: View) -> dict[str, float]:
+    """Where the step prepares data outside the DataLoader: the outermost input events by name (``is_input_name``:
+    a ``preprocess`` annotation, a tokenizer or collate called by hand, a video decode), µs in the window, the 3
+    largest; empty when all input is the DataLoader's."""
+    loading, _ = _wait_ids(trace)
+    threads, tid, parent, names = {s.tid for s in trace.steps}, trace.h_tid, trace.h_parent, trace.h_name
+    found: dict[str, int] = {}
+    for i in trace.host_named(loading):
+        if not win.host_in[i] or (threads and tid[i] not in threads):
+            continue
+        p = parent[i]
+        while p >= 0 and names[p] not in loading:
+            p = parent[p]
+        if p >= 0:
+            continue  # inside another input event: counted there
+        name = trace.host_name(i)
+        found[name] = found.get(name, 0) + trace.h_dur[i]
+    if all(n.startswith(DATALOADER_PREFIX) for n in found):
+        return {}
+    return {n: us(t) for n, t in sorted(found.items(), key=lambda item: -item[1])[:3]}
+
+
+def _input_note(trace: Trace, win: View, evidence: dict[str, Any]) -> str:
+    """The input-bound message's note on where the step prepares data, when it is not only in the DataLoader."""
+    calls = input_calls(trace, win)
+    if not calls:
+        return ""
+    evidence["input_by_call_us"] = calls
+    return f" (most in {next(iter(calls))})"
 
 
 def between_steps(trace: Trace, spans: list[tuple[int, int]]) -> int:
@@ -468,6 +500,8 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
     evidence.update(host_own_work_us=us(own), host_own_work_share=share(own, window), host_own_work_ops=reading.host_own_ops)
     verdict, msg = _device_judge(reading, by_call)
     advice = _ADVICE.get(verdict, "")
+    if verdict == INPUT_BOUND:
+        msg += _input_note(trace, win, evidence)
     if verdict == OVERHEAD_BOUND and own >= HOST_WORK_LEADS * active:
         top = next(iter(reading.host_own_ops), "host code")
         msg = (
@@ -941,7 +975,12 @@ def _cpu_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Conf
         }
     if bound is not None:  # op work leads the step
         evidence["roofline_bound"] = "unknown" if bound == "uncosted" else bound
-    return Finding(RULE, verdict, severity, _cpu_message(verdict, reading, bound), _CPU_ADVICE[verdict], evidence)
+    msg = _cpu_message(verdict, reading, bound)
+    if verdict == INPUT_BOUND:
+        note = _input_note(trace, win, evidence)
+        if note:  # data prepared in the step, not only waited for from the DataLoader
+            msg = msg.replace("waiting for data (enumerate(DataLoader))", "preparing data") + note
+    return Finding(RULE, verdict, severity, msg, _CPU_ADVICE[verdict], evidence)
 
 
 def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, Any]:
