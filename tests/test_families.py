@@ -463,6 +463,7 @@ def _cpu_step_with(name: str, cat: str = "user_annotation") -> Synth:
         "preprocess",
         "transformers/pipelines/base.py(1100): preprocess",
         "tokenization_utils_base.py(2868): __call__",
+        "datasets/arrow_dataset.py(2800): __getitem__",
         "torch/utils/data/_utils/collate.py(271): default_collate",
         "video.py(12): decode_video",
     ],
@@ -475,7 +476,9 @@ def test_preparing_data_inside_the_step_is_input(name: str) -> None:
     assert "preparing data" in r.message
 
 
-@pytest.mark.parametrize("name", ["models/gpt2.py(300): decode", "nn.Module: TransformerEncoderLayer", "postprocess"])
+@pytest.mark.parametrize(
+    "name", ["typing.py(486): __getitem__", "models/gpt2.py(300): decode", "nn.Module: TransformerEncoderLayer", "postprocess"]
+)
 def test_names_that_look_like_input_but_are_not(name: str) -> None:
     r = _cpu_step_with(name, "python_function" if "(" in name else "user_annotation").findings()["bound_regime"]
     assert r.verdict != "input-bound" and "input_by_call_us" not in r.evidence, r.message

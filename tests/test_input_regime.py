@@ -22,14 +22,22 @@ pytestmark = pytest.mark.timing  # live verdicts that rest on CPU time: CI runs 
 # -- the host's own work on a device window ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("how", ["ops", "python"])
+def test_in_step_preprocessing_under_a_preprocess_annotation_is_input() -> None:
+    # issue 46: preparing data inside the step is input, named by its annotation (it read as the host's own work)
+    r = host_preprocessing_gpu(6000, "ops").findings()["bound_regime"]
+    assert r.verdict == "input-bound" and r.evidence["input_by_call_us"] == {"preprocess": 18_000.0}, r.message
+    assert "(most in preprocess)" in r.message and "DataLoader" in r.advice
+
+
+@pytest.mark.parametrize("how", ["python"])
 def test_in_step_preprocessing_is_the_hosts_own_work_not_launch_overhead(how: str) -> None:
+    # a bare ``decode`` frame is not input by name (an LLM's decode step is no input): the host's own work
     r = host_preprocessing_gpu(6000, how).findings()["bound_regime"]
     ev = r.evidence
     assert r.verdict == "overhead-bound"  # the host is the limit: the device waits for it
     assert 0.6 < ev["host_own_work_share"] < 0.7 and ev["host_own_work_share"] >= 0.5 * ev["host_active_share"]
     top = next(iter(ev["host_own_work_ops"]))
-    assert top == ("preprocess" if how == "ops" else "video.py(41): decode")
+    assert top == "video.py(41): decode"
     assert "its own work" in r.message and top in r.message
     assert "CUDA graphs will not help" in r.advice and "DataLoader workers" in r.advice
     assert "batch more work per op" not in r.advice
@@ -60,7 +68,7 @@ def test_long_ops_that_launch_are_not_own_work_and_short_host_ops_are_dispatch()
 
 
 def test_own_work_below_half_of_the_hosts_time_is_still_launch_overhead() -> None:
-    s = host_preprocessing_gpu(1500)  # 1.5 ms decoding beside 30 launches ... and 200 more
+    s = host_preprocessing_gpu(1500, "python")  # 1.5 ms decoding beside 30 launches ... and 200 more
     for k in range(3):
         small_launches(s, k * 10_000 + 2300, 200)
     r = s.findings()["bound_regime"]

@@ -23,19 +23,25 @@ from autoprof.trace.model import (
 DATALOADER_PREFIX = "enumerate(DataLoader)"
 #: Preparing data inside the step, by the name of its annotation or Python function (a ``with_stack`` trace names
 #: ``path/file.py(line): function``): a pipeline's ``preprocess``, a collate or tokenizer called by hand, a dataset's
-#: ``__getitem__``, decoding or reading images, video or audio. Whole words only: ``Transformer`` is no transform,
+#: ``__getitem__`` (:data:`DATASET_ITEM`), decoding or reading images, video or audio. Whole words only: ``Transformer`` is no transform,
 #: an LLM's ``decode`` step is no input.
 INPUT_NAME = re.compile(
-    r"(?:^|[^A-Za-z0-9])(?:pre_?process(?:ing|or)?|collate(?:_fn)?|default_collate|tokeniz(?:e|er|ation)\w*|__getitem__|"
+    r"(?:^|[^A-Za-z0-9])(?:pre_?process(?:ing|or)?|collate(?:_fn)?|default_collate|tokeniz(?:e|er|ation)\w*|"
     r"_next_data|(?:decode|read|load)_(?:video|image|images|audio|frames?)|video_reader|imread|imdecode|torchvision[/.]transforms)"
     r"(?:$|[^A-Za-z0-9])",
     re.IGNORECASE,
 )
 
 
+#: A dataset's ``__getitem__`` in a ``with_stack`` trace (``arrow_dataset.py(2800): __getitem__``): any other
+#: ``__getitem__`` (``typing``'s, a ModuleList's) is indexing, not input.
+DATASET_ITEM = re.compile(r"dataset\w*\.py\(\d+\): __getitem__", re.IGNORECASE)
+
+
 def is_input_name(name: str) -> bool:
-    """A host event whose time is preparing data: the DataLoader's iteration, or a name :data:`INPUT_NAME` knows."""
-    return name.startswith(DATALOADER_PREFIX) or INPUT_NAME.search(name) is not None
+    """A host event whose time is preparing data: the DataLoader's iteration, or a name :data:`INPUT_NAME` or
+    :data:`DATASET_ITEM` knows."""
+    return name.startswith(DATALOADER_PREFIX) or INPUT_NAME.search(name) is not None or DATASET_ITEM.search(name) is not None
 
 
 # Host events of torch.compile's per-call wrapper (some are recorded as cpu_op, but are not op math).
