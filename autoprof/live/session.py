@@ -205,7 +205,7 @@ class Target:
 class Window:
     """One recording window of one target: its profiler and the steps it recorded."""
 
-    __slots__ = ("cpu_peaks", "devices", "dropped", "others", "prof", "started", "steps", "target", "walls")
+    __slots__ = ("cpu_peaks", "devices", "dropped", "host_memory", "others", "prof", "started", "steps", "target", "walls")
 
     def __init__(self, target: Target, prof: Any, cpu_peaks: CpuPeaks | None) -> None:
         self.target = target
@@ -217,6 +217,7 @@ class Window:
         self.others = 0  # calls of other targets turned away since this window's target last stepped
         self.steps: list[int] = []
         self.walls: list[int] = []
+        self.host_memory: tuple[int | None, int | None] = (None, None)  # the machine's memory, and available, at the start
 
 
 class Session:
@@ -409,6 +410,10 @@ class Session:
                     window.prof.add_metadata_json("autoprof_cpu_peak_flops", json.dumps(peaks.flops))
                     window.prof.add_metadata_json("autoprof_cpu_peak_bytes_per_s", json.dumps(peaks.bytes_per_s))
                     window.prof.add_metadata_json("autoprof_cpu_peak_spread_ratio", json.dumps(round(peaks.spread, 4)))
+                window.host_memory = (_window.host_memory_bytes(), _window.host_memory_available_bytes())
+                for key, value in zip(("autoprof_host_memory_bytes", "autoprof_host_memory_available_bytes"), window.host_memory):
+                    if value:
+                        window.prof.add_metadata_json(key, json.dumps(value))
             except Exception:
                 pass
             return window
@@ -456,6 +461,7 @@ class Session:
             stall_ns=time.perf_counter_ns() - started,  # what the calling thread pays when work runs in the background
             stop_ns=stopped - started,
             cpu_peaks=window.cpu_peaks,
+            host_memory=window.host_memory,
             devices=window.devices,
             reference=target.reference,
             sections=sections,

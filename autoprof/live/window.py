@@ -33,6 +33,27 @@ if TYPE_CHECKING:
     from autoprof.analysis.engine import Analysis
 
 
+def host_memory_bytes() -> int | None:
+    """This machine's physical memory (the host-memory creep's forecast reads it from the window's metadata); None
+    where the platform does not say."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) or None
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def host_memory_available_bytes() -> int | None:
+    """The memory this machine has available now (Linux's ``MemAvailable``); None elsewhere."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 @dataclass(slots=True)
 class ClosedWindow:
     """What the training thread knew when it closed a window: all a job needs."""
@@ -67,12 +88,19 @@ class ClosedWindow:
     go: threading.Event = field(default_factory=threading.Event, repr=False)  # set: the reader reads now
     read: threading.Event = field(default_factory=threading.Event, repr=False)  # set: the reader is done with it
     read_error: BaseException | None = field(default=None, repr=False)  # why that read failed
+    #: The machine's memory and what it had available when the window started (the host-memory creep's forecast).
+    host_memory: tuple[int | None, int | None] = (None, None)
 
     def metadata(self) -> dict[str, Any]:
         """The trace metadata of a live window: what an offline analysis reads from a kept trace's file."""
         meta: dict[str, Any] = {"live": True, "sections": self.sections}
         if self.cpu_peaks:
             meta.update(self.cpu_peaks.metadata())
+        host, available = self.host_memory
+        if host:
+            meta["host_memory_bytes"] = host
+        if available:
+            meta["host_memory_available_bytes"] = available
         if self.first_call_ns is not None and self.steady_ns:
             meta["first_call_ns"] = self.first_call_ns
             meta["steady_call_ns"] = self.steady_ns

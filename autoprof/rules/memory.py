@@ -169,7 +169,11 @@ def _fill(trace: Trace, dev: Device) -> None:
     # profiling started"); a device's caching allocator reports its real totals
     if total[first] >= 0 and dev.index >= 0:
         dev.baseline = max(total[first] - nbytes[first], 0)
-    if dev.index >= 0 and dev.kind in GPU_KINDS:  # deviceProperties describe the CUDA/HIP devices only
+    if dev.index < 0:  # the host: its capacity is the recording machine's memory, where the trace says it
+        host = trace.metadata.get("host_memory_bytes")
+        if type(host) is int and host >= max(dev.levels, default=0):
+            dev.capacity = host
+    elif dev.kind in GPU_KINDS:  # deviceProperties describe the CUDA/HIP devices only
         held = max(dev.levels, default=0) + (dev.baseline or 0)
         for props in trace.device_properties:
             if isinstance(props, dict) and props.get("id") == dev.index:
@@ -475,10 +479,14 @@ def theil_sen(points: list[tuple[float, float]]) -> tuple[float, float, float]:
 
 
 def boundaries(trace: Trace, mem: Memory, dev: Device) -> list[int]:
-    """Allocated at the window's step boundaries: at the first step's start, then at each step's end."""
+    """Allocated at the window's step boundaries that both ends of a step saw: at the first step's start, then at
+    each step's end. On the host, not the first step's start: a CPU profiler reports no free of memory allocated
+    before it started, so the first step's frees of what was held (``zero_grad(set_to_none=True)``'s gradients) are
+    invisible while what it allocates in their place counts, and the first step would read as growth."""
     dts = [mem.ts[k] for k in dev.events]
     steps = trace.steps
-    return [dev.level_before(dts, steps[0].start_ns)] + [dev.level_before(dts, s.end_ns) for s in steps]
+    ends = [dev.level_before(dts, s.end_ns) for s in steps]
+    return ends if dev.index < 0 else [dev.level_before(dts, steps[0].start_ns)] + ends
 
 
 def _creep(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
@@ -500,7 +508,19 @@ def _creep(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
         "forecast_steps_low": None,
         "forecast_steps_high": None,
     }
-    if dev.capacity:
+    available = trace.metadata.get("host_memory_available_bytes") if dev.index < 0 else None
+    where = "the host's" if dev.index < 0 else "the device's"
+    if type(available) is int and available > 0 and dev.capacity:  # the host: what the machine had left at the close
+        evidence["available_bytes"] = available
+        room = available
+        evidence["forecast_steps"] = round(room / slope)
+        evidence["forecast_steps_low"] = round(room / high)
+        evidence["forecast_steps_high"] = round(room / low)
+        forecast = (
+            f"; at this rate it uses up the {size(available)} the host had available (of its {size(dev.capacity)}) in about "
+            f"{evidence['forecast_steps']} more steps ({evidence['forecast_steps_low']} to {evidence['forecast_steps_high']})"
+        )
+    elif dev.capacity:
         held = levels[-1] + (dev.baseline or 0)
         room = max(dev.capacity - held, 0)
         evidence["forecast_steps"] = round(room / slope)
@@ -508,10 +528,10 @@ def _creep(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
         evidence["forecast_steps_high"] = round(room / low)
         unknown = "" if dev.baseline is not None else " (what was held before the window is not recorded: a latest estimate)"
         if room < slope:  # under one step's growth left
-            forecast = f"; at this rate it reaches the device's {size(dev.capacity)} within the next step{unknown}"
+            forecast = f"; at this rate it reaches {where} {size(dev.capacity)} within the next step{unknown}"
         else:
             forecast = (
-                f"; at this rate it reaches the device's {size(dev.capacity)} in about {evidence['forecast_steps']} more "
+                f"; at this rate it reaches {where} {size(dev.capacity)} in about {evidence['forecast_steps']} more "
                 f"steps ({evidence['forecast_steps_low']} to {evidence['forecast_steps_high']}){unknown}"
             )
     else:

@@ -87,6 +87,10 @@ def _apply_metadata(builder: TraceBuilder, doc: dict[str, Any]) -> None:
             and (peak > 0 or (peak == 0 and meta_key == "cpu_peak_spread_ratio"))
         ):
             builder.metadata[meta_key] = float(peak)
+    for key in ("host_memory_bytes", "host_memory_available_bytes"):  # the recording machine's: the host creep's forecast
+        host = doc.get("autoprof_" + key)
+        if type(host) is int and host > 0:
+            builder.metadata[key] = host
 
 
 def _target_of(doc: dict[str, Any], target: str | None) -> str | None:
