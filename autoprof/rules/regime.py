@@ -640,28 +640,11 @@ def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], 
         return _device_families(trace, evidence, busy, window_ns, head)
     evidence["basis"] = _families.ROOFLINE
     if roof.total_ns * 2 < busy:  # busy mostly in copies and memsets: the kernels' split is not where its time goes
-        evidence.update(roofline_bound="unknown", roofline_shares=None, kernel_busy_share=share(roof.total_ns, busy))
-        return (
-            MIXED,
-            f"mixed: device-bound ({head}) mostly in copies and memsets ({percent(busy - min(roof.total_ns, busy), busy)} "
-            "of its busy time), not kernels: data transfers are the limit",
-            "Move less data between host and device: keep tensors on the device, copy from pinned memory with "
-            "non_blocking=True, overlap copies with compute.",
-        )
+        return _copies_bound(evidence, head, busy, roof.total_ns)
     compute, memory, uncosted = roof.compute_ns, roof.memory_ns, roof.unknown_ns
     verdict, bound = work_verdict(compute, memory, uncosted)
-    shares = {"compute": share(compute, roof.total_ns), "memory": share(memory, roof.total_ns), "uncosted": share(uncosted, roof.total_ns)}
-    evidence.update(
-        roofline_bound=bound if bound in ("compute", "memory") else "unknown" if bound == "uncosted" else "mixed",
-        roofline_shares=shares,
-        compute_bound_share=shares["compute"],
-        memory_bound_share=shares["memory"],
-        uncosted_share=shares["uncosted"],
-        compute_work_share=share(compute * busy / roof.total_ns, window_ns),
-        memory_work_share=share(memory * busy / roof.total_ns, window_ns),
-        unknown_work_share=share(uncosted * busy / roof.total_ns, window_ns),
-        **roofline.by_name_evidence(roof),  # how much of compute and memory the kernels' names gave
-    )
+    _split_evidence(evidence, bound, (compute, memory, uncosted), roof.total_ns, busy, window_ns)
+    evidence.update(roofline.by_name_evidence(roof))  # how much of compute and memory the kernels' names gave
     split = roofline.split_text(compute, memory, uncosted, roof.total_ns) + roofline.by_name_text(roof)
     if verdict == COMPUTE_BOUND:
         return verdict, f"compute-bound: {head}; FLOP-bound by the roofline ({split})", _ADVICE[COMPUTE_BOUND]
@@ -677,25 +660,22 @@ def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], 
     return verdict, f"mixed: device-bound ({head}), with no bound leading ({split})", _ADVICE[MIXED]
 
 
-def _device_families(trace: Trace, evidence: dict[str, Any], busy: int, window_ns: int, head: str) -> tuple[str, str, str]:
-    """A device-bound window on a device with no known peak: named by where the kernels' time goes by their families
-    (``_families``), with the same margin as the roofline's split."""
-    split = _families.device_split(trace, view(trace))
-    evidence["basis"] = _families.KERNEL_FAMILIES
-    device = _device_name(trace)
-    why = f"no peak known for {device}" if device else "no device named in the trace"
-    if split.total_ns * 2 < busy:  # busy mostly in copies and memsets
-        evidence.update(roofline_bound="unknown", roofline_shares=None, kernel_busy_share=share(split.total_ns, busy))
-        return (
-            MIXED,
-            f"mixed: device-bound ({head}) mostly in copies and memsets ({percent(busy - min(split.total_ns, busy), busy)} "
-            "of its busy time), not kernels: data transfers are the limit",
-            "Move less data between host and device: keep tensors on the device, copy from pinned memory with "
-            "non_blocking=True, overlap copies with compute.",
-        )
-    compute, memory, unknown, whole = split.compute_ns, split.memory_ns, split.unknown_ns, split.total_ns
-    verdict, bound = work_verdict(compute, memory, unknown)
-    shares = {"compute": share(compute, whole), "memory": share(memory, whole), "uncosted": share(unknown, whole)}
+def _copies_bound(evidence: dict[str, Any], head: str, busy: int, kernel_ns: int) -> tuple[str, str, str]:
+    """A device busy mostly in copies and memsets: the kernels' split is not where its time goes."""
+    evidence.update(roofline_bound="unknown", roofline_shares=None, kernel_busy_share=share(kernel_ns, busy))
+    return (
+        MIXED,
+        f"mixed: device-bound ({head}) mostly in copies and memsets ({percent(busy - min(kernel_ns, busy), busy)} "
+        "of its busy time), not kernels: data transfers are the limit",
+        "Move less data between host and device: keep tensors on the device, copy from pinned memory with "
+        "non_blocking=True, overlap copies with compute.",
+    )
+
+
+def _split_evidence(evidence: dict[str, Any], bound: str, split: tuple[float, float, float], whole: int, busy: int, window_ns: int) -> None:
+    """The device work's split (compute, memory, uncosted ns of ``whole``), as shares of it and of the window."""
+    compute, memory, uncosted = split
+    shares = {"compute": share(compute, whole), "memory": share(memory, whole), "uncosted": share(uncosted, whole)}
     evidence.update(
         roofline_bound=bound if bound in ("compute", "memory") else "unknown" if bound == "uncosted" else "mixed",
         roofline_shares=shares,
@@ -704,9 +684,23 @@ def _device_families(trace: Trace, evidence: dict[str, Any], busy: int, window_n
         uncosted_share=shares["uncosted"],
         compute_work_share=share(compute * busy / whole, window_ns) if whole else 0.0,
         memory_work_share=share(memory * busy / whole, window_ns) if whole else 0.0,
-        unknown_work_share=share(unknown * busy / whole, window_ns) if whole else 0.0,
-        families={name: share(t, whole) for name, t in split.top()},
+        unknown_work_share=share(uncosted * busy / whole, window_ns) if whole else 0.0,
     )
+
+
+def _device_families(trace: Trace, evidence: dict[str, Any], busy: int, window_ns: int, head: str) -> tuple[str, str, str]:
+    """A device-bound window on a device with no known peak: named by where the kernels' time goes by their families
+    (``_families``), with the same margin as the roofline's split."""
+    split = _families.device_split(trace, view(trace))
+    evidence["basis"] = _families.KERNEL_FAMILIES
+    device = _device_name(trace)
+    why = f"no peak known for {device}" if device else "no device named in the trace"
+    if split.total_ns * 2 < busy:  # busy mostly in copies and memsets
+        return _copies_bound(evidence, head, busy, split.total_ns)
+    compute, memory, unknown, whole = split.compute_ns, split.memory_ns, split.unknown_ns, split.total_ns
+    verdict, bound = work_verdict(compute, memory, unknown)
+    _split_evidence(evidence, bound, (compute, memory, unknown), whole, busy, window_ns)
+    evidence["families"] = {name: share(t, whole) for name, t in split.top()}
     split_text = (
         f"{percent(compute, whole)} of its kernel time in GEMM, convolution and attention kernels, "
         f"{percent(memory, whole)} in bandwidth-bound kernels, {percent(unknown, whole)} of no known family; "
