@@ -20,7 +20,8 @@ from autoprof.rules._work import op_work
 from autoprof.trace import chrome
 from autoprof.trace.model import conv_args
 
-pytestmark = pytest.mark.timing  # live verdicts that rest on CPU time: CI runs them alone
+# Only the live verdicts below rest on CPU time (each marked `timing`: CI runs them alone, unmeasured); the arithmetic
+# and the synthetic traces run with the rest of the suite, under coverage.
 
 F = "float"
 F4 = 4  # bytes per float
@@ -312,6 +313,7 @@ def test_a_device_convolution_counts_its_kernels_once_at_the_outermost_op() -> N
 # -- live on the CPU -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.timing  # a live verdict that rests on CPU time: CI runs it alone
 def test_small_conv_net_is_overhead_bound(records: Any) -> None:
     import torch
 
@@ -338,6 +340,7 @@ def test_small_conv_net_is_overhead_bound(records: Any) -> None:
     assert r["evidence"]["small_op_call_count"] >= 9 and r["evidence"]["unknown_work_share"] < 0.1
 
 
+@pytest.mark.timing  # a live verdict that rests on CPU time: CI runs it alone
 def test_large_conv_net_is_compute_bound(records: Any) -> None:
     import torch
 
@@ -360,6 +363,7 @@ def test_large_conv_net_is_compute_bound(records: Any) -> None:
     assert ev["roofline_bound"] == "compute" and ev["compute_work_share"] > 0.6 and ev["unknown_work_share"] < 0.1
 
 
+@pytest.mark.timing  # a live verdict that rests on CPU time: CI runs it alone
 def test_resnet18_training_is_compute_bound(records: Any) -> None:
     import torch
     import transformers  # a test dependency: ResNet-18 from its config, random weights, no download
