@@ -19,6 +19,8 @@ from autoprof.rules._kernels import COMPUTE, MEMORY, kernel_family, op_family
 from autoprof.rules._runtime import is_collective_kernel
 from autoprof.trace import chrome
 
+pytestmark = pytest.mark.offline
+
 SGEMM = "turing_fp16_s1688gemm_fp16_128x128_ldg8_f2f_nn"
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int, float*)"
 MM = ([[4096, 4096], [4096, 4096]], ["c10::Half", "c10::Half"])

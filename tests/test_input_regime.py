@@ -17,7 +17,7 @@ from synth import LOADER, Synth, host_preprocessing_gpu, prefetching_trainer_gpu
 from autoprof.analysis import engine
 from autoprof.rules import regime
 
-pytestmark = pytest.mark.timing  # live verdicts that rest on CPU time: CI runs them alone
+# Only the live trainers' verdicts rest on CPU time (marked `timing`: CI runs them alone); the synthetic traces do not.
 
 # -- the host's own work on a device window ----------------------------------------------------------------------
 
@@ -190,6 +190,7 @@ def _train(tmp: Path, sleep_s: float) -> None:
     transformers.Trainer(model=_Tiny(), args=args, train_dataset=_Data(sleep_s), callbacks=[cb]).train()
 
 
+@pytest.mark.timing
 @needs_transformers
 @pytest.mark.parametrize("sleep_s", [0.02, 0.0])
 def test_hf_trainer_with_a_slow_dataset_is_input_bound(records: Records, tmp_path: Path, sleep_s: float) -> None:
@@ -243,6 +244,7 @@ class _Pairs(torch.utils.data.Dataset):  # type: ignore[type-arg]
         return torch.randn(16, generator=g), torch.randn(1, generator=g)
 
 
+@pytest.mark.timing
 @pytest.mark.skipif(pl is None, reason="lightning is not installed")
 @pytest.mark.parametrize("callback", [True, False])
 def test_lightning_with_a_slow_dataset_is_input_bound(records: Records, callback: bool) -> None:
