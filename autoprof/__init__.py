@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from autoprof.analysis.engine import analyze, diff
 from autoprof.config import Config, ConfigError, configure
-from autoprof.findings import Finding, rule
+from autoprof.findings import Finding, RuleFailureWarning, rule
 from autoprof.trace.chrome import TraceError
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "Finding",
+    "RuleFailureWarning",
     "TraceError",
     "__version__",
     "analyze",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager, closing, nullcontext
@@ -13,8 +14,8 @@ from typing import Any, Protocol, TypeVar
 from autoprof.analysis import _fleet, ranks
 from autoprof.analysis.compare import Diff, OpTime, Profile, compare
 from autoprof.analysis.sections import section_times
-from autoprof.config import SWITCH, Config
-from autoprof.findings import Finding
+from autoprof.config import SWITCH, Config, user_stacklevel
+from autoprof.findings import Finding, RuleFailureWarning
 from autoprof.rules import Shipped, memory, regime, run_rules, ship
 from autoprof.rules._common import device_step_ns, shape_of, short_kernel_name, view
 from autoprof.rules.sync import profiler_flush_ns
@@ -532,12 +533,20 @@ def analyze(
     analyzed in parallel in fresh local processes (default and most: the usable CPUs); ``executor``: any
     ``concurrent.futures.Executor`` instead (``client.get_executor()`` of a Dask cluster), whose workers read the
     files themselves.
+
+    A rule that fails on a file (raises, returns what it may not, or is not a rule declared with ``autoprof.rule``)
+    costs only its own findings there: each failure is one :class:`autoprof.RuleFailureWarning` (``autoprof: FILE:
+    rule ID failed: TYPE: message``, as ``autoprof analyze`` and the report say it), the other findings returned.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[Finding] = []
+    failed: list[str] = []
     for result in analyze_files(paths, config, workers=workers, jobs=jobs, executor=executor):
         if result.exc is not None:
             raise result.exc
         out.extend(result.findings)
+        failed.extend(f"autoprof: {result.path}: {line}" for line in result.failure_lines)
+    for line in failed:  # after every file: a warning made an error (simplefilter) stops nothing half-read
+        warnings.warn(line, RuleFailureWarning, stacklevel=user_stacklevel())
     return out
