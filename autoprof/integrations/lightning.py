@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from autoprof.integrations import failed, guarded, missing, split_options, watch_raises
+from autoprof.integrations import apply_settings, checked_options, failed, guarded, missing, watch_raises
 
 try:
     import lightning.pytorch as _pl
@@ -130,8 +130,9 @@ class AutoprofProfiler(_pl.profilers.Profiler):
         super().__init__()  # first: Profiler.__del__ tears down whatever __init__ got to (a bad option raises below)
         self._stages = _Stages({})
         self._lightning_module: Any = None  # set by the trainer (a weak proxy of the LightningModule)
-        self._stages.schedule = split_options(options)
+        self._stages.schedule, settings = checked_options(options)
         _watch_entry()
+        apply_settings(settings)  # last: a refused option, or a failure above, changes nothing process-wide
 
     # -- Lightning's Profiler interface (profile() is the base class's) ---------------------------
     def setup(self, stage: str, local_rank: int | None = None, log_dir: str | None = None) -> None:
@@ -213,8 +214,10 @@ class AutoprofCallback(_pl.Callback):
 
     def __init__(self, **options: Any) -> None:
         super().__init__()
-        self._stages = _Stages(split_options(options))
+        schedule, settings = checked_options(options)
+        self._stages = _Stages(schedule)
         _watch_entry()
+        apply_settings(settings)  # last: a refused option, or a failure above, changes nothing process-wide
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self._guarded("setup", self._stages.restart)
