@@ -479,3 +479,37 @@ def test_concurrent_async_steps_leave_no_torch_line_on_stderr(tmp_path: Path) ->
     assert not stray, f"non-JSON lines on stderr: {stray[:3]}"
     (window,) = [json.loads(line) for line in sink.read_text().splitlines() if '"autoprof.window"' in line]
     assert window["steps"] == [1, 2, 3]  # one step a round: the first call in flight; the others ran bare meanwhile
+
+
+def test_a_target_whose_windows_were_skipped_because_the_analysis_was_behind_is_told_why(tmp_path: Path) -> None:
+    # the analysis is held "behind" (MAX_PENDING windows queued) for the whole run, injected rather than raced: every
+    # cycle's window is skipped before it opens
+    recs = _script_records(
+        tmp_path,
+        "behind",
+        """
+        import torch, autoprof
+        from autoprof.live.session import SESSION
+        type(SESSION).behind = lambda self, cfg: True
+        autoprof.configure(sink=SINK)
+
+        @autoprof.autoprof(name="forever", skip_first=0, wait=0, warmup=1, active=1, repeat=0)
+        def forever():
+            return torch.randn(8, 8).sum()
+
+        @autoprof.autoprof(name="once", skip_first=0, wait=0, warmup=1, active=1, repeat=1)
+        def once():
+            return torch.randn(8, 8).sum()
+
+        for _ in range(10):
+            forever(); once()
+        """,
+    )
+    assert not [r for r in recs if r["event"] == "autoprof.window"]
+    said = {r["target"]: r for r in recs if r.get("reason") == "no_window"}
+    assert set(said) == {"forever", "once"}, recs  # "once", its one cycle skipped, said nothing before
+    assert said["forever"]["calls"] == 10 and said["forever"]["windows_skipped"] == 10 and said["forever"]["calls_deferred"] == 0
+    assert said["once"]["calls"] == 2 and said["once"]["windows_skipped"] == 1  # (a schedule over counts no more calls)
+    for r in said.values():
+        assert "were skipped before they opened: the background analysis was 4 windows behind" in r["message"], r["message"]
+        assert "shorter schedule" not in r["message"]

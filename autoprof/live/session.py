@@ -83,6 +83,7 @@ class Target:
         "rewind",
         "saved",
         "schedule",
+        "skipped_behind",
         "trigger",
         "triggered",
         "warned_abandoned",
@@ -135,6 +136,9 @@ class Target:
         # calls whose window could not open or start because the profiler was taken (another target's window, a
         # profiler of the user's): each sent its cycle back to its warmup (said at exit if it never recorded)
         self.deferred = 0
+        # cycles whose window never opened because the background analysis was MAX_PENDING windows behind
+        # (:meth:`Session.skip_cycle`; said at exit if it never recorded)
+        self.skipped_behind = 0
         # the trigger: the baseline of step times (None: off, or a rank not chosen), the target's own schedule state
         # while a triggered window's schedule runs in its place, and why that window opened
         self.watch: Watch | None = Watch(self.watching) if self.watching is not None and not done else None
@@ -486,6 +490,7 @@ class Session:
         """Skip ``target``'s window of this cycle whole (the analysis is behind): no profiler starts for it; it is
         counted as a skipped window."""
         target.pos = target.schedule.next_cycle(target.pos)
+        target.skipped_behind += 1
         self._skip(target, target.window)
 
     def _skip(self, target: Target, index: int) -> None:
@@ -711,8 +716,8 @@ class Session:
         """At exit: one warning for each target whose schedule never reached the end of a window (a script that
         ends before it: 4 calls for a 5-call schedule), saying how many calls it made and how many one needed."""
         for target in list(self.targets.values()):
-            if target.window or target.done or target.calls == 0:
-                continue
+            if target.window or target.calls == 0 or (target.done and not target.skipped_behind):
+                continue  # (a schedule over with no window: its windows were skipped, said here too)
             schedule = target.schedule
             needed = schedule.skip_first + schedule.cycle
             target.warned_incomplete = True
@@ -722,6 +727,11 @@ class Session:
                 why = (
                     f"; {target.deferred} of its calls found the profiler taken (another target's window, or a profiler "
                     "of the user's: one records at a time in a process), each sending its cycle back to its warmup"
+                )
+            if target.skipped_behind:
+                why += (
+                    f"; {target.skipped_behind} of its windows were skipped before they opened: the background analysis "
+                    f"was {MAX_PENDING} windows behind (fewer windows, repeat or wait, or flush() keep up)"
                 )
             _emit.warning(
                 f"{target.name} was called {calls} time(s) and never recorded a window: its schedule needs "
@@ -734,6 +744,7 @@ class Session:
                 calls=calls,
                 calls_needed=needed,
                 calls_deferred=target.deferred,
+                windows_skipped=target.skipped_behind,
             )
 
     def shutdown(self) -> None:
