@@ -271,8 +271,11 @@ class _Regressor(pl.LightningModule):  # type: ignore[misc,name-defined]
         self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
         self.fail_at = fail_at
         self.calls = 0
+        self.hook: tuple[int, Any] | None = None  # (the call it runs before, a callable)
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        if self.hook is not None and self.hook[0] == self.calls:
+            self.hook[1]()
         self.calls += 1
         if self.calls - 1 == self.fail_at:
             raise BoomError(f"training_step {self.fail_at}")
@@ -310,6 +313,47 @@ def test_lightning_a_step_that_raises_in_the_window_stops_the_profiler_and_the_n
     _quiet()
     (window,) = records.of("autoprof.window")
     assert window["steps"] == [2, 3, 4]  # the second fit's own global steps, never [3, 4, 0]
+
+
+@pytest.mark.parametrize("at", [1, 2, 3])  # the window's warmup step, its first and its second active step
+@pytest.mark.parametrize("how", ["profiler teardown", "callback teardown", "garbage collection"])
+def test_lightning_an_earlier_trainer_torn_down_during_the_next_fit_cuts_nothing_of_it(records: Records, how: str, at: int) -> None:
+    # Lightning's Profiler.__del__ tears the profiler down: the first trainer's, collected by the cyclic GC at whatever
+    # step of the second fit the collection falls on (it read [3, 4, 5] for [2, 3, 4] under load). Its stop is that
+    # stale run's own: the target's window belongs to the second fit's run.
+    import gc
+
+    from autoprof.integrations.lightning import AutoprofCallback
+
+    callback = how == "callback teardown"
+    gc_was = gc.isenabled()
+    gc.disable()  # the first trainer lives until the chosen step collects it
+    try:
+        first = lightning_trainer(10, SCHEDULE, callback)
+        with pytest.raises(BoomError):
+            first.fit(_Regressor(3), _loader())
+        _quiet()
+        if how == "profiler teardown":
+            old = first.profiler
+            hook = lambda: old.teardown(None)  # noqa: E731
+        elif how == "callback teardown":
+            (old,) = [c for c in first.callbacks if isinstance(c, AutoprofCallback)]
+            hook = lambda: old.teardown(None, None, "fit")  # noqa: E731
+        else:
+            hook = gc.collect
+        del first
+        second = lightning_trainer(8, SCHEDULE, callback)
+        model = _Regressor(None)  # the same class: the same target as the first fit's
+        model.hook = (at, hook)
+        second.fit(model, _loader())
+    finally:
+        if gc_was:
+            gc.enable()
+    _quiet()
+    (window,) = records.of("autoprof.window")
+    assert window["steps"] == [2, 3, 4]
+    (cut,) = records.of("autoprof.warning", reason="window_incomplete")  # the first fit's, only
+    assert "raised" in cut["message"]
 
 
 @pytest.mark.parametrize("callback", [False, True])

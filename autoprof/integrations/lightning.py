@@ -15,7 +15,9 @@ A run's end stops autoprof's profiler whatever ends it: a stage's end hook (``on
 ``max_steps``, early stopping, the last epoch), an exception (``on_exception``; and ``fit``/``validate``/``test``/
 ``predict`` themselves are watched, through a pass-through wrapper of Lightning's one entry-point handler, so a run
 without callbacks is covered too), ``teardown``. A window cut short that way is dropped and said once
-(``window_incomplete``), never mixed into the next run; each run (``setup``) starts the schedules over.
+(``window_incomplete``), never mixed into the next run; each run (``setup``) starts the schedules over. An earlier
+trainer's teardown (``Profiler.__del__`` runs it when the garbage collector takes the trainer, at any step of a later
+run) stops that run's steps only, never the window of the run that drives the target now (``Steps.stop``).
 
 With ``trigger=True`` (:mod:`autoprof.live.trigger`) a step's period is its begin to the next step's of its stage; a
 step that follows another stage's steps (training after a validation run inside ``fit``, the next validation run

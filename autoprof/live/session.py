@@ -69,6 +69,7 @@ class Target:
         "current",
         "deferred",
         "done",
+        "driver",
         "first_call_ns",
         "framework",
         "label",
@@ -99,6 +100,9 @@ class Target:
         self.name = name
         self.schedule = schedule
         self.owner: int | None = None
+        # the run that drives it now: a weak reference to the Steps (a trainer integration's) whose run began last; a
+        # stale one (an earlier trainer's, stopped by its garbage collection) cuts nothing of this run's
+        self.driver: Any = None
         self.window = 0  # index of the next window
         self.framework: str | None = None  # the trainer integration that drives it (its records say so)
         self.profile_memory: bool | None = None  # its decorator's profile_memory (None: configure()'s)
