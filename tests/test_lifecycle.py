@@ -316,7 +316,7 @@ def test_lightning_a_step_that_raises_in_the_window_stops_the_profiler_and_the_n
 
 
 @pytest.mark.parametrize("at", [1, 2, 3])  # the window's warmup step, its first and its second active step
-@pytest.mark.parametrize("how", ["profiler teardown", "callback teardown", "garbage collection"])
+@pytest.mark.parametrize("how", ["profiler teardown", "callback teardown", "garbage collection", "garbage collection on another thread"])
 def test_lightning_an_earlier_trainer_torn_down_during_the_next_fit_cuts_nothing_of_it(records: Records, how: str, at: int) -> None:
     # Lightning's Profiler.__del__ tears the profiler down: the first trainer's, collected by the cyclic GC at whatever
     # step of the second fit the collection falls on (it read [3, 4, 5] for [2, 3, 4] under load). Its stop is that
@@ -339,8 +339,15 @@ def test_lightning_an_earlier_trainer_torn_down_during_the_next_fit_cuts_nothing
         elif how == "callback teardown":
             (old,) = [c for c in first.callbacks if isinstance(c, AutoprofCallback)]
             hook = lambda: old.teardown(None, None, "fit")  # noqa: E731
-        else:
+        elif how == "garbage collection":
             hook = gc.collect
+        else:
+
+            def hook() -> None:
+                collector = threading.Thread(target=gc.collect)
+                collector.start()
+                collector.join()
+
         del first
         second = lightning_trainer(8, SCHEDULE, callback)
         model = _Regressor(None)  # the same class: the same target as the first fit's
@@ -354,6 +361,7 @@ def test_lightning_an_earlier_trainer_torn_down_during_the_next_fit_cuts_nothing
     assert window["steps"] == [2, 3, 4]
     (cut,) = records.of("autoprof.warning", reason="window_incomplete")  # the first fit's, only
     assert "raised" in cut["message"]
+    assert not records.of("autoprof.warning", reason="wrong_thread")  # a stale run's stop from the GC's thread is no misuse
 
 
 @pytest.mark.parametrize("callback", [False, True])

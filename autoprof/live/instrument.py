@@ -721,9 +721,11 @@ class Steps:
         records after the run: that window is dropped (a window is all of its steps or none), never mixed into the
         next run's, and one ``autoprof.warning`` (``reason: "window_incomplete"``) says so. Never raises."""
         try:
+            target = self._ins.target
+            if self._mode is None and target is not None and not self._drives(target):
+                return  # a stale run with no step in progress (torn down from any thread, by the GC): nothing of its own
             if not self._on_thread("stop"):
                 return
-            target = self._ins.target
             if target is not None and not self._drives(target):
                 # another loop's run (a later trainer's) drives the target now: this one's stop (an earlier trainer
                 # torn down by the garbage collector, at whatever step of the new run it runs) ends only its own step
