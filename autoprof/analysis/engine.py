@@ -195,7 +195,9 @@ def diff(
     several runs, pooled: a baseline of recent runs): one :class:`autoprof.analysis.compare.Diff` per pair of groups (one
     each; else per rank; else per file name, a kept trace's window left out; the files of a group pooled, see
     :func:`autoprof.analysis.compare.compare`), read by the same engine as ``analyze``, with intervals at ``confidence``.
-    The per-rank comparison (stragglers) is not part of a side's verdicts. Raises :class:`autoprof.TraceError` on a
+    The per-rank comparison (stragglers) is not part of a side's verdicts. A rank (or file name) only one side holds,
+    where others pair, is a Diff with ``missing`` set (the side without it), compared with nothing: its gate cannot be
+    evaluated. Raises :class:`autoprof.TraceError` on a
     bad input (one that names no trace file among them). ``workers``, ``jobs``, ``executor``: as :func:`analyze`. An
     option of the wrong type or out of range (``jobs="2"``, ``top=0``, ``confidence=0.3``) is a ``ValueError`` of
     one line naming it, before any file is read."""
