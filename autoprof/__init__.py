@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from autoprof.analysis.engine import analyze, diff
 from autoprof.config import Config, ConfigError, configure
-from autoprof.findings import Finding, rule
+from autoprof.findings import Finding, RuleFailureWarning, rule
 from autoprof.trace.chrome import TraceError
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "Finding",
+    "RuleFailureWarning",
     "TraceError",
     "__version__",
     "analyze",
@@ -67,15 +68,16 @@ def report(
     executor: Executor | None = None,
 ) -> str:
     """Write one self-contained HTML page (``out``) about saved chrome traces (files, per-rank directories, a
-    ``trace_dir``): the verdicts, a roofline chart per device, where each step's time goes, the device's activity
-    per step, per-rank bars, the top ops and kernels. Returns ``out``. Needs ``pip install 'autoprof[report]'``
-    (plotly; an ``ImportError`` of one line says so). Raises :class:`TraceError` when no input can be read (an
-    empty path, ``''`` or ``file://``, is an input that cannot be read, never the current directory); the page
-    lists the inputs that could not be read, next to the others. Raises ``ValueError``
-    (:class:`autoprof.render.htmlreport.OutputError`), before reading anything, when ``out`` is empty, a directory, or
-    one of the input traces; no temporary file is left behind whatever fails. ``workers``, ``jobs``, ``executor``: as
-    :func:`analyze` (the same pipeline), but ``jobs`` defaults to 1, the files read in this process one after another
-    (``None``: the usable CPUs, as ``autoprof report`` does)."""
+        ``trace_dir``): the verdicts, a roofline chart per device, where each step's time goes, the device's activity
+        per step, per-rank bars, the top ops and kernels. Returns ``out``. Needs ``pip install 'autoprof[report]'``
+        (plotly; an ``ImportError`` of one line says so). Raises :class:`TraceError` when no input can be read (an
+        empty path, ``''`` or ``file://``, is an input that cannot be read, never the current directory); the page
+        lists the inputs that could not be read, next to the others. Raises ``ValueError``
+        (:class:`autoprof.render.htmlreport.OutputError`), before reading anything, when ``out`` is empty, a directory, or
+        one of the input traces, and on an option of the wrong type or out of range (``workers="2"``: one line naming it);
+    no temporary file is left behind whatever fails. ``workers``, ``jobs``, ``executor``: as
+        :func:`analyze` (the same pipeline), but ``jobs`` defaults to 1, the files read in this process one after another
+        (``None``: the usable CPUs, as ``autoprof report`` does)."""
     from autoprof.render import htmlreport
 
     if isinstance(paths, (str, os.PathLike)):

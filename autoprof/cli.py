@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from autoprof import __version__
-from autoprof.analysis.compare import Diff, confidence_text
+from autoprof.analysis.compare import Diff, confidence_text, missing_text
 from autoprof.analysis.engine import Analysis, cross_rank, diff, iter_files
 from autoprof.config import SWITCH, Config, ConfigError
 from autoprof.findings import SEVERITIES, severity_rank
@@ -258,7 +258,8 @@ def _diff(args: argparse.Namespace) -> int:
             level = "warning" if g is not None and g.tripped else "info"
             fields = d.to_json()
             fields["gate"] = g.to_json() if g is not None else None
-            rec = build_record(DIFF_EVENT, level, target=d.new_path, window=None, source=d.new_path, **fields)
+            where = d.new_path or d.base_path  # a group the new run lacks: the base's files
+            rec = build_record(DIFF_EVENT, level, target=where, window=None, source=where, **fields)
             out.write(record_line(rec) + "\n")
     else:
         for d in diffs:
@@ -272,11 +273,16 @@ def _diff(args: argparse.Namespace) -> int:
         where = "" if len(diffs) == 1 else f" (rank {d.rank})" if ranks.count(d.rank) == 1 else f" ({d.new_path})"
         err.write(f"autoprof: {g.line()}{where}\n")
     # Nothing to compare, or a gate that cannot be evaluated, does not pass: bad input (2), one line saying why.
+    # A group one side lacks (a rank the new run lost) is one line naming every such group.
+    lost = missing_text(diffs)
+    lacking = [lost] if lost else []
     unknown = []
     if args.fail_on_regression is not None:
-        unknown.append((f"--fail-on-regression {args.fail_on_regression:g}", [g.reason for g in gates if g is not None and g.reason]))
+        reasons = [g.reason for d, g in zip(diffs, gates) if g is not None and g.reason and d.missing is None]
+        unknown.append((f"--fail-on-regression {args.fail_on_regression:g}", lacking + reasons))
     if args.fail_on_new is not None:
-        unknown.append((f"--fail-on-new {args.fail_on_new}", [p for d in diffs if (p := d.findings_problem)]))
+        problems = [p for d in diffs if d.missing is None and (p := d.findings_problem)]
+        unknown.append((f"--fail-on-new {args.fail_on_new}", lacking + problems))
     unknown = [(gate, problems) for gate, problems in unknown if problems]
     for gate, problems in unknown:
         more = f" (and {len(problems) - 1} more pairs)" if len(problems) > 1 else ""
@@ -305,6 +311,9 @@ def _per_step(change: Any, side: Any, n: int) -> str:
 
 
 def _diff_table(d: Diff, out: IO[str]) -> None:
+    if d.missing is not None:
+        out.write(f"{d.base_path or '(none)'} → {d.new_path or '(none)'}  (rank {d.rank})\n  not compared: {d.missing_problem}\n\n")
+        return
     out.write(f"{d.base_path} → {d.new_path}  (rank {d.rank})\n")
     if len(d.files[0]) > 1 or len(d.files[1]) > 1:
         out.write(f"  pooled: base {len(d.files[0])} files, new {len(d.files[1])} files\n")

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from autoprof.findings import declaration_problem
+
 if TYPE_CHECKING:
     from os import PathLike
 
@@ -314,6 +316,11 @@ def _check_rules(value: Any) -> tuple[Any, ...]:
         rule_id = _plain_str(getattr(fn, "rule_id", None))
         if not callable(fn) or rule_id is None or not issubclass(type(getattr(fn, "verdicts", None)), tuple):
             raise ConfigError(f"rules: {_show(fn)} is not a rule: declare it with @autoprof.rule(id, verdicts=...)")
+        # the declaration as @autoprof.rule checks it: an id set or changed by hand (a built-in one, an undotted one)
+        # is refused here too, not only when the rule runs
+        problem = declaration_problem(rule_id, getattr(fn, "verdicts", None))
+        if problem is not None:
+            raise ConfigError(f"rules: {problem}")
         if rule_id in seen:
             raise ConfigError(f"rules: two rules have the id {_show(rule_id)}")
         seen.add(rule_id)

@@ -44,6 +44,13 @@ class Finding:
         return to_record(self)
 
 
+class RuleFailureWarning(RuntimeWarning):
+    """A rule failed on a trace :func:`autoprof.analyze` read (it raised, returned what it may not, or is not a
+    declared rule): one warning per failed rule and file, ``autoprof: FILE: rule ID failed: TYPE: message``; the other
+    rules' findings are still returned. ``warnings.simplefilter("error", autoprof.RuleFailureWarning)`` makes it an
+    exception instead."""
+
+
 def to_record(finding: Finding) -> dict[str, Any]:
     """The fields a finding adds to an ``autoprof.finding`` record."""
     return {

@@ -511,3 +511,56 @@ def test_diff_of_two_traces_with_memory_events_says_the_peak_in_the_table_and_js
     assert json.loads(capsys.readouterr().out)["memory_peak_changes"] == []
     assert cli.main(["diff", str(plain), str(new)]) == 0
     assert "memory peak" not in capsys.readouterr().out
+
+
+# -- a run that lost a rank (issue 45, item 9) ------------------------------------------------------------------------
+
+
+def _rank_file(path: Path, rank: int, world: int, steps: list[float]) -> Path:
+    _trace_file(path, steps)
+    doc = json.loads(path.read_text())
+    doc["distributedInfo"] = {"rank": rank, "world_size": world}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_gate_never_passes_a_run_that_lost_a_rank(tmp_path: Path, capsys: Any) -> None:
+    steady = [10 + 0.1 * (k % 3) for k in range(9)]
+    base, new = tmp_path / "base", tmp_path / "new"
+    base.mkdir()
+    new.mkdir()
+    for rank in (0, 1, 2):
+        _rank_file(base / f"r{rank}.json", rank, 3, steady)
+    _rank_file(new / "r0.json", 0, 3, steady)
+    for gate in (["--fail-on-regression", "5"], ["--fail-on-new", "warning"]):
+        assert cli.main(["diff", str(base), str(new), *gate]) == 2, gate
+        captured = capsys.readouterr()
+        (line,) = captured.err.strip().splitlines()
+        assert "cannot be evaluated: the new run has no trace of rank 1, rank 2 (the base run has them)" in line, line
+        assert "not compared: the new run has no trace of rank 1" in captured.out
+    # the records: rank 0 compared, ranks 1 and 2 each a record saying the new side lacks them
+    assert cli.main(["diff", "--json", str(base), str(new), "--fail-on-regression", "5"]) == 2
+    recs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    for rec in recs:
+        validate_record(rec)
+    assert [(r["diff_rank"], r.get("missing")) for r in recs] == [
+        (0, None),
+        (1, {"side": "new", "group": "rank 1"}),
+        (2, {"side": "new", "group": "rank 2"}),
+    ]
+    assert recs[1]["gate"]["reason"] == f"the new run has no trace of rank 1 (the base run has {base / 'r1.json'})"
+    # the Python API's gate: the lost rank's Diff cannot be evaluated
+    diffs = autoprof.diff(base, new)
+    assert [(d.rank, d.missing) for d in diffs] == [(0, None), (1, "new"), (2, "new")]
+    assert not diffs[0].gate(5).reason and not diffs[0].gate(5).tripped
+    lost = diffs[1].gate(5)
+    assert not lost.tripped and lost.reason is not None and "no trace of rank 1" in lost.reason
+    assert not diffs[1].unchanged and diffs[1].findings_problem == lost.reason
+    # a rank the base lacks is not compared either; a tripped rank still fails 1 beside it
+    _rank_file(new / "r1.json", 1, 3, [2 * s for s in steady])
+    _rank_file(new / "r2.json", 2, 3, steady)
+    _rank_file(new / "r3.json", 3, 4, steady)
+    assert cli.main(["diff", str(base), str(new), "--fail-on-regression", "5"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "gate tripped" in err[0] and "(rank 1)" in err[0]
+    assert f"the base run has no trace of rank 3 (the new run has {new / 'r3.json'})" in err[1]

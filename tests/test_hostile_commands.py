@@ -370,3 +370,52 @@ def test_each_numeric_option_has_its_own_message(argv: list[str], option: str, w
     assert code == 2
     assert f"argument {option}: expected " in err[-1]  # argparse names the option, the validator says what it wants
     assert what in err[-1] and f"got {bad!r}" in err[-1], err[-1]
+
+
+# -- issue 45, item 12: the Python API refuses what the command line refuses, in one line, before any work ------------
+
+
+@pytest.mark.parametrize(
+    "call,option",
+    [
+        ("analyze", {"workers": "2"}),
+        ("analyze", {"jobs": "2"}),
+        ("analyze", {"jobs": 0}),
+        ("analyze", {"workers": -1}),
+        ("analyze", {"workers": True}),
+        ("analyze", {"workers": 2.0}),
+        ("analyze", {"config": {"top_ops": 3}}),
+        ("analyze", {"executor": "dask"}),
+        ("report", {"workers": "2"}),
+        ("report", {"jobs": "2"}),
+        ("diff", {"workers": "2"}),
+        ("diff", {"jobs": "2"}),
+        ("diff", {"top": "5"}),
+        ("diff", {"top": 0}),
+        ("diff", {"confidence": "0.9"}),
+        ("diff", {"confidence": 0.3}),
+    ],
+)
+def test_the_python_api_refuses_a_bad_option_in_one_line_naming_it_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str, option: dict[str, Any]
+) -> None:
+    good = _write(tmp_path / "good.json", _doc())
+    read: list[str] = []
+    real = engine.analyze_one
+    monkeypatch.setattr(engine, "analyze_one", lambda path, *a, **k: read.append(path) or real(path, *a, **k))
+    (name,) = option
+    with pytest.raises(ValueError) as e:
+        if call == "analyze":
+            autoprof.analyze(good, **option)
+        elif call == "report":
+            autoprof.report(good, tmp_path / "page.html", **option)
+        else:
+            autoprof.diff(good, good, **option)
+    text = str(e.value)
+    assert "\n" not in text and text.startswith(f"{name} must be "), text
+    assert not read and not (tmp_path / "page.html").exists()  # before any work, and no trace blamed
+    # the same values, right, work
+    if call == "analyze":
+        assert isinstance(autoprof.analyze(good, workers=0, jobs=1), list)
+    elif call == "diff":
+        assert len(autoprof.diff(good, good, workers=0, jobs=1, top=5, confidence=0.9)) == 1

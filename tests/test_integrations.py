@@ -103,6 +103,43 @@ def test_integration_options_take_autoprofs_keywords(tmp_path: Path) -> None:
     assert SWITCH.config is before  # nothing changed
 
 
+@pytest.mark.parametrize(
+    ("module", "cls", "watch"),
+    [
+        ("lightning", "AutoprofProfiler", "_watch_entry"),
+        ("lightning", "AutoprofCallback", "_watch_entry"),
+        ("transformers", "AutoprofCallback", "_watch_train"),
+    ],
+)
+def test_an_integration_that_refuses_or_fails_changes_no_process_wide_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, cls: str, watch: str
+) -> None:
+    import importlib
+
+    from autoprof.config import SWITCH
+
+    mod = importlib.import_module(f"autoprof.integrations.{module}")
+    integration = getattr(mod, cls)
+    before = SWITCH.config
+    for bad in ({"active": 0}, {"trigger_factor": 0.5}, {"sink": ""}, {"every": 3}):
+        with pytest.raises(ConfigError):
+            integration(trace_dir=str(tmp_path / "elsewhere"), ranks=[0], **bad)
+        assert SWITCH.config is before, bad
+    # every option checked, and what else the constructor does (watching the trainer's entry point) done, before any
+    # option is applied: a constructor that fails after the check leaves the configuration as it was too
+
+    def broken() -> None:
+        raise RuntimeError("cannot watch")
+
+    monkeypatch.setattr(mod, watch, broken)
+    with pytest.raises(RuntimeError, match="cannot watch"):
+        integration(trace_dir=str(tmp_path / "elsewhere"), warmup=2)
+    assert SWITCH.config is before
+    monkeypatch.undo()
+    integration(trace_dir=str(tmp_path / "here"), warmup=2)
+    assert SWITCH.config.trace_dir == str(tmp_path / "here")
+
+
 @pytest.mark.parametrize(("module", "extra"), [("lightning", "lightning"), ("transformers", "transformers")])
 def test_an_integration_without_its_package_says_which_extra_to_install(module: str, extra: str) -> None:
     blocked = ["lightning", "lightning.pytorch", "pytorch_lightning"] if module == "lightning" else ["transformers"]

@@ -271,8 +271,11 @@ class _Regressor(pl.LightningModule):  # type: ignore[misc,name-defined]
         self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
         self.fail_at = fail_at
         self.calls = 0
+        self.hook: tuple[int, Any] | None = None  # (the call it runs before, a callable)
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        if self.hook is not None and self.hook[0] == self.calls:
+            self.hook[1]()
         self.calls += 1
         if self.calls - 1 == self.fail_at:
             raise BoomError(f"training_step {self.fail_at}")
@@ -310,6 +313,55 @@ def test_lightning_a_step_that_raises_in_the_window_stops_the_profiler_and_the_n
     _quiet()
     (window,) = records.of("autoprof.window")
     assert window["steps"] == [2, 3, 4]  # the second fit's own global steps, never [3, 4, 0]
+
+
+@pytest.mark.parametrize("at", [1, 2, 3])  # the window's warmup step, its first and its second active step
+@pytest.mark.parametrize("how", ["profiler teardown", "callback teardown", "garbage collection", "garbage collection on another thread"])
+def test_lightning_an_earlier_trainer_torn_down_during_the_next_fit_cuts_nothing_of_it(records: Records, how: str, at: int) -> None:
+    # Lightning's Profiler.__del__ tears the profiler down: the first trainer's, collected by the cyclic GC at whatever
+    # step of the second fit the collection falls on (it read [3, 4, 5] for [2, 3, 4] under load). Its stop is that
+    # stale run's own: the target's window belongs to the second fit's run.
+    import gc
+
+    from autoprof.integrations.lightning import AutoprofCallback
+
+    callback = how == "callback teardown"
+    gc_was = gc.isenabled()
+    gc.disable()  # the first trainer lives until the chosen step collects it
+    try:
+        first = lightning_trainer(10, SCHEDULE, callback)
+        with pytest.raises(BoomError):
+            first.fit(_Regressor(3), _loader())
+        _quiet()
+        if how == "profiler teardown":
+            old = first.profiler
+            hook = lambda: old.teardown(None)  # noqa: E731
+        elif how == "callback teardown":
+            (old,) = [c for c in first.callbacks if isinstance(c, AutoprofCallback)]
+            hook = lambda: old.teardown(None, None, "fit")  # noqa: E731
+        elif how == "garbage collection":
+            hook = gc.collect
+        else:
+
+            def hook() -> None:
+                collector = threading.Thread(target=gc.collect)
+                collector.start()
+                collector.join()
+
+        del first
+        second = lightning_trainer(8, SCHEDULE, callback)
+        model = _Regressor(None)  # the same class: the same target as the first fit's
+        model.hook = (at, hook)
+        second.fit(model, _loader())
+    finally:
+        if gc_was:
+            gc.enable()
+    _quiet()
+    (window,) = records.of("autoprof.window")
+    assert window["steps"] == [2, 3, 4]
+    (cut,) = records.of("autoprof.warning", reason="window_incomplete")  # the first fit's, only
+    assert "raised" in cut["message"]
+    assert not records.of("autoprof.warning", reason="wrong_thread")  # a stale run's stop from the GC's thread is no misuse
 
 
 @pytest.mark.parametrize("callback", [False, True])
@@ -479,3 +531,37 @@ def test_concurrent_async_steps_leave_no_torch_line_on_stderr(tmp_path: Path) ->
     assert not stray, f"non-JSON lines on stderr: {stray[:3]}"
     (window,) = [json.loads(line) for line in sink.read_text().splitlines() if '"autoprof.window"' in line]
     assert window["steps"] == [1, 2, 3]  # one step a round: the first call in flight; the others ran bare meanwhile
+
+
+def test_a_target_whose_windows_were_skipped_because_the_analysis_was_behind_is_told_why(tmp_path: Path) -> None:
+    # the analysis is held "behind" (MAX_PENDING windows queued) for the whole run, injected rather than raced: every
+    # cycle's window is skipped before it opens
+    recs = _script_records(
+        tmp_path,
+        "behind",
+        """
+        import torch, autoprof
+        from autoprof.live.session import SESSION
+        type(SESSION).behind = lambda self, cfg: True
+        autoprof.configure(sink=SINK)
+
+        @autoprof.autoprof(name="forever", skip_first=0, wait=0, warmup=1, active=1, repeat=0)
+        def forever():
+            return torch.randn(8, 8).sum()
+
+        @autoprof.autoprof(name="once", skip_first=0, wait=0, warmup=1, active=1, repeat=1)
+        def once():
+            return torch.randn(8, 8).sum()
+
+        for _ in range(10):
+            forever(); once()
+        """,
+    )
+    assert not [r for r in recs if r["event"] == "autoprof.window"]
+    said = {r["target"]: r for r in recs if r.get("reason") == "no_window"}
+    assert set(said) == {"forever", "once"}, recs  # "once", its one cycle skipped, said nothing before
+    assert said["forever"]["calls"] == 10 and said["forever"]["windows_skipped"] == 10 and said["forever"]["calls_deferred"] == 0
+    assert said["once"]["calls"] == 2 and said["once"]["windows_skipped"] == 1  # (a schedule over counts no more calls)
+    for r in said.values():
+        assert "were skipped before they opened: the background analysis was 4 windows behind" in r["message"], r["message"]
+        assert "shorter schedule" not in r["message"]

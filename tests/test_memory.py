@@ -382,3 +382,36 @@ def test_a_kept_trace_carries_the_hosts_memory_for_the_forecast() -> None:
     assert trace.metadata["host_memory_bytes"] == 64 << 30 and trace.metadata["host_memory_available_bytes"] == 40 << 30
     bad = chrome.from_document({"traceEvents": [], "autoprof_host_memory_bytes": "lots", "autoprof_host_memory_available_bytes": -1})
     assert "host_memory_bytes" not in bad.metadata and "host_memory_available_bytes" not in bad.metadata
+
+
+def test_live_peak_and_its_kept_trace_say_which_pairing_they_read(records: Records, tmp_path: Path) -> None:
+    # issue 45, item 8: b = a * 2; del a; then a larger buffer: at the peak b (aten::mul) is alive, a (aten::randn) is
+    # not. The kept trace pairs a's free with a by address; a live window's raw events carry no address, so it pairs
+    # the free by size with the latest allocation of that size (b): the two readings name different holders, and
+    # each record says which pairing it read.
+    autoprof.configure(trace_dir=str(tmp_path), profile_memory=True)
+    n = 4 << 20  # floats: 16 MiB
+
+    @autoprof.autoprof(name="pairs", **FAST)
+    def step() -> torch.Tensor:
+        a = torch.randn(n)
+        b = a * 2
+        del a
+        c = torch.zeros(2 * n)
+        return b[0] + c[0]
+
+    live = _live(records, "pairs", step)[memory.RULE_PEAK]
+    (window,) = records.of("autoprof.window", target="pairs")
+    offline = {f.rule: f for f in engine.analyze(window["trace_path"], workers=0)}[memory.RULE_PEAK]
+    assert live["evidence"]["pairing"] == "size" and offline.evidence["pairing"] == "address"
+    assert "matched to their frees by size" in live["message"] and "by size" not in offline.message
+    live_holders = {h["op"]: h["bytes"] for h in live["evidence"]["holders"]}
+    offline_holders = {h["op"]: h["bytes"] for h in offline.evidence["holders"]}
+    assert offline_holders.get("aten::mul") == 4 * n and "aten::randn" not in offline_holders  # the truth
+    assert live_holders.get("aten::randn") == 4 * n and "aten::mul" not in live_holders  # the size reading
+    assert live["evidence"]["peak_bytes"] == offline.evidence["peak_bytes"]  # the levels do not depend on pairing
+    # one reading of the same events: the kept trace read without its addresses gives the live record's holders
+    kept = chrome.load(window["trace_path"])
+    kept.m_addr = type(kept.m_addr)("q", [-1]) * kept.n_memory
+    (by_size,) = [f for f in memory.check(kept) if f.rule == memory.RULE_PEAK]
+    assert by_size.evidence["holders"] == live["evidence"]["holders"] and by_size.evidence["pairing"] == "size"

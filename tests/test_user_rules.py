@@ -140,3 +140,70 @@ def test_rules_are_declared_and_checked_with_one_line() -> None:
     with pytest.raises(ConfigError, match=r"two rules have the id 'my\.rule'"):
         autoprof.configure(rules=[a, a])
     assert autoprof.configure(rules=[a]).rules == (a,)
+
+
+# -- issue 45, item 10: analyze() says its rules' failures; configure and --rules refuse a bad id ------------------
+
+
+def _small_trace(path: Path) -> Path:
+    events = []
+    for k in range(3):
+        ts = k * 1000.0
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": ts, "dur": 900, "pid": 1, "tid": 1})
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": ts + 1, "dur": 500, "pid": 1, "tid": 1})
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_analyze_in_python_warns_of_each_rule_that_failed_and_keeps_the_other_findings(tmp_path: Path, rules_module: object) -> None:
+    import warnings
+
+    trace = _small_trace(tmp_path / "t.json")
+
+    def undecorated(trace: object, config: object) -> list[object]:
+        return []
+
+    config = autoprof.Config(rules=(rules_module.GOOD, rules_module.broken, undecorated))  # type: ignore[attr-defined]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        findings = autoprof.analyze(trace, config, jobs=1)
+    assert any(f.rule == "bound_regime" for f in findings)  # the built-in rules' findings, as before
+    said = [str(w.message) for w in caught if issubclass(w.category, autoprof.RuleFailureWarning)]
+    assert len(said) == 2, said
+    assert said[0] == f"autoprof: {trace}: rule myteam.broken failed: RuntimeError: a bug in my rule"
+    assert said[1].startswith(f"autoprof: {trace}: rule ") and "undecorated failed: RuleError: not run: a rule id is dotted" in said[1]
+    assert all(w.filename == __file__ for w in caught if issubclass(w.category, autoprof.RuleFailureWarning))  # at the caller's line
+    # made an error, it is raised after every file was read
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", autoprof.RuleFailureWarning)
+        with pytest.raises(autoprof.RuleFailureWarning, match=r"myteam\.broken"):
+            autoprof.analyze(trace, config, jobs=1)
+
+
+def test_configure_and_rules_refuse_an_id_that_is_builtin_or_not_dotted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autoprof import cli
+
+    before = autoprof.configure()
+
+    def mine(trace: object, config: object) -> list[object]:
+        return []
+
+    for rule_id, said in (("bound_regime", "dotted"), ("bound_regime.mine", "built-in namespace"), ("autoprof.x", "built-in namespace")):
+        mine.rule_id = rule_id  # type: ignore[attr-defined]  # set by hand, past @autoprof.rule's check
+        mine.verdicts = ("fine",)  # type: ignore[attr-defined]
+        with pytest.raises(ConfigError, match=said) as e:
+            autoprof.configure(rules=[mine])
+        assert "\n" not in str(e.value)
+        assert autoprof.configure() == before  # nothing changed
+    (tmp_path / "handmade.py").write_text(
+        "def mine(trace, config):\n    return []\nmine.rule_id = 'bound_regime.mine'\nmine.verdicts = ('fine',)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("handmade", None)
+    trace = _small_trace(tmp_path / "t.json")
+    assert cli.main(["analyze", "--rules", "handmade:mine", str(trace)]) == 2
+    out, err = capsys.readouterr()
+    said = "a rule id may not be in a built-in namespace (bound_regime.*: autoprof's own), not 'bound_regime.mine'"
+    assert not out and err == f"autoprof: --rules: rules: {said}\n"

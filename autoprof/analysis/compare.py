@@ -334,6 +334,18 @@ class Diff:
     files: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))  # (base, new) files pooled
     windows: tuple[int, int] = (1, 1)  # (base, new) windows pooled
     memory_peaks: list[PeakChange] = field(default_factory=list)  # per device both sides recorded memory on
+    # the side ("base" or "new") that has no trace of this group (a rank, or a file name) the other side has: nothing
+    # of it is compared, and no gate passes it (None: both sides have it)
+    missing: str | None = None
+    group: str = ""  # what the group is, as a message names it: "rank 1", "rank 1 of target train", "file x.json"
+
+    @property
+    def missing_problem(self) -> str | None:
+        """Why this group cannot be compared at all: a side has no trace of it (None when both have)."""
+        if self.missing is None:
+            return None
+        other, path = ("base", self.base_path) if self.missing == "new" else ("new", self.new_path)
+        return f"the {self.missing} run has no trace of {self.group} (the {other} run has {path})"
 
     @property
     def step_change_pct(self) -> float | None:
@@ -356,6 +368,8 @@ class Diff:
         """Why the step times cannot be compared (None when :attr:`step_change_pct` is a number)."""
         if self.step_change_pct is not None:
             return None
+        if self.missing_problem is not None:
+            return self.missing_problem
         missing = [side for side, steps in (("base", self.base_steps), ("new", self.new_steps)) if not steps]
         if len(missing) == 2:
             return f"neither {self.base_path} nor {self.new_path} has steps (ProfilerStep#N spans)"
@@ -395,7 +409,9 @@ class Diff:
     @property
     def findings_problem(self) -> str | None:
         """Why the verdicts cannot be compared (None when they can): a side with no events, where no rule read
-        anything, or a rule that failed on a side, whose findings there are unknown."""
+        anything, or a rule that failed on a side, whose findings there are unknown; or a side without this group."""
+        if self.missing_problem is not None:
+            return self.missing_problem
         for side, path, events in (("base", self.base_path, self.events[0]), ("new", self.new_path, self.events[1])):
             if events == 0:
                 return f"the {side} trace {path} has no events: no rule read anything"
@@ -468,14 +484,70 @@ class Diff:
             "rule_failures": {"base": self.failures[0], "new": self.failures[1]},
             "files": {"base": self.files[0], "new": self.files[1]},
             "windows": {"base": self.windows[0], "new": self.windows[1]},
-        }
+        } | ({"missing": {"side": self.missing, "group": self.group}} if self.missing is not None else {})
 
 
 def compare(base: list[Profile], new: list[Profile], top: int = 10, confidence: float = 0.95) -> list[Diff]:
     """One :class:`Diff` per pair of sides' groups (see :func:`pairs`): the files of one rank and target on a side
-    (several windows of a kept ``trace_dir``, several base runs) are pooled first (:func:`pool`)."""
+    (several windows of a kept ``trace_dir``, several base runs) are pooled first (:func:`pool`). Where the sides share
+    a group, each group only one side holds (a rank the new run lost, a file name it no longer has) is a Diff too,
+    with ``missing`` set: nothing of it is compared, and its gate cannot be evaluated (a gate never passes what it could
+    not compare)."""
     check_confidence(confidence)
-    return [compare_one(b, n, top, confidence) for b, n in pairs(base, new)]
+    out = [compare_one(b, n, top, confidence) for b, n in pairs(base, new)]
+    if out:
+        out.extend(_missing(base, new))
+    return out
+
+
+def missing_text(diffs: list[Diff]) -> str | None:
+    """The groups a side lacks (:attr:`Diff.missing`), all in one phrase: ``the new run has no trace of rank 1 (the
+    base run has base/r1.json)``, ``the new run has no trace of rank 1, rank 2 (the base run has them)``; None when
+    every group is on both sides."""
+    parts = []
+    for side, other in (("new", "base"), ("base", "new")):
+        lacking = [d for d in diffs if d.missing == side]
+        if len(lacking) == 1:
+            parts.append(lacking[0].missing_problem)
+        elif lacking:
+            parts.append(f"the {side} run has no trace of {', '.join(d.group for d in lacking)} (the {other} run has them)")
+    return "; ".join(p for p in parts if p) or None
+
+
+def _missing(base: list[Profile], new: list[Profile]) -> list[Diff]:
+    """A Diff for each group (see :func:`pairs`) that only one side holds, with the side that lacks it."""
+    gb, gn = _groups(base), _groups(new)
+    if len(gb) == 1 and len(gn) == 1:
+        return []
+    out = []
+    for side, here, there in (("new", gb, gn), ("base", gn, gb)):
+        for key in sorted(here.keys() - there.keys(), key=lambda k: (isinstance(k, str), k)):
+            p = pool(here[key])
+            group = f"file {key}" if isinstance(key, str) else f"rank {key[0]}" + (f" of target {key[1]}" if key[1] else "")
+            steps = Steps.of(p.step_ns)
+            b, n = (p, None) if side == "new" else (None, p)
+            out.append(
+                Diff(
+                    rank=p.rank,
+                    base_path=b.path if b else "",
+                    new_path=n.path if n else "",
+                    base_steps=steps if b else None,
+                    new_steps=steps if n else None,
+                    ops=[],
+                    kernels=[],
+                    verdicts=[],
+                    devices=None,
+                    gemm_kernels=None,
+                    events=(p.events, None) if b else (None, p.events),
+                    failures=(list(p.failures), []) if b else ([], list(p.failures)),
+                    files=(p.paths, []) if b else ([], p.paths),
+                    windows=(len(p.window_findings), 0) if b else (0, len(p.window_findings)),
+                    missing=side,
+                    group=group,
+                )
+            )
+    out.sort(key=lambda d: (d.rank, d.group))
+    return out
 
 
 _WINDOW = re.compile(r"\.window\d+(?=\.rank\d+\.)")

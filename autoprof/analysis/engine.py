@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
+import warnings
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager, closing, nullcontext
@@ -11,10 +13,10 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from autoprof.analysis import _fleet, ranks
-from autoprof.analysis.compare import Diff, OpTime, Profile, compare
+from autoprof.analysis.compare import Diff, OpTime, Profile, check_confidence, compare
 from autoprof.analysis.sections import section_times
-from autoprof.config import SWITCH, Config
-from autoprof.findings import Finding
+from autoprof.config import SWITCH, Config, user_stacklevel
+from autoprof.findings import Finding, RuleFailureWarning, shown
 from autoprof.rules import Shipped, memory, regime, run_rules, ship
 from autoprof.rules._common import device_step_ns, shape_of, short_kernel_name, view
 from autoprof.rules.sync import profiler_flush_ns
@@ -193,8 +195,13 @@ def diff(
     several runs, pooled: a baseline of recent runs): one :class:`autoprof.analysis.compare.Diff` per pair of groups (one
     each; else per rank; else per file name, a kept trace's window left out; the files of a group pooled, see
     :func:`autoprof.analysis.compare.compare`), read by the same engine as ``analyze``, with intervals at ``confidence``.
-    The per-rank comparison (stragglers) is not part of a side's verdicts. Raises :class:`autoprof.TraceError` on a
-    bad input (one that names no trace file among them). ``workers``, ``jobs``, ``executor``: as :func:`analyze`."""
+    The per-rank comparison (stragglers) is not part of a side's verdicts. A rank (or file name) only one side holds,
+    where others pair, is a Diff with ``missing`` set (the side without it), compared with nothing: its gate cannot be
+    evaluated. Raises :class:`autoprof.TraceError` on a
+    bad input (one that names no trace file among them). ``workers``, ``jobs``, ``executor``: as :func:`analyze`. An
+    option of the wrong type or out of range (``jobs="2"``, ``top=0``, ``confidence=0.3``) is a ``ValueError`` of
+    one line naming it, before any file is read."""
+    check_call(config=config, workers=workers, jobs=jobs, executor=executor, top=top, confidence=confidence)
     sides = [[p] if isinstance(p, (str, os.PathLike)) else list(p) for p in (base, new)]
     read = [profiles(side, config, workers, jobs, executor) for side in sides]
     return compare(read[0], read[1], top, confidence)
@@ -516,6 +523,43 @@ def cross_rank(results: list[Analysis]) -> None:
         ]
 
 
+def check_call(
+    *,
+    config: Any = None,
+    workers: Any = None,
+    jobs: Any = None,
+    executor: Any = None,
+    top: Any = 1,
+    confidence: Any = 0.95,
+) -> None:
+    """The options of :func:`analyze`, :func:`diff` and :func:`autoprof.report`, checked before any work as the
+    command line checks its own: ``ValueError`` with one line naming the option (``workers="2"``, a string read from
+    the environment, is refused here, not blamed on a trace)."""
+
+    def whole(name: str, value: Any, least: int, what: str, none: bool = True) -> None:
+        if value is None and none:
+            return
+        ok = type(value) is not bool
+        try:
+            n = operator.index(value) if ok else 0
+        except TypeError:
+            ok = False
+        if not ok or n < least:
+            also = " or None" if none else ""
+            raise ValueError(f"{name} must be {what}: a whole number >= {least}{also}, not {shown(value)}")
+
+    if config is not None and not isinstance(config, Config):
+        raise ValueError(f"config must be an autoprof.Config or None, not {shown(config)}")
+    whole("workers", workers, 0, "a number of helper processes")
+    whole("jobs", jobs, 1, "a number of files analyzed in parallel")
+    whole("top", top, 1, "a number of ops and kernels to list", none=False)
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise ValueError(f"executor must be a concurrent.futures.Executor (with submit) or None, not {shown(executor)}")
+    if type(confidence) is bool or not isinstance(confidence, (int, float)):
+        raise ValueError(f"confidence must be a number between 0.5 and 1 (0.95: 95%), not {shown(confidence)}")
+    check_confidence(float(confidence))
+
+
 def analyze(
     paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     config: Config | None = None,
@@ -532,12 +576,23 @@ def analyze(
     analyzed in parallel in fresh local processes (default and most: the usable CPUs); ``executor``: any
     ``concurrent.futures.Executor`` instead (``client.get_executor()`` of a Dask cluster), whose workers read the
     files themselves.
+
+    A rule that fails on a file (raises, returns what it may not, or is not a rule declared with ``autoprof.rule``)
+    costs only its own findings there: each failure is one :class:`autoprof.RuleFailureWarning` (``autoprof: FILE:
+    rule ID failed: TYPE: message``, as ``autoprof analyze`` and the report say it), the other findings returned.
+    An option of the wrong type or out of range (``workers="2"``, ``jobs=0``) is a ``ValueError`` of one line naming
+    it, before any file is read.
     """
+    check_call(config=config, workers=workers, jobs=jobs, executor=executor)
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[Finding] = []
+    failed: list[str] = []
     for result in analyze_files(paths, config, workers=workers, jobs=jobs, executor=executor):
         if result.exc is not None:
             raise result.exc
         out.extend(result.findings)
+        failed.extend(f"autoprof: {result.path}: {line}" for line in result.failure_lines)
+    for line in failed:  # after every file: a warning made an error (simplefilter) stops nothing half-read
+        warnings.warn(line, RuleFailureWarning, stacklevel=user_stacklevel())
     return out

@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, TRIGGER_KEYS, Config, ConfigError, check_schedule_value, configure
+from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, SWITCH, TRIGGER_KEYS, Config, ConfigError, check_schedule_value, configure
 from autoprof.render import emit as _emit
 
 #: The keyword arguments every integration takes besides the schedule's: :func:`autoprof.configure`'s, read from the
@@ -46,6 +46,16 @@ def split_options(options: dict[str, Any]) -> dict[str, Any]:
     :func:`autoprof.configure`) and return its targets' own: the schedule's (``wait``, ``warmup``...) and the
     trigger's (``trigger``, ``trigger_factor``..., as ``@autoprof(trigger=...)``: for the integration's targets only,
     over ``configure()``'s). One-line :class:`ConfigError` on an unknown or bad option; nothing changes then."""
+    own, settings = checked_options(options)
+    apply_settings(settings)
+    return own
+
+
+def checked_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An integration's options, every one checked and none applied: (its targets' own options, as
+    :func:`split_options` returns them; the process-wide ones, for :func:`apply_settings`). An integration checks
+    first, does whatever else may fail, and applies last: a refused option (or a constructor that fails after) leaves
+    the process's configuration as it was. One-line :class:`ConfigError` on an unknown or bad option."""
     unknown = sorted(set(options) - set(SCHEDULE_KEYS) - set(CONFIG_KEYS))
     if unknown:
         valid = ", ".join(SCHEDULE_KEYS + CONFIG_KEYS)
@@ -56,8 +66,14 @@ def split_options(options: dict[str, Any]) -> dict[str, Any]:
         if k in options:
             own[k] = _check_trigger(k, options[k])
     if settings:
+        SWITCH.config.replace(**settings)  # checked as configure() checks them, nothing applied
+    return own, settings
+
+
+def apply_settings(settings: dict[str, Any]) -> None:
+    """The process-wide options :func:`checked_options` checked, applied (:func:`autoprof.configure`)."""
+    if settings:
         configure(**settings)
-    return own
 
 
 def _check_trigger(key: str, value: Any) -> Any:

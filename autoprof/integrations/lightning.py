@@ -15,7 +15,9 @@ A run's end stops autoprof's profiler whatever ends it: a stage's end hook (``on
 ``max_steps``, early stopping, the last epoch), an exception (``on_exception``; and ``fit``/``validate``/``test``/
 ``predict`` themselves are watched, through a pass-through wrapper of Lightning's one entry-point handler, so a run
 without callbacks is covered too), ``teardown``. A window cut short that way is dropped and said once
-(``window_incomplete``), never mixed into the next run; each run (``setup``) starts the schedules over.
+(``window_incomplete``), never mixed into the next run; each run (``setup``) starts the schedules over. An earlier
+trainer's teardown (``Profiler.__del__`` runs it when the garbage collector takes the trainer, at any step of a later
+run) stops that run's steps only, never the window of the run that drives the target now (``Steps.stop``).
 
 With ``trigger=True`` (:mod:`autoprof.live.trigger`) a step's period is its begin to the next step's of its stage; a
 step that follows another stage's steps (training after a validation run inside ``fit``, the next validation run
@@ -27,7 +29,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from autoprof.integrations import failed, guarded, missing, split_options, watch_raises
+from autoprof.integrations import apply_settings, checked_options, failed, guarded, missing, watch_raises
 
 try:
     import lightning.pytorch as _pl
@@ -130,8 +132,9 @@ class AutoprofProfiler(_pl.profilers.Profiler):
         super().__init__()  # first: Profiler.__del__ tears down whatever __init__ got to (a bad option raises below)
         self._stages = _Stages({})
         self._lightning_module: Any = None  # set by the trainer (a weak proxy of the LightningModule)
-        self._stages.schedule = split_options(options)
+        self._stages.schedule, settings = checked_options(options)
         _watch_entry()
+        apply_settings(settings)  # last: a refused option, or a failure above, changes nothing process-wide
 
     # -- Lightning's Profiler interface (profile() is the base class's) ---------------------------
     def setup(self, stage: str, local_rank: int | None = None, log_dir: str | None = None) -> None:
@@ -213,8 +216,10 @@ class AutoprofCallback(_pl.Callback):
 
     def __init__(self, **options: Any) -> None:
         super().__init__()
-        self._stages = _Stages(split_options(options))
+        schedule, settings = checked_options(options)
+        self._stages = _Stages(schedule)
         _watch_entry()
+        apply_settings(settings)  # last: a refused option, or a failure above, changes nothing process-wide
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self._guarded("setup", self._stages.restart)

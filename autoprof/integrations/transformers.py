@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoprof.integrations import guarded, missing, split_options, watch_raises
+from autoprof.integrations import apply_settings, checked_options, guarded, missing, watch_raises
 
 try:
     import transformers as _transformers
@@ -48,9 +48,10 @@ class AutoprofCallback(_TrainerCallback):
     """
 
     def __init__(self, **options: Any) -> None:
-        self._schedule = split_options(options)
+        self._schedule, settings = checked_options(options)
         self._steps: Steps | None = None
         _watch_train()
+        apply_settings(settings)  # last: a refused option, or a failure above, changes nothing process-wide
 
     def _over(self, reason: str, failed: bool) -> None:
         """The run is over: no step, no window of autoprof's left open after it."""

@@ -15,6 +15,7 @@ import threading
 import time
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import Any, TypeVar, overload
@@ -606,6 +607,7 @@ class Steps:
     """
 
     __slots__ = (
+        "__weakref__",
         "_calls",
         "_ins",
         "_mode",
@@ -719,9 +721,15 @@ class Steps:
         records after the run: that window is dropped (a window is all of its steps or none), never mixed into the
         next run's, and one ``autoprof.warning`` (``reason: "window_incomplete"``) says so. Never raises."""
         try:
+            target = self._ins.target
+            if self._mode is None and target is not None and not self._drives(target):
+                return  # a stale run with no step in progress (torn down from any thread, by the GC): nothing of its own
             if not self._on_thread("stop"):
                 return
-            target = self._ins.target
+            if target is not None and not self._drives(target):
+                # another loop's run (a later trainer's) drives the target now: this one's stop (an earlier trainer
+                # torn down by the garbage collector, at whatever step of the new run it runs) ends only its own step
+                target = None
             if failed and target is not None:
                 SESSION.cut(target, reason)  # first: a failed step's window is cut (said), never closed with that step
             try:
@@ -746,11 +754,17 @@ class Steps:
         a window of it still open (another loop's run that never ended) is cut first."""
         try:
             target = self._ins.target or self._ins.get_target()
+            target.driver = weakref.ref(self)
             if target.calls and target.current is None:
                 SESSION.cut(target, "a new run began")
                 target.restart(not rank_chosen())
         except Exception as e:
             _internal_error("restart", self.name, e)
+
+    def _drives(self, target: Any) -> bool:
+        """Whether this loop's run is the one driving ``target`` (the last whose first step began; or none began)."""
+        driver = target.driver
+        return driver is None or driver() is self
 
     @contextlib.contextmanager
     def step(self, step: object = None) -> Iterator[None]:

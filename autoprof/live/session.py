@@ -69,6 +69,7 @@ class Target:
         "current",
         "deferred",
         "done",
+        "driver",
         "first_call_ns",
         "framework",
         "label",
@@ -83,6 +84,7 @@ class Target:
         "rewind",
         "saved",
         "schedule",
+        "skipped_behind",
         "trigger",
         "triggered",
         "warned_abandoned",
@@ -98,6 +100,9 @@ class Target:
         self.name = name
         self.schedule = schedule
         self.owner: int | None = None
+        # the run that drives it now: a weak reference to the Steps (a trainer integration's) whose run began last; a
+        # stale one (an earlier trainer's, stopped by its garbage collection) cuts nothing of this run's
+        self.driver: Any = None
         self.window = 0  # index of the next window
         self.framework: str | None = None  # the trainer integration that drives it (its records say so)
         self.profile_memory: bool | None = None  # its decorator's profile_memory (None: configure()'s)
@@ -135,6 +140,9 @@ class Target:
         # calls whose window could not open or start because the profiler was taken (another target's window, a
         # profiler of the user's): each sent its cycle back to its warmup (said at exit if it never recorded)
         self.deferred = 0
+        # cycles whose window never opened because the background analysis was MAX_PENDING windows behind
+        # (:meth:`Session.skip_cycle`; said at exit if it never recorded)
+        self.skipped_behind = 0
         # the trigger: the baseline of step times (None: off, or a rank not chosen), the target's own schedule state
         # while a triggered window's schedule runs in its place, and why that window opened
         self.watch: Watch | None = Watch(self.watching) if self.watching is not None and not done else None
@@ -492,6 +500,7 @@ class Session:
         """Skip ``target``'s window of this cycle whole (the analysis is behind): no profiler starts for it; it is
         counted as a skipped window."""
         target.pos = target.schedule.next_cycle(target.pos)
+        target.skipped_behind += 1
         self._skip(target, target.window)
 
     def _skip(self, target: Target, index: int) -> None:
@@ -717,8 +726,8 @@ class Session:
         """At exit: one warning for each target whose schedule never reached the end of a window (a script that
         ends before it: 4 calls for a 5-call schedule), saying how many calls it made and how many one needed."""
         for target in list(self.targets.values()):
-            if target.window or target.done or target.calls == 0:
-                continue
+            if target.window or target.calls == 0 or (target.done and not target.skipped_behind):
+                continue  # (a schedule over with no window: its windows were skipped, said here too)
             schedule = target.schedule
             needed = schedule.skip_first + schedule.cycle
             target.warned_incomplete = True
@@ -728,6 +737,11 @@ class Session:
                 why = (
                     f"; {target.deferred} of its calls found the profiler taken (another target's window, or a profiler "
                     "of the user's: one records at a time in a process), each sending its cycle back to its warmup"
+                )
+            if target.skipped_behind:
+                why += (
+                    f"; {target.skipped_behind} of its windows were skipped before they opened: the background analysis "
+                    f"was {MAX_PENDING} windows behind (fewer windows, repeat or wait, or flush() keep up)"
                 )
             _emit.warning(
                 f"{target.name} was called {calls} time(s) and never recorded a window: its schedule needs "
@@ -740,6 +754,7 @@ class Session:
                 calls=calls,
                 calls_needed=needed,
                 calls_deferred=target.deferred,
+                windows_skipped=target.skipped_behind,
             )
 
     def shutdown(self) -> None:

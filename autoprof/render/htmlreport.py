@@ -387,7 +387,9 @@ def write(
     (the same file, or one found in an input directory); :class:`NoReadableInputError` (a :class:`TraceError`) when
     no input is a readable trace (the unreadable ones are listed on the page otherwise); ``ImportError`` (one line,
     naming the extra) without plotly; ``OSError`` (one line) when the page cannot be written. No temporary file is
-    left behind in any case."""
+    left behind in any case; ``ValueError`` (one line, before anything) on an option of the wrong type or out of range
+    (``workers="2"``), as :func:`autoprof.analyze`."""
+    engine.check_call(config=config, workers=workers, jobs=jobs, executor=executor)
     _plotly()  # missing: say so before reading any trace
     check_output(out, paths)
     reps = reports(paths, config, workers, jobs, executor)

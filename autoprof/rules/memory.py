@@ -15,7 +15,8 @@ What a window cannot see: allocations made before it started (their frees show, 
 against the window's start), and where a live window records no allocator totals (the raw events carry bytes
 only) what was held at its start: levels are counted from the window's first event, the same in a live window and
 in its kept trace. Allocations are paired with their frees by address where the trace records it (chrome
-exports), else by size, the latest allocation of that size first (a live window)."""
+exports), else by size, the latest allocation of that size first (a live window): the two can name different
+holders of one window's peak, and ``memory_peak`` says which it read (``pairing``, and the message where by size)."""
 
 from __future__ import annotations
 
@@ -98,6 +99,9 @@ class Device:
     baseline: int | None = None  # what was held at the window's start, where the trace records totals
     capacity: int | None = None  # bytes, from the device properties
     freed: dict[int, int] = field(default_factory=dict)  # position of an allocation -> position of its free
+    # how frees were matched to allocations: "address" (a chrome export records it), "size" (a live window's raw
+    # events carry bytes only: the latest allocation of that size), "address and size" (some events had addresses)
+    pairing: str = "address"
 
     def level_before(self, ts: list[int], t: int) -> int:
         """Allocated just before time ``t`` (0 before the first event)."""
@@ -146,6 +150,7 @@ def _fill(trace: Trace, dev: Device) -> None:
     level = 0
     live_by_addr: dict[int, int] = {}
     live_by_size: dict[int, list[int]] = {}
+    by: set[str] = set()
     for pos, k in enumerate(dev.events):
         b = nbytes[k]
         level += b
@@ -154,8 +159,10 @@ def _fill(trace: Trace, dev: Device) -> None:
         if b > 0:
             if a >= 0:
                 live_by_addr[a] = pos
+                by.add("address")
             else:
                 live_by_size.setdefault(b, []).append(pos)
+                by.add("size")
         else:
             made = live_by_addr.pop(a, None) if a >= 0 else None
             if made is None and a < 0:
@@ -163,6 +170,7 @@ def _fill(trace: Trace, dev: Device) -> None:
                 made = stack.pop() if stack else None
             if made is not None:
                 dev.freed[made] = pos
+    dev.pairing = " and ".join(p for p in ("address", "size") if p in by) or "address"
     first = dev.events[0]
     # the host's totals are the profiler's own count since it started (its warmup included), not what the process
     # holds: a CPU allocator reports no allocation made before profiling (torch warns "allocated before the
@@ -313,8 +321,11 @@ def _peak(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
     if dev.capacity:
         before = f"with the {size(dev.baseline)} held before it, " if dev.baseline else ""
         of_cap = f"; {before}{percent(held, dev.capacity)} of the device's {size(dev.capacity)}"
+    # which reading of who holds the peak: a live window's events carry no address, its frees are matched by size
+    # (the latest allocation of that size), which can name another op than its kept trace read by address
+    how = "" if dev.pairing == "address" else f" (allocations matched to their frees by {dev.pairing}: no addresses recorded)"
     message = f"{dev.name}: the peak allocated during the window is {size(peak)} above what was held at its start (step {step}){of_cap}" + (
-        f"; alive at the peak, largest first: {named}" if named else ""
+        f"; alive at the peak, largest first{how}: {named}" if named else ""
     )
     advice = (
         "The peak is what a step needs on top of what it holds between steps (weights, optimizer state, allocations "
@@ -333,6 +344,7 @@ def _peak(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
         "capacity_share": cap_share,
         # a list, largest first (a record's objects are written with sorted keys)
         "holders": [{"op": op, "bytes": b} for op, b in list(holders.items())[:MAX_HOLDERS]],
+        "pairing": dev.pairing,  # how the holders were read: "address", "size" (a live window), "address and size"
     }
     return Finding(RULE_PEAK, NEAR_CAPACITY if near else PEAK, "warning" if near else "info", message, advice, evidence, tuple(holders)[:4])
 
