@@ -1,11 +1,13 @@
 """``autoprof analyze PATH...``: the live path's verdicts from saved chrome traces; ``autoprof diff BASE NEW``:
-what changed between two runs; ``autoprof report PATH... -o FILE``: the same verdicts on one HTML page.
+what changed between two runs; ``autoprof report PATH... -o FILE``: the same verdicts on one HTML page; ``autoprof
+show FILE...``: a records file (a sink) as the text a terminal shows live.
 
 Exit status: 0 analyzed (no finding at or above ``--fail-on``); 1 a finding at or above ``--fail-on`` (diff: a
 regression past ``--fail-on-regression`` or a new finding at ``--fail-on-new``); 2 bad input (analyze: any file
 that cannot be read, the good ones are still analyzed; diff: one line, nothing compared, or a gate that cannot be
 evaluated, one line saying why; report: as analyze, and no page at all when no input can be read, when the page
-would overwrite an input, or when plotly is missing) or bad usage. An empty path (``''``, ``file://``) is bad input,
+would overwrite an input, or when plotly is missing; show: a file that cannot be read or a line that is not a
+record, each file one line, every record that was read still printed) or bad usage. An empty path (``''``, ``file://``) is bad input,
 never the current directory.
 """
 
@@ -25,8 +27,10 @@ from autoprof.analysis.compare import Diff, confidence_text
 from autoprof.analysis.engine import Analysis, cross_rank, diff, iter_files
 from autoprof.config import SWITCH, Config, ConfigError
 from autoprof.findings import SEVERITIES, severity_rank
+from autoprof.render import show
 from autoprof.render.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record, window_fields
 from autoprof.render.emit import line as record_line
+from autoprof.render.text import use_color
 from autoprof.trace.chrome import TraceError
 
 _COLORS = {"info": "\033[36m", "warning": "\033[33m", "critical": "\033[31m", "error": "\033[31m"}
@@ -481,11 +485,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     report_cmd = sub.add_parser("report", parents=[common], help="one self-contained HTML page about saved traces (needs autoprof[report])")
     report_cmd.add_argument("paths", nargs="+", metavar="PATH")
     report_cmd.add_argument("-o", "--output", default="autoprof-report.html", metavar="FILE", help="the page to write")
+    show_cmd = sub.add_parser(
+        "show",
+        help="print records files (a sink: JSON lines, several runs and ranks) as text, by run, rank, target and window",
+    )
+    show_cmd.add_argument("paths", nargs="+", metavar="FILE", help="records files (JSON lines); - reads standard input")
+    show_cmd.add_argument("--json", action="store_true", help="print the records' own lines, unchanged, in file order")
+    show_cmd.add_argument("--rule", action="append", default=[], metavar="RULE", help="only the findings of this rule (repeatable)")
+    show_cmd.add_argument("--level", choices=show.LEVELS, default=None, help="only records at or above this level")
+    show_cmd.add_argument(
+        "--last",
+        type=_whole(1, "a number of windows"),
+        default=None,
+        metavar="N",
+        help="only each target's last N windows (per run and rank)",
+    )
+    show_cmd.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    if args.command not in ("analyze", "diff", "report"):
+    if args.command not in ("analyze", "diff", "report", "show"):
         parser.print_usage(sys.stderr)
         return 2
     # A short-lived process that builds millions of small objects and no reference cycles: the cyclic
@@ -493,7 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        return {"analyze": _analyze, "diff": _diff, "report": _report}[args.command](args)
+        return {"analyze": _analyze, "diff": _diff, "report": _report, "show": _show_records}[args.command](args)
     except KeyboardInterrupt:
         sys.stderr.write("autoprof: interrupted\n")
         return 130
@@ -596,6 +616,28 @@ def _report(args: argparse.Namespace) -> int:
             err.write(f"autoprof: {r.path}: {failure}\n")
     err.write(f"autoprof: wrote {args.output} ({len(reps) - len(bad)} trace(s))\n")
     return 2 if bad else 0
+
+
+def _show_records(args: argparse.Namespace) -> int:
+    """Every record that was read, printed (grouped as text, or its own line with ``--json``); a file that cannot be
+    read, or a line that is not a record, is one line on stderr per file and exit 2."""
+    out, err = sys.stdout, sys.stderr
+    entries, problems = show.read(args.paths)
+    filters = show.Filters(rules=args.rule, level=args.level, last=args.last)
+    filters.prepare(entries)
+    kept = [e for e in entries if filters.keep(e)]
+    if args.json:
+        for e in kept:
+            out.write(e.line + "\n")
+    else:
+        color = args.color == "always" or (args.color == "auto" and use_color(out))
+        show.write_text(entries, kept, out, color)
+    out.flush()
+    for problem in problems:
+        err.write(f"autoprof: {problem}\n")
+    if entries and not kept:
+        err.write("autoprof: no record matches the filters\n")
+    return 2 if problems else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
