@@ -118,7 +118,7 @@ def test_format_json_on_a_terminal_and_console_on_a_pipe(tmp_path: Path) -> None
     rc, tty, _ = _on_a_terminal(script, AUTOPROF_FORMAT="json")
     assert rc == 0, tty
     records = [json.loads(line) for line in tty.splitlines() if line.startswith("{")]
-    assert [r["event"] for r in records][0] == "autoprof.run" and records[-1]["event"] == "autoprof.summary"
+    assert records[0]["event"] == "autoprof.run" and records[-1]["event"] == "autoprof.summary"
     assert "autoprof summary" not in tty  # asked for JSON: no text anywhere
     piped = _piped(script, AUTOPROF_FORMAT="console")
     assert piped.returncode == 0, piped.stderr

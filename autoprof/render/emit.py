@@ -426,6 +426,18 @@ def write_summary() -> None:
         pass
 
 
+def _after_fork_in_child() -> None:
+    """A forked child summarises its own records (not its parent's again) and writes its own ``autoprof.run`` record
+    (same run id, its own pid) before its first; fresh locks (another thread of the parent may have held one)."""
+    global _run_lock
+    TALLY.__init__()  # type: ignore[misc]
+    _run_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _reset_for_tests() -> None:  # pragma: no cover - used by the test-suite only
     TALLY.clear()
     _run.pop("pid", None)
