@@ -365,7 +365,7 @@ def _fallback(event: str, e: Exception) -> None:
 
 
 _run: dict[str, Any] = {}
-_run_lock = threading.Lock()
+_run_lock = threading.RLock()
 
 
 def run_id() -> str:
@@ -383,11 +383,15 @@ def _begin_run() -> None:
     pid = os.getpid()
     if _run.get("pid") == pid:
         return
-    with _run_lock:
-        if _run.get("pid") == pid:
+    with _run_lock:  # another thread's first record waits here until the run record is written
+        if _run.get("pid") == pid or _run.get("writing") == pid:  # written, or this is its own emit (re-entered)
             return
-        _run["pid"] = pid
-    emit(RUN_EVENT, "info", target=None, window=None, run_id=run_id(), program=os.path.basename(sys.argv[0]) if sys.argv else "")
+        _run["writing"] = pid
+        try:
+            program = os.path.basename(sys.argv[0]) if sys.argv else ""
+            emit(RUN_EVENT, "info", target=None, window=None, run_id=run_id(), program=program)
+        finally:
+            _run["pid"] = pid
 
 
 def _ended() -> str:
@@ -431,7 +435,7 @@ def _after_fork_in_child() -> None:
     (same run id, its own pid) before its first; fresh locks (another thread of the parent may have held one)."""
     global _run_lock
     TALLY.__init__()  # type: ignore[misc]
-    _run_lock = threading.Lock()
+    _run_lock = threading.RLock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -441,6 +445,7 @@ if hasattr(os, "register_at_fork"):
 def _reset_for_tests() -> None:  # pragma: no cover - used by the test-suite only
     TALLY.clear()
     _run.pop("pid", None)
+    _run.pop("writing", None)
 
 
 # At exit, in this order (atexit runs the last registered first; the session, imported after this module, registers
