@@ -25,7 +25,7 @@ from typing import IO, Any
 from autoprof import __version__
 from autoprof.analysis.compare import Diff, confidence_text
 from autoprof.analysis.engine import Analysis, cross_rank, diff, iter_files
-from autoprof.config import SWITCH, Config, ConfigError
+from autoprof.config import FORMATS, SCHEDULE_KEYS, SWITCH, Config, ConfigError
 from autoprof.findings import SEVERITIES, severity_rank
 from autoprof.render import show
 from autoprof.render.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record, window_fields
@@ -501,13 +501,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="only each target's last N windows (per run and rank)",
     )
     show_cmd.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    run_cmd = sub.add_parser(
+        "run",
+        help="run a training script unmodified (its own arguments after it), its steps found without a decorator: "
+        "autoprof run [OPTIONS] SCRIPT [ARGS...]",
+    )
+    for key in SCHEDULE_KEYS:
+        run_cmd.add_argument(f"--{key.replace('_', '-')}", type=_whole(0, f"a {key} count"), default=None, metavar="N")
+    run_cmd.add_argument("--trigger", action="store_true", default=None, help="also open a window when steps turn slow")
+    run_cmd.add_argument("--name", default=None, help="the plain loop's target (default: SCRIPT's name.step)")
+    run_cmd.add_argument("--trace-dir", default=None, metavar="DIR", help="keep each window's trace in DIR")
+    run_cmd.add_argument("--report", action="store_true", default=None, help="with --trace-dir: an HTML report at the end")
+    run_cmd.add_argument("--sink", default=None, metavar="FILE", help="append the records (JSON lines) to FILE")
+    run_cmd.add_argument("--format", choices=FORMATS, default=None, help="records as text or JSON lines (default auto)")
+    run_cmd.add_argument("script", metavar="SCRIPT")
+    run_cmd.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    if args.command not in ("analyze", "diff", "report", "show"):
+    if args.command not in ("analyze", "diff", "report", "show", "run"):
         parser.print_usage(sys.stderr)
         return 2
+    if args.command == "run":
+        return _run(args)  # the script's own exceptions and exit status pass through, unchanged
     # A short-lived process that builds millions of small objects and no reference cycles: the cyclic
     # collector would only re-walk them (reference counting still frees everything).
     gc_was = gc.isenabled()
@@ -616,6 +633,28 @@ def _report(args: argparse.Namespace) -> int:
             err.write(f"autoprof: {r.path}: {failure}\n")
     err.write(f"autoprof: wrote {args.output} ({len(reps) - len(bad)} trace(s))\n")
     return 2 if bad else 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    """``autoprof run``: the options into ``configure()`` and the schedule, then the script as ``python SCRIPT ARGS``
+    runs it (:mod:`autoprof.runner`). A bad option or a script that is not there: one line, exit 2 (as python's)."""
+    from autoprof.config import configure
+
+    settings = {k: getattr(args, k) for k in ("trace_dir", "report", "sink", "format") if getattr(args, k) is not None}
+    schedule = {k: getattr(args, k) for k in (*SCHEDULE_KEYS, "trigger") if getattr(args, k) is not None}
+    try:
+        configure(**settings)
+        SWITCH.config.replace(**schedule)  # checked here, one line, before the script runs
+    except ConfigError as e:
+        sys.stderr.write(f"autoprof: {e}\n")
+        return 2
+    if not os.path.isfile(args.script):
+        sys.stderr.write(f"autoprof: can't open file {args.script!r}: not a file\n")
+        return 2
+    from autoprof.runner import run_script
+
+    run_script(args.script, args.args, schedule, name=args.name)
+    return 0
 
 
 def _show_records(args: argparse.Namespace) -> int:
