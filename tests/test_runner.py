@@ -30,6 +30,10 @@ if "--fail" in sys.argv:
     raise ValueError("the script failed")
 if "--exit" in sys.argv:
     sys.exit(3)
+if "--interrupt" in sys.argv:  # a Ctrl-C
+    import os, signal, time
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
 """
 
 
@@ -72,15 +76,19 @@ def test_a_plain_loop_runs_unmodified_and_its_optimizer_steps_are_the_steps(plai
     assert summary["event"] == "autoprof.summary" and summary["targets"][0]["target"] == "train.step"
 
 
-@pytest.mark.parametrize(("flag", "status", "ended"), [("--exit", 3, "normally"), ("--fail", 1, "by an exception (ValueError)")])
+@pytest.mark.parametrize(
+    ("flag", "status", "ended"),
+    [("--exit", 3, "normally"), ("--fail", 1, "by an exception (ValueError)"), ("--interrupt", -2, "interrupted (KeyboardInterrupt)")],
+)
 def test_a_script_that_fails_exits_as_it_would_without_autoprof(plain: Path, flag: str, status: int, ended: str) -> None:
     alone = _python(plain.parent, "train.py", "--lr", "0.1", flag)
     sink = plain.parent / "r.jsonl"
     run = _python(plain.parent, "-m", "autoprof", "run", "--sink", str(sink), "train.py", "--lr", "0.1", flag)
     assert alone.returncode == run.returncode == status
     assert run.stdout == alone.stdout
-    if flag == "--fail":
-        assert run.stderr.rstrip().splitlines()[-1] == "ValueError: the script failed" == alone.stderr.rstrip().splitlines()[-1]
+    if flag != "--exit":
+        last = "ValueError: the script failed" if flag == "--fail" else "KeyboardInterrupt"
+        assert run.stderr.rstrip().splitlines()[-1] == last == alone.stderr.rstrip().splitlines()[-1]
     assert _records(sink)[-1]["ended"] == ended
 
 
