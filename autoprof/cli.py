@@ -1,11 +1,13 @@
 """``autoprof analyze PATH...``: the live path's verdicts from saved chrome traces; ``autoprof diff BASE NEW``:
-what changed between two runs; ``autoprof report PATH... -o FILE``: the same verdicts on one HTML page.
+what changed between two runs; ``autoprof report PATH... -o FILE``: the same verdicts on one HTML page; ``autoprof
+show FILE...``: a records file (a sink) as the text a terminal shows live.
 
 Exit status: 0 analyzed (no finding at or above ``--fail-on``); 1 a finding at or above ``--fail-on`` (diff: a
 regression past ``--fail-on-regression`` or a new finding at ``--fail-on-new``); 2 bad input (analyze: any file
 that cannot be read, the good ones are still analyzed; diff: one line, nothing compared, or a gate that cannot be
 evaluated, one line saying why; report: as analyze, and no page at all when no input can be read, when the page
-would overwrite an input, or when plotly is missing) or bad usage. An empty path (``''``, ``file://``) is bad input,
+would overwrite an input, or when plotly is missing; show: a file that cannot be read or a line that is not a
+record, each file one line, every record that was read still printed) or bad usage. An empty path (``''``, ``file://``) is bad input,
 never the current directory.
 """
 
@@ -23,10 +25,12 @@ from typing import IO, Any
 from autoprof import __version__
 from autoprof.analysis.compare import Diff, confidence_text, missing_text
 from autoprof.analysis.engine import Analysis, cross_rank, diff, iter_files
-from autoprof.config import SWITCH, Config, ConfigError
+from autoprof.config import FORMATS, SCHEDULE_KEYS, SWITCH, Config, ConfigError
 from autoprof.findings import SEVERITIES, severity_rank
+from autoprof.render import show
 from autoprof.render.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record, window_fields
 from autoprof.render.emit import line as record_line
+from autoprof.render.text import use_color
 from autoprof.trace.chrome import TraceError
 
 _COLORS = {"info": "\033[36m", "warning": "\033[33m", "critical": "\033[31m", "error": "\033[31m"}
@@ -490,19 +494,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     report_cmd = sub.add_parser("report", parents=[common], help="one self-contained HTML page about saved traces (needs autoprof[report])")
     report_cmd.add_argument("paths", nargs="+", metavar="PATH")
     report_cmd.add_argument("-o", "--output", default="autoprof-report.html", metavar="FILE", help="the page to write")
+    show_cmd = sub.add_parser(
+        "show",
+        help="print records files (a sink: JSON lines, several runs and ranks) as text, by run, rank, target and window",
+    )
+    show_cmd.add_argument("paths", nargs="+", metavar="FILE", help="records files (JSON lines); - reads standard input")
+    show_cmd.add_argument("--json", action="store_true", help="print the records' own lines, unchanged, in file order")
+    show_cmd.add_argument("--rule", action="append", default=[], metavar="RULE", help="only the findings of this rule (repeatable)")
+    show_cmd.add_argument("--level", choices=show.LEVELS, default=None, help="only records at or above this level")
+    show_cmd.add_argument(
+        "--last",
+        type=_whole(1, "a number of windows"),
+        default=None,
+        metavar="N",
+        help="only each target's last N windows (per run and rank)",
+    )
+    show_cmd.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    run_cmd = sub.add_parser(
+        "run",
+        help="run a training script unmodified (its own arguments after it), its steps found without a decorator: "
+        "autoprof run [OPTIONS] SCRIPT [ARGS...]",
+    )
+    for key in SCHEDULE_KEYS:
+        run_cmd.add_argument(f"--{key.replace('_', '-')}", type=_whole(0, f"a {key} count"), default=None, metavar="N")
+    run_cmd.add_argument("--trigger", action="store_true", default=None, help="also open a window when steps turn slow")
+    run_cmd.add_argument("--name", default=None, help="the plain loop's target (default: SCRIPT's name.step)")
+    run_cmd.add_argument("--trace-dir", default=None, metavar="DIR", help="keep each window's trace in DIR")
+    run_cmd.add_argument("--report", action="store_true", default=None, help="with --trace-dir: an HTML report at the end")
+    run_cmd.add_argument("--sink", default=None, metavar="FILE", help="append the records (JSON lines) to FILE")
+    run_cmd.add_argument("--format", choices=FORMATS, default=None, help="records as text or JSON lines (default auto)")
+    run_cmd.add_argument("script", metavar="SCRIPT")
+    run_cmd.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    if args.command not in ("analyze", "diff", "report"):
+    if args.command not in ("analyze", "diff", "report", "show", "run"):
         parser.print_usage(sys.stderr)
         return 2
+    if args.command == "run":
+        return _run(args)  # the script's own exceptions and exit status pass through, unchanged
     # A short-lived process that builds millions of small objects and no reference cycles: the cyclic
     # collector would only re-walk them (reference counting still frees everything).
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        return {"analyze": _analyze, "diff": _diff, "report": _report}[args.command](args)
+        return {"analyze": _analyze, "diff": _diff, "report": _report, "show": _show_records}[args.command](args)
     except KeyboardInterrupt:
         sys.stderr.write("autoprof: interrupted\n")
         return 130
@@ -605,6 +642,50 @@ def _report(args: argparse.Namespace) -> int:
             err.write(f"autoprof: {r.path}: {failure}\n")
     err.write(f"autoprof: wrote {args.output} ({len(reps) - len(bad)} trace(s))\n")
     return 2 if bad else 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    """``autoprof run``: the options into ``configure()`` and the schedule, then the script as ``python SCRIPT ARGS``
+    runs it (:mod:`autoprof.runner`). A bad option or a script that is not there: one line, exit 2 (as python's)."""
+    from autoprof.config import configure
+
+    settings = {k: getattr(args, k) for k in ("trace_dir", "report", "sink", "format") if getattr(args, k) is not None}
+    schedule = {k: getattr(args, k) for k in (*SCHEDULE_KEYS, "trigger") if getattr(args, k) is not None}
+    try:
+        configure(**settings)
+        SWITCH.config.replace(**schedule)  # checked here, one line, before the script runs
+    except ConfigError as e:
+        sys.stderr.write(f"autoprof: {e}\n")
+        return 2
+    if not os.path.isfile(args.script):
+        sys.stderr.write(f"autoprof: can't open file {args.script!r}: not a file\n")
+        return 2
+    from autoprof.runner import run_script
+
+    run_script(args.script, args.args, schedule, name=args.name)
+    return 0
+
+
+def _show_records(args: argparse.Namespace) -> int:
+    """Every record that was read, printed (grouped as text, or its own line with ``--json``); a file that cannot be
+    read, or a line that is not a record, is one line on stderr per file and exit 2."""
+    out, err = sys.stdout, sys.stderr
+    entries, problems = show.read(args.paths)
+    filters = show.Filters(rules=args.rule, level=args.level, last=args.last)
+    filters.prepare(entries)
+    kept = [e for e in entries if filters.keep(e)]
+    if args.json:
+        for e in kept:
+            out.write(e.line + "\n")
+    else:
+        color = args.color == "always" or (args.color == "auto" and use_color(out))
+        show.write_text(entries, kept, out, color)
+    out.flush()
+    for problem in problems:
+        err.write(f"autoprof: {problem}\n")
+    if entries and not kept:
+        err.write("autoprof: no record matches the filters\n")
+    return 2 if problems else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -59,6 +59,9 @@ class Config:
     sink: str | None = None
     #: A host logger (structlog BoundLogger or stdlib ``logging.Logger``) that receives the records instead.
     logger: Any = None
+    #: How autoprof's own writer writes the records: "auto" (text for a person when they go to stderr and stderr is a
+    #: terminal, else JSON lines), "json" (always JSON lines) or "console" (always text).
+    format: str = "auto"
     #: Keep each window as a gzipped chrome trace in this directory.
     trace_dir: str | None = None
     record_shapes: bool = True
@@ -303,6 +306,16 @@ def _check_logger(value: Any) -> Any:
     return value
 
 
+FORMATS = ("auto", "json", "console")
+
+
+def _check_format(value: Any) -> str:
+    text = _plain_str(value)
+    if text not in FORMATS:
+        raise _reject("format", value)
+    return text
+
+
 def _check_top_ops(value: Any) -> int:
     return _check_int("top_ops", value, 0, MAX_TOP_OPS)
 
@@ -333,6 +346,7 @@ ACCEPTS: dict[str, str] = {
     **{key: f"an integer from {1 if key == 'active' else 0} to {MAX_ACTIVE if key == 'active' else MAX_COUNT}" for key in SCHEDULE_KEYS},
     "top_ops": f"an integer from 0 to {MAX_TOP_OPS}",
     "sink": "a non-empty path or None",
+    "format": "'auto', 'json' or 'console'",
     "trace_dir": "a non-empty path or None",
     "logger": "a logging.Logger or a structlog logger (callable info, warning and error)",
     "ranks": f"a list of integers from 0 to {MAX_RANK}, or None",
@@ -361,6 +375,7 @@ CHECKS: dict[str, Any] = {
     "rules": _check_rules,
     **{key: _check_schedule(key) for key in SCHEDULE_KEYS},
     "sink": _check_path("sink"),
+    "format": _check_format,
     "trace_dir": _check_path("trace_dir"),
     "logger": _check_logger,
     "top_ops": _check_top_ops,
@@ -431,6 +446,7 @@ def _parse_ranks(raw: str) -> tuple[int, ...] | None:
 #: like any value given to ``configure()``; one that does not warns once and keeps the default.
 ENV: dict[str, tuple[str, Any]] = {
     "AUTOPROF_LOG": ("sink", str),
+    "AUTOPROF_FORMAT": ("format", str.lower),
     "AUTOPROF_TRACE_DIR": ("trace_dir", str),
     "AUTOPROF_RANKS": ("ranks", _parse_ranks),
     "AUTOPROF_CROSS_RANK_TIMEOUT": ("cross_rank_timeout_s", float),
@@ -493,6 +509,7 @@ class Options(TypedDict, total=False):
 
     enabled: bool
     sink: str | PathLike[str] | None
+    format: str
     logger: Any
     trace_dir: str | PathLike[str] | None
     record_shapes: bool
@@ -523,7 +540,8 @@ class Options(TypedDict, total=False):
 def configure(**options: Unpack[Options]) -> Config:
     """Change process-wide settings; returns the new :class:`Config`.
 
-    Options (:class:`Options`): ``enabled``, ``sink`` (path), ``logger``, ``trace_dir``, ``record_shapes``,
+    Options (:class:`Options`): ``enabled``, ``sink`` (path), ``format`` (``"auto"``, ``"json"``, ``"console"``),
+    ``logger``, ``trace_dir``, ``record_shapes``,
     ``profile_memory``, ``background``, ``top_ops``, ``ranks``, ``cross_rank_timeout_s``, ``peaks``, ``noise_floor``, ``report``, ``rules``
     (a user's own rules, declared with ``autoprof.rule``), the schedule
     defaults ``skip_first``, ``wait``, ``warmup``, ``active``, ``repeat``, and the trigger's (a window when a step is

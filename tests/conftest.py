@@ -105,6 +105,7 @@ def _fresh_autoprof(monkeypatch: pytest.MonkeyPatch) -> Any:
             monkeypatch.delenv(k)
     _config._reset_for_tests()
     emit.reset_output()
+    emit._reset_for_tests()  # each test's records start with their own autoprof.run record; no summary carried over
     yield
     import sys
 
@@ -115,6 +116,7 @@ def _fresh_autoprof(monkeypatch: pytest.MonkeyPatch) -> Any:
         SESSION.targets.clear()
     _config._reset_for_tests()
     emit.reset_output()
+    emit._reset_for_tests()
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
@@ -23,6 +24,8 @@ import structlog
 
 from autoprof.config import SWITCH
 from autoprof.findings import SCHEMA_VERSION, Finding, record_level
+from autoprof.render import text as _text
+from autoprof.render.summary import Tally
 
 #: The record events autoprof writes (``event`` field); the schema lists them too.
 WINDOW_EVENT = "autoprof.window"
@@ -30,6 +33,9 @@ DIFF_EVENT = "autoprof.diff"
 FINDING_EVENT = "autoprof.finding"
 WARNING_EVENT = "autoprof.warning"
 ERROR_EVENT = "autoprof.error"
+#: The first record of a process (its run id: which run the records after it belong to) and its last (the summary).
+RUN_EVENT = "autoprof.run"
+SUMMARY_EVENT = "autoprof.summary"
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL}
 _HOST = socket.gethostname()
@@ -108,6 +114,44 @@ def _finite(value: Any) -> Any:
 
 def render_json(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> str:
     return line(event_dict)
+
+
+def text_output() -> bool:
+    """Whether autoprof's own writer writes text (for a person) rather than JSON lines: ``format="console"``, or
+    ``"auto"`` (the default) with the records on stderr and stderr a terminal."""
+    cfg = SWITCH.config
+    if cfg.format != "auto":
+        return cfg.format == "console"
+    return cfg.sink is None and _isatty(sys.stderr)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def render(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> str:
+    """Processor, the last: the record's JSON line (:func:`line`, byte for byte what pipelines read), or its text
+    (:func:`autoprof.render.text.record_lines`) where :func:`text_output` says a person reads it."""
+    if not text_output():
+        return line(event_dict)
+    color = SWITCH.config.sink is None and _text.use_color(sys.stderr)
+    return "\n".join(_text.record_lines(event_dict, color))
+
+
+#: What the end-of-run summary says, fed every record autoprof writes (:func:`observe`).
+TALLY = Tally()
+
+
+def observe(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Processor: the record into :data:`TALLY` (the summary's memory); never drops or changes the record."""
+    try:
+        TALLY.observe(event_dict)
+    except Exception:
+        pass
+    return event_dict
 
 
 def window_fields(
@@ -237,7 +281,7 @@ def _logger() -> Any:
         writer = _LineWriter(SWITCH.config.sink)
         log = structlog.wrap_logger(
             writer,
-            processors=[add_base_fields, _sanitize, render_json],
+            processors=[add_base_fields, _sanitize, observe, render],
             wrapper_class=structlog.BoundLogger,
             cache_logger_on_first_use=False,
         )
@@ -264,6 +308,7 @@ def build_record(event: str, level: str = "info", **fields: Any) -> dict[str, An
 def emit(event: str, level: str = "info", **fields: Any) -> None:
     """Write one record. Never raises: a failing sink is reported once on stderr and dropped."""
     try:
+        _begin_run()
         host = SWITCH.config.logger
         if host is not None:
             _to_host(host, event, level, fields)
@@ -300,6 +345,7 @@ def warning(message: str, reason: str, **context: Any) -> None:
 
 def _to_host(host: Any, event: str, level: str, fields: dict[str, Any]) -> None:
     rec = build_record(event, level, **fields)
+    observe(None, level, rec)
     if isinstance(host, logging.Logger):
         host.log(_LEVELS.get(level, logging.INFO), json.dumps(rec, default=_default), extra={"autoprof": rec})
         return
@@ -318,4 +364,91 @@ def _fallback(event: str, e: Exception) -> None:
     _stderr_line(f"autoprof: could not write a record ({event}): {type(e).__name__}: {e}")
 
 
-atexit.register(reset_output)  # at exit (after the session drains its windows): close the sink, say what was dropped
+_run: dict[str, Any] = {}
+_run_lock = threading.RLock()
+
+
+def run_id() -> str:
+    """This run's id: torchrun's (``TORCHELASTIC_RUN_ID``, shared by the ranks of one job) where it names one, else
+    one drawn once per process (a forked child keeps its parent's)."""
+    if "id" not in _run:
+        launched = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
+        _run["id"] = launched if launched and launched != "none" else uuid.uuid4().hex[:16]
+    return str(_run["id"])
+
+
+def _begin_run() -> None:
+    """Before a process's first record: the ``autoprof.run`` record, which says which run the records after it (of
+    this host and pid) belong to, so a sink appended to by several runs reads apart. Once per process."""
+    pid = os.getpid()
+    if _run.get("pid") == pid:
+        return
+    with _run_lock:  # another thread's first record waits here until the run record is written
+        if _run.get("pid") == pid or _run.get("writing") == pid:  # written, or this is its own emit (re-entered)
+            return
+        _run["writing"] = pid
+        try:
+            program = os.path.basename(sys.argv[0]) if sys.argv else ""
+            emit(RUN_EVENT, "info", target=None, window=None, run_id=run_id(), program=program)
+        finally:
+            _run["pid"] = pid
+
+
+def _ended() -> str:
+    """How the program is ending, at exit: ``normally``, ``interrupted (KeyboardInterrupt)``, or ``by an exception
+    (ValueError)`` when an exception reached the top (the interpreter keeps it in ``sys.last_type``)."""
+    kind = getattr(sys, "last_type", None)
+    if kind is None:
+        return "normally"
+    name = getattr(kind, "__name__", str(kind))
+    return f"interrupted ({name})" if issubclass(kind, KeyboardInterrupt) else f"by an exception ({name})"
+
+
+def write_summary() -> None:
+    """At exit, after the session wrote its last windows: one ``autoprof.summary`` record of what this process's
+    records said (per target, its last window's verdict, why, next and findings; where the records, traces and report
+    went), if it wrote any. It goes where the records go (text on a terminal, a JSON line elsewhere); when they went
+    to a file or JSON lines and stderr is a terminal, its text is also printed there. Never raises, not even a Ctrl-C."""
+    try:
+        if not TALLY.seen:
+            return
+        cfg = SWITCH.config
+        fields = TALLY.fields()
+        TALLY.clear()
+        where = "the host's logger" if cfg.logger is not None else cfg.sink or "stderr"
+        kept = len({t["trace_path"] for t in fields["targets"] if t.get("trace_path")})
+        report = None
+        if cfg.report and cfg.trace_dir:
+            path = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{dist_info()[0]}.html")
+            report = path if os.path.exists(path) else None
+        fields.update(run_id=run_id(), ended=_ended(), records=where, trace_dir=cfg.trace_dir, traces_kept=kept, report=report)
+        emit(SUMMARY_EVENT, "info", target=None, window=None, **fields)
+        if cfg.logger is None and cfg.format == "auto" and not text_output() and _isatty(sys.stderr):
+            rec = build_record(SUMMARY_EVENT, "info", target=None, window=None, **fields)
+            _stderr_line("\n".join(_text.summary_lines(rec, _text.use_color(sys.stderr))))
+    except BaseException:
+        pass
+
+
+def _after_fork_in_child() -> None:
+    """A forked child summarises its own records (not its parent's again) and writes its own ``autoprof.run`` record
+    (same run id, its own pid) before its first; fresh locks (another thread of the parent may have held one)."""
+    global _run_lock
+    TALLY.__init__()  # type: ignore[misc]
+    _run_lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _reset_for_tests() -> None:  # pragma: no cover - used by the test-suite only
+    TALLY.clear()
+    _run.pop("pid", None)
+    _run.pop("writing", None)
+
+
+# At exit, in this order (atexit runs the last registered first; the session, imported after this module, registers
+# its shutdown later and so drains its windows before both): the summary, then the sink closed (what was dropped).
+atexit.register(reset_output)
+atexit.register(write_summary)
