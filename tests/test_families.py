@@ -389,19 +389,27 @@ def _merge(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return {"traceEvents": events}
 
 
-def test_a_file_merged_from_two_ranks_gets_no_verdict_for_the_whole() -> None:
-    one = busy_device("NVIDIA A100-SXM4-80GB", SGEMM)
-    doc = {"traceEvents": one.events}
-    r = _regime(_merge([doc, doc]))
-    assert r.verdict == "mixed" and r.evidence["merged_processes"] == 2, r.message
-    assert "merges the windows of 2 processes" in r.message and "each rank's own trace" in r.advice
-    assert _regime(doc).evidence.get("merged_processes") is None  # one rank: read as before
+def test_a_file_merged_from_two_ranks_is_read_rank_by_rank() -> None:
+    busy = {"traceEvents": busy_device("NVIDIA A100-SXM4-80GB", SGEMM).events}
+    idle = {"traceEvents": busy_device("NVIDIA A100-SXM4-80GB", SGEMM, fill=0.05).events}
+    same = _regime(_merge([busy, busy]))
+    assert same.verdict == "compute-bound" and same.evidence["merged_processes"] == 2, same.message
+    assert [p["verdict"] for p in same.evidence["processes"]] == ["compute-bound", "compute-bound"]
+    assert "merges the windows of 2 processes" in same.message and "each rank's own trace" in same.advice
+    differ = _regime(_merge([busy, idle]))
+    assert differ.verdict == "mixed" and "they differ" in differ.message, differ.message
+    assert [p["verdict"] for p in differ.evidence["processes"]] == ["compute-bound", _regime(idle).verdict]
+    assert _regime(busy).evidence.get("merged_processes") is None  # one rank: read as before
 
 
-def test_real_ranks_merged_into_one_file() -> None:
-    doc = _original("hta/a100_rank3_of8_train.json.gz")
-    r = _regime(_merge([doc, _original("hta/a100_rank3_of8_train.json.gz")]))
+def test_real_ranks_merged_into_one_file_read_as_each_ranks_own_file() -> None:
+    # TraceFuse-style: two H200 windows (one compute-bound, one overhead-bound) in one file; each process reads as
+    # its own file does (the merged reading was one device 88% busy)
+    docs = [_original("h200/seed2048.chrome.json.gz"), _original("h200/seed64.chrome.json.gz")]
+    merged = {**_merge(docs), "deviceProperties": docs[0]["deviceProperties"]}
+    r = _regime(merged)
     assert r.verdict == "mixed" and r.evidence["merged_processes"] == 2, r.message
+    assert [p["verdict"] for p in r.evidence["processes"]] == [_regime(d).verdict for d in docs] == ["compute-bound", "overhead-bound"]
 
 
 # -- host time is the steps' threads' (issue 46, item 5) ---------------------------------------------------------

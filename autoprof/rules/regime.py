@@ -81,6 +81,7 @@ from autoprof.trace.model import (
     PYTHON_FUNCTION_CODE,
     USER_ANNOTATION_CODE,
     Trace,
+    split_processes,
 )
 
 RULE = "bound_regime"
@@ -184,7 +185,7 @@ def _check(trace: Trace, config: Config | None = None) -> list[Finding]:
     }
     merged = merged_processes(trace)
     if merged > 1:
-        return [_merged_verdict(trace, evidence, merged)]
+        return [_merged_verdict(trace, evidence, merged, config)]
     if win.device_busy:
         return [_device_verdict(trace, win, evidence, config)]
     launches = 0 if len(trace.d_dur) else _kernel_launches(trace, win)
@@ -204,19 +205,27 @@ def merged_processes(trace: Trace) -> int:
     return max((len(t) for t in threads.values()), default=1)
 
 
-def _merged_verdict(trace: Trace, evidence: dict[str, Any], processes: int) -> Finding:
+def _merged_verdict(trace: Trace, evidence: dict[str, Any], processes: int, config: Config | None) -> Finding:
     """A file merged from several ranks' windows: one reading would add their device time and host time together
-    (a device 88% busy that is 65% busy on rank 0), so no verdict is given for the whole."""
-    evidence.update(reading="merged", merged_processes=processes, step_threads=sorted({s.tid for s in trace.steps}))
-    return Finding(
-        RULE,
-        MIXED,
-        "warning",
-        f"mixed: this file merges the windows of {processes} processes (each ProfilerStep is recorded {processes} "
-        "times, on as many threads): one reading of all of them would mix the ranks' time, so none is given",
-        "Analyze each rank's own trace file (autoprof analyze DIR reads a folder of them and compares the ranks).",
-        evidence,
-    )
+    (a device 88% busy that is 65% busy on rank 0), so each process is read apart (``split_processes``: its host
+    threads, the device work it launched) and the verdict is theirs where they agree, else ``mixed``."""
+    pids = sorted({trace.threads[s.tid][0] for s in trace.steps if s.host_index >= 0}, key=str)
+    pids.sort(key=lambda p: (not isinstance(p, int), p if isinstance(p, int) else 0))
+    readings = []
+    for pid, part in zip(pids, split_processes(trace, pids), strict=True):
+        found = _check(part, config) if part.steps else []
+        if found:
+            readings.append({"pid": pid, "verdict": found[0].verdict, "message": found[0].message})
+    verdicts = {r["verdict"] for r in readings}
+    evidence.update(reading="merged", merged_processes=processes, processes=readings)
+    each = "; ".join(f"process {k + 1} (pid {r['pid']}): {r['verdict']}" for k, r in enumerate(readings))
+    head = f"this file merges the windows of {processes} processes (each ProfilerStep is recorded {processes} times), read apart"
+    advice = "Each process was read apart; `autoprof analyze` on each rank's own trace file gives every rule per rank."
+    if len(verdicts) == 1 and len(readings) == len(pids):
+        (verdict,) = verdicts
+        severity = "info" if verdict in (COMPUTE_BOUND, MEMORY_BOUND, MIXED) else "warning"
+        return Finding(RULE, verdict, severity, f"{verdict}: {head}, all read {verdict} ({each})", advice, evidence)
+    return Finding(RULE, MIXED, "warning", f"mixed: {head}, and they differ ({each or 'none could be read'})", advice, evidence)
 
 
 def _kernel_launches(trace: Trace, win: View) -> int:

@@ -801,3 +801,34 @@ class Trace:
             if k >= 0 and t < steps[k].end_ns:
                 out[d] = k
         return out
+
+
+def split_processes(trace: Trace, pids: Iterable[Any]) -> list[Trace]:
+    """The trace's processes ``pids``, each as a trace of its own: a file merged from several ranks' windows
+    (TraceLens's TraceFuse moves each rank's pids and correlation ids apart) holds several processes' host events.
+    A process is a pid of the host's threads; its device work is what its own runtime calls launched (device work
+    with no recorded launch is no process's and is left out), its allocator events its threads'. One trace per pid,
+    in the order given."""
+    parts = []
+    for pid in pids:
+        b = TraceBuilder(source=trace.source, names=trace.names, _name_ids=trace._name_ids, threads=trace.threads)
+        b._thread_ids = {key: i for i, key in enumerate(trace.threads)}
+        b.rank, b.world_size = trace.rank, trace.world_size
+        b.device_properties, b.metadata = trace.device_properties, dict(trace.metadata)
+        host = [i for i, t in enumerate(trace.h_tid) if trace.threads[t][0] == pid]
+        mine = set(host)
+        for col in ("h_name", "h_cat", "h_ts", "h_dur", "h_tid", "h_corr"):
+            src = getattr(trace, col)
+            getattr(b, col).extend(src[i] for i in host)
+        b.h_shapes = {new: trace.shapes[old] for new, old in enumerate(host) if old in trace.shapes}
+        device = [j for j, h in enumerate(trace.d_launch_host) if h in mine]
+        for col in ("d_name", "d_cat", "d_ts", "d_dur", "d_device", "d_stream", "d_corr"):
+            src = getattr(trace, col)
+            getattr(b, col).extend(src[j] for j in device)
+        b.d_launch = {new: trace.launch_config[old] for new, old in enumerate(device) if old in trace.launch_config}
+        memory = [k for k, t in enumerate(trace.m_tid) if 0 <= t < len(trace.threads) and trace.threads[t][0] == pid]
+        for col in MEMORY_COLUMNS:
+            src = getattr(trace, col)
+            getattr(b, col).extend(src[k] for k in memory)
+        parts.append(b.build(trace.target))
+    return parts
