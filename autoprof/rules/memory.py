@@ -300,15 +300,28 @@ def size(n: float) -> str:
 # -- memory_peak -----------------------------------------------------------------------------------------------
 
 
+def _unseen_frees(trace: Trace, mem: Memory, dev: Device) -> int:
+    """On the host, what the first step freed that was allocated before the window, which a CPU profiler does not
+    report: estimated as what the first step carries into the second (allocated in it, freed in the next: the
+    gradients ``zero_grad(set_to_none=True)`` frees, a buffer replaced each step), since the step before the window
+    carried as much into it. 0 on a device (its frees of earlier allocations are reported) and with one step."""
+    if dev.index >= 0 or len(trace.steps) < 2:
+        return 0
+    nbytes, step_of, events = trace.m_bytes, mem.step_of, dev.events
+    return sum(nbytes[events[a]] for a, f in dev.freed.items() if step_of[events[a]] == 0 and step_of[events[f]] == 1)
+
+
 def _peak(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
     peaks = _device_step_peaks(trace, mem, dev)
     top = max(range(len(peaks)), key=peaks.__getitem__)
-    peak = peaks[top]
+    level = peaks[top]
+    unseen = _unseen_frees(trace, mem, dev)
+    peak = level - unseen
     if peak < PEAK_MIN_BYTES:
         return None
     # the moment of the peak: the first event in that step at the peak's level, else the step's start (a level
     # reached before the step, by an allocation between steps, and held through it: the last event before it)
-    at = next((pos for pos, k in enumerate(dev.events) if mem.step_of[k] == top and dev.levels[pos] == peak), -1)
+    at = next((pos for pos, k in enumerate(dev.events) if mem.step_of[k] == top and dev.levels[pos] == level), -1)
     if at < 0:
         at = bisect.bisect_left([mem.ts[k] for k in dev.events], trace.steps[top].start_ns) - 1
     holders = _holders(trace, dev, at)
@@ -324,9 +337,11 @@ def _peak(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
     # which reading of who holds the peak: a live window's events carry no address, its frees are matched by size
     # (the latest allocation of that size), which can name another op than its kept trace read by address
     how = "" if dev.pairing == "address" else f" (allocations matched to their frees by {dev.pairing}: no addresses recorded)"
-    message = f"{dev.name}: the peak allocated during the window is {size(peak)} above what was held at its start (step {step}){of_cap}" + (
-        f"; alive at the peak, largest first{how}: {named}" if named else ""
+    unseen_note = (
+        f" (less the {size(unseen)} its first step freed unseen: allocated before it, as a CPU profiler does not report)" if unseen else ""
     )
+    head = f"{dev.name}: the peak allocated during the window is {size(peak)} above what was held at its start{unseen_note}"
+    message = f"{head} (step {step}){of_cap}" + (f"; alive at the peak, largest first{how}: {named}" if named else "")
     advice = (
         "The peak is what a step needs on top of what it holds between steps (weights, optimizer state, allocations "
         "made before the window, which it cannot see): reduce what is alive at the peak (activation checkpointing, "
@@ -337,6 +352,7 @@ def _peak(trace: Trace, mem: Memory, dev: Device) -> Finding | None:
     evidence: dict[str, Any] = {
         "device": dev.name,
         "peak_bytes": peak,
+        "unseen_frees_bytes": unseen,
         "peak_step": step,
         "step_peak_bytes": peaks,
         "baseline_bytes": dev.baseline,
