@@ -14,6 +14,7 @@ import torch
 from conftest import Records, lightning_trainer
 from synth import LOADER, Synth, host_preprocessing_gpu, prefetching_trainer_gpu, small_launches
 
+import autoprof
 from autoprof.analysis import engine
 from autoprof.rules import regime
 
@@ -258,3 +259,35 @@ def test_lightning_with_a_slow_dataset_is_input_bound(records: Records, callback
     # the callback's step begins after the fetch (8 samples of 5 ms, between the steps); the profiler's at it
     assert between >= 2 * 8 * 5_000 * 0.9 if callback else between < 1_000
     assert len(window["step_period_ms"]) == 3 and window["step_period_ms"][-1] is None
+
+
+class _SlowItems(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    def __len__(self) -> int:
+        return 10_000
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        time.sleep(0.004)
+        return torch.randn(64), torch.randn(1)
+
+
+@pytest.mark.timing
+def test_slow_dataloader_workers_are_input_bound(records: Records) -> None:
+    # issue 46: two workers each 4 ms an item, 8 items a batch, behind a step of well under a millisecond: the loop waits
+    # for its batches (it read overhead-bound once)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    @autoprof.autoprof(name="slow_workers", skip_first=2, wait=0, warmup=1, active=3, repeat=1)
+    def train_step(x: torch.Tensor, y: torch.Tensor) -> None:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+    loader = torch.utils.data.DataLoader(_SlowItems(), batch_size=8, num_workers=2)
+    for k, (x, y) in enumerate(loader):
+        train_step(x, y)
+        if k == 10:
+            break
+    autoprof.flush()
+    found = records.findings("slow_workers")["bound_regime"]
+    assert found["verdict"] == "input-bound", found["message"]

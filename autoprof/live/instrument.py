@@ -25,6 +25,7 @@ import torch.autograd.profiler as _ap
 import wrapt
 
 from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, SWITCH, TRIGGER_KEYS, ConfigError, check_schedule_value, user_stacklevel
+from autoprof.live import _cpu
 from autoprof.live.schedule import Phase, Place, Schedule
 from autoprof.live.session import SECTIONS_SEEN, SESSION, Target, Window, rank_chosen
 from autoprof.live.trigger import FUTURE, Settings
@@ -126,10 +127,11 @@ class _Step:
     undoes what it did: every annotation it entered is exited, and a window it belongs to is dropped.
     """
 
-    __slots__ = ("advance", "annotations", "last", "recording", "step", "target", "window")
+    __slots__ = ("advance", "annotations", "cpu0", "last", "recording", "step", "target", "window")
 
     def __init__(self, target: Target) -> None:
         self.target = target
+        self.cpu0: tuple[int, int] | None = None  # a recorded step's thread CPU time and switches at its start
         self.annotations: list[Any] = []
         self.advance = True
         self.last = False
@@ -182,6 +184,7 @@ class _Step:
                 self.recording = True
                 self.annotate(f"ProfilerStep#{self.step}")
                 self.annotate(target.name)
+                self.cpu0 = _cpu.read()
                 return
         if _ap._is_profiler_enabled:
             # someone else's profiler records: annotate the call so it lands in that profile
@@ -226,6 +229,7 @@ class _Step:
                 if self.recording and window is not None:
                     window.steps.append(self.step)
                     window.walls.append(wall_ns)
+                    window.cpus.append(_cpu.since(self.cpu0) if self.cpu0 is not None else (-1, -1))
                 if self.advance:
                     target.pos += 1
                 if self.last:

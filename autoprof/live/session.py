@@ -213,7 +213,7 @@ class Target:
 class Window:
     """One recording window of one target: its profiler and the steps it recorded."""
 
-    __slots__ = ("cpu_peaks", "devices", "dropped", "host_memory", "others", "prof", "started", "steps", "target", "walls")
+    __slots__ = ("cpu_peaks", "cpus", "devices", "dropped", "host_memory", "others", "prof", "started", "steps", "target", "walls")
 
     def __init__(self, target: Target, prof: Any, cpu_peaks: CpuPeaks | None) -> None:
         self.target = target
@@ -225,6 +225,7 @@ class Window:
         self.others = 0  # calls of other targets turned away since this window's target last stepped
         self.steps: list[int] = []
         self.walls: list[int] = []
+        self.cpus: list[tuple[int, int]] = []  # each step's thread CPU time (ns) and involuntary switches (-1: unknown)
         self.host_memory: tuple[int | None, int | None] = (None, None)  # the machine's memory, and available, at the start
 
 
@@ -463,6 +464,7 @@ class Session:
             config=cfg,
             steps=window.steps,
             walls=window.walls,
+            cpus=window.cpus,
             calls=target.calls,
             first_call_ns=target.first_call_ns,
             steady_ns=target.steady_ns(),

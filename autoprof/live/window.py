@@ -90,12 +90,23 @@ class ClosedWindow:
     read_error: BaseException | None = field(default=None, repr=False)  # why that read failed
     #: The machine's memory and what it had available when the window started (the host-memory creep's forecast).
     host_memory: tuple[int | None, int | None] = (None, None)
+    #: Each recorded step's thread CPU time (ns) and involuntary context switches (-1: not known): how much of the
+    #: step the machine kept the thread off the CPU.
+    cpus: list[tuple[int, int]] = field(default_factory=list)
+
+    def cpu_share(self) -> float | None:
+        """The recorded steps' thread CPU time over their wall time (None where not read)."""
+        if not self.cpus or len(self.cpus) != len(self.walls) or any(c < 0 for c, _ in self.cpus) or sum(self.walls) <= 0:
+            return None
+        return round(min(sum(c for c, _ in self.cpus) / sum(self.walls), 1.0), 4)
 
     def metadata(self) -> dict[str, Any]:
         """The trace metadata of a live window: what an offline analysis reads from a kept trace's file."""
         meta: dict[str, Any] = {"live": True, "sections": self.sections}
         if self.cpu_peaks:
             meta.update(self.cpu_peaks.metadata())
+        if self.cpus and len(self.cpus) == len(self.walls) and all(c >= 0 for c, _ in self.cpus):
+            meta["step_cpu"] = {"wall_ns": list(self.walls), "cpu_ns": [c for c, _ in self.cpus], "switches": [w for _, w in self.cpus]}
         host, available = self.host_memory
         if host:
             meta["host_memory_bytes"] = host
@@ -133,6 +144,7 @@ def run(job: ClosedWindow, inline: bool = False) -> None:
         _emit.emit(_emit.WINDOW_EVENT, "info", **ctx, source="live", **_window_fields(job, analysis, path, overhead))
         for finding in analysis.findings + _drift(job, analysis):
             _emit.finding(finding, **ctx, source="live")
+        _machine_busy(analysis.findings, ctx)
         for name, err in analysis.analysis.failures:
             _emit.error(f"rule {name} failed: {err}", "rule", err, **ctx)
         if world > 1 and job.peer_window is not None:
@@ -291,6 +303,31 @@ def _drift(job: ClosedWindow, analysis: _Analyzed) -> list[Finding]:
     return drift.check(job.reference[0], now)
 
 
+#: A window whose steps' thread was preempted this share of the step or more was read on a busy machine.
+MACHINE_BUSY_SHARE = 0.10
+
+
+def _machine_busy(findings: list[Any], ctx: dict[str, Any]) -> None:
+    """One ``machine_busy`` warning for a window whose steps the machine kept off the CPU (the regime's
+    ``descheduled_share``): how busy, and that its shares are suspect."""
+    regime_finding = next((f for f in findings if f.rule == regime.RULE), None)
+    if regime_finding is None:
+        return
+    ev = regime_finding.evidence
+    d = ev.get("descheduled_share")
+    if not isinstance(d, float) or d < MACHINE_BUSY_SHARE:
+        return
+    _emit.warning(
+        f"the window was read on a busy machine: other work kept the steps' thread off the CPU {d:.0%} of the step "
+        f"(it ran {ev.get('cpu_share', 0):.0%} of its steps' wall time, preempted in {ev.get('preempted_steps')} of them); "
+        "that time is left out of op work and overhead, and the window's shares are suspect",
+        "machine_busy",
+        **ctx,
+        descheduled_share=d,
+        cpu_share=ev.get("cpu_share"),
+    )
+
+
 def _window_fields(job: ClosedWindow, analyzed: _Analyzed, path: str | None, overhead_ns: int) -> dict[str, Any]:
     """The ``autoprof.window`` record's own fields (:func:`autoprof.render.emit.window_fields`, as offline), from
     the window's :class:`~autoprof.analysis.engine.Analysis`."""
@@ -316,6 +353,7 @@ def _window_fields(job: ClosedWindow, analyzed: _Analyzed, path: str | None, ove
             "first_call_ms": round(job.first_call_ns / 1e6, 4) if job.first_call_ns is not None else None,
             "trace_path": path,
             "trigger": _trigger_record(job, analyzed.trace),
+            "cpu_share": job.cpu_share(),
         },
     )
 

@@ -787,6 +787,11 @@ class HostReading:
     work_time_ns: int = 0  # measured time of the same work
     comm_step_median_ns: int = 0  # the median step's collective wait
     family_ns: int = 0  # op work read by op family (no peak, or no shapes), in compute_ns or memory_ns
+    #: Time the machine kept the steps' thread off the CPU (a live window's preempted steps: ``_descheduled``), taken
+    #: out of op work and overhead alike: neither the ops' nor the framework's.
+    descheduled_ns: int = 0
+    cpu_share: float | None = None  # the steps' thread CPU time over their wall time (a live window)
+    preempted_steps: int = 0  # recorded steps with involuntary context switches
     basis: str = _families.OP_FAMILIES  # how op work was split: "roofline" where a peak was known
 
     @property
@@ -795,17 +800,20 @@ class HostReading:
 
     @property
     def overhead_ns(self) -> int:
-        return max(self.window_ns - self.input_ns - self.blocked_ns - self.comm_ns - self.work_ns, 0)
+        return max(self.window_ns - self.input_ns - self.blocked_ns - self.comm_ns - self.work_ns - self.descheduled_ns, 0)
 
     def shares(self) -> dict[str, float]:
         w = self.window_ns
-        return {
+        shares = {
             "input": self.input_ns / w,
             "sync": self.blocked_ns / w,
             "communication": self.comm_ns / w,
             "overhead": self.overhead_ns / w,
             "work": self.work_ns / w,
         }
+        if self.descheduled_ns:
+            shares["descheduled"] = self.descheduled_ns / w
+        return shares
 
 
 def _step_window_ns(trace: Trace, win: View) -> int:
@@ -948,12 +956,49 @@ def _family_work(trace: Trace, reading: HostReading, calls: list[tuple[int, str]
             reading.memory_ns += t
 
 
+#: A step with involuntary context switches whose thread was off the CPU longer than its own waits explain was
+#: preempted: that time is the machine's. (A step with none gave the CPU up itself: a sync, a sleep, a lock.)
+def _descheduled(trace: Trace, reading: HostReading) -> None:
+    """A live window's descheduled time (its metadata's ``step_cpu``: each recorded step's wall and thread CPU time
+    and involuntary context switches): the preempted steps' time off the CPU, less the waits the trace shows in
+    them, taken out of op work and overhead in proportion (the thread was as likely preempted in an op as between
+    ops). Nothing where the window did not record it (an offline trace, a platform that counts no switches)."""
+    step_cpu = trace.metadata.get("step_cpu")
+    if not isinstance(step_cpu, dict):
+        return
+    walls, cpus, switches = step_cpu.get("wall_ns"), step_cpu.get("cpu_ns"), step_cpu.get("switches")
+    if not (isinstance(walls, list) and isinstance(cpus, list) and isinstance(switches, list)) or not walls:
+        return
+    if not (len(walls) == len(cpus) == len(switches)) or not all(type(v) is int for v in (*walls, *cpus, *switches)):
+        return
+    if sum(walls) > 0:
+        reading.cpu_share = round(min(sum(cpus) / sum(walls), 1.0), 4)
+    if any(sw < 0 for sw in switches):
+        return  # switches not counted: off-CPU time cannot be told apart from the program's own waits
+    off = sum(max(w - c, 0) for w, c, sw in zip(walls, cpus, switches) if sw > 0)
+    reading.preempted_steps = sum(1 for sw in switches if sw > 0)
+    in_step_waits = reading.blocked_ns + reading.comm_ns + max(reading.input_ns - reading.input_between_ns, 0)
+    busy = reading.work_ns + max(reading.window_ns - reading.input_ns - reading.blocked_ns - reading.comm_ns - reading.work_ns, 0)
+    d = min(max(off - in_step_waits, 0), busy)
+    if d <= 0 or busy <= 0:
+        return
+    keep = 1 - d / busy  # op work and overhead each lose their part of it
+    reading.compute_ns, reading.memory_ns, reading.unknown_ns = (
+        int(reading.compute_ns * keep),
+        int(reading.memory_ns * keep),
+        int(reading.unknown_ns * keep),
+    )
+    reading.descheduled_ns = d
+
+
 def _judge(reading: HostReading) -> tuple[str, str | None]:
     """The largest share, when it leads clearly; op work is named by :func:`work_verdict` (the bound it names is
     returned too; None when op work does not lead)."""
     ranked = sorted(reading.shares().items(), key=lambda item: -item[1])
     (lead, top), (_, second) = ranked[0], ranked[1]
     if top < LEADS or top < MARGIN * second:
+        return MIXED, None
+    if lead == "descheduled":  # the machine, not the program: never overhead-bound
         return MIXED, None
     if lead != "work":
         return {"input": INPUT_BOUND, "sync": SYNC_BOUND, "communication": COMMUNICATION_BOUND, "overhead": OVERHEAD_BOUND}[lead], None
@@ -966,6 +1011,7 @@ def _cpu_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Conf
         reading.window_ns = int(win.host_window_ns)
     waits = _host_waits(trace, win, reading)
     _op_work(trace, win, reading, waits, config)
+    _descheduled(trace, reading)
     verdict, bound = _judge(reading)
     evidence.update(_cpu_evidence(trace, win, reading))
     severity = "warning" if verdict in (OVERHEAD_BOUND, INPUT_BOUND, SYNC_BOUND, COMMUNICATION_BOUND) else "info"
@@ -997,6 +1043,8 @@ def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, An
         basis=reading.basis,
         family_work_share=share(reading.family_ns, w),
         window_us=us(w),
+        descheduled_us=us(reading.descheduled_ns),
+        descheduled_share=share(reading.descheduled_ns, w),
         input_us=us(reading.input_ns),
         input_share=share(reading.input_ns, w),
         input_between_steps_us=us(reading.input_between_ns),
@@ -1028,6 +1076,9 @@ def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, An
         evidence["work_roofline_ratio"] = round(reading.ideal_ns / reading.work_time_ns, 4)  # how close the work runs to its roofline
         if reading.flops:
             evidence["achieved_flops_per_s"] = round(reading.flops / (reading.work_time_ns / 1e9), 1)
+    if reading.cpu_share is not None:  # a live window: how much of its steps the thread ran
+        evidence["cpu_share"] = reading.cpu_share
+        evidence["preempted_steps"] = reading.preempted_steps
     return evidence
 
 
@@ -1069,4 +1120,9 @@ def _cpu_message(verdict: str, reading: HostReading, bound: str | None = None) -
             eff = f" by op family ({percent(lead, reading.work_ns)} of it{_NO_CALIBRATION})"
         return f"{verdict} (CPU): op work takes {sh['work']:.0%} of the step, mostly in {kind}{eff}"
     parts = ", ".join(f"{k} {v:.0%}" for k, v in sorted(sh.items(), key=lambda item: -item[1]) if v >= 0.05)
+    if max(sh, key=sh.__getitem__) == "descheduled":
+        return (
+            f"mixed (CPU): the machine was busy: the steps' thread was preempted, off the CPU {sh['descheduled']:.0%} of the "
+            f"step ({parts}; {duration(w)} of steps): other work on the machine, not the program, leads"
+        )
     return f"mixed (CPU): no share of the step leads ({parts}; {duration(w)} of steps)"

@@ -1,0 +1,127 @@
+"""Knowing when the machine disturbed a step (issue 49, item 1): a live window records each step's thread CPU time and
+involuntary context switches; time a preempted thread spent off the CPU is the machine's, taken out of op work and
+overhead, never read as framework overhead, and said once in a ``machine_busy`` warning. The clocks are injected:
+nothing here depends on how busy the machine running the tests is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from conftest import Records
+from synth import Synth
+
+import autoprof
+from autoprof.live import _cpu
+from autoprof.rules import regime
+
+STEP_US = 10_000.0
+
+
+def _cpu_window(cpu_ns: int, switches: int, ops: int = 20) -> Any:
+    """Three 10 ms CPU steps of ``ops`` small adds (5 µs each: overhead when the thread runs), with the live window's
+    per-step CPU time and involuntary switches as a live window's metadata gives them."""
+    s = Synth(gpu=None)
+    for k in range(3):
+        b = k * STEP_US
+        s.step(k, b, STEP_US)
+        for j in range(ops):
+            s.op("aten::add", b + 10 + j * 495, 5, [[16], [16]], ["float", "float"])
+    trace = s.trace()
+    trace.metadata["step_cpu"] = {"wall_ns": [int(STEP_US * 1000)] * 3, "cpu_ns": [cpu_ns] * 3, "switches": [switches] * 3}
+    (f,) = regime.check(trace)
+    return f
+
+
+def test_a_preempted_thread_is_not_framework_overhead() -> None:
+    f = _cpu_window(cpu_ns=2_000_000, switches=40)  # ran 2 of each 10 ms, preempted 40 times
+    assert f.verdict == "mixed" and "the machine was busy" in f.message, f.message
+    ev = f.evidence
+    assert ev["cpu_share"] == 0.2 and ev["preempted_steps"] == 3
+    assert ev["descheduled_share"] >= 0.75 and ev["overhead_share"] < 0.25  # 8 of each step's 10 ms, of the steps as clamped
+
+
+def test_a_thread_that_gave_the_cpu_up_itself_is_read_as_before() -> None:
+    f = _cpu_window(cpu_ns=2_000_000, switches=0)  # off the CPU by its own doing (a sleep, a lock): no preemption
+    assert f.verdict == "overhead-bound" and f.evidence["descheduled_share"] == 0.0, f.message
+    assert f.evidence["cpu_share"] == 0.2
+
+
+def test_without_switch_counts_nothing_is_taken_out() -> None:
+    f = _cpu_window(cpu_ns=2_000_000, switches=-1)  # a platform that counts no switches
+    assert f.verdict == "overhead-bound" and f.evidence["descheduled_share"] == 0.0
+
+
+def test_an_offline_trace_has_no_cpu_reading() -> None:
+    s = Synth(gpu=None)
+    for k in range(3):
+        s.step(k, k * STEP_US, STEP_US).op("aten::add", k * STEP_US + 10, 5)
+    (f,) = regime.check(s.trace())
+    assert "cpu_share" not in f.evidence and f.evidence["descheduled_share"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"wall_ns": [1], "cpu_ns": [1, 2], "switches": [1]}, {"wall_ns": "x"}, ["no"], {"wall_ns": [1.5], "cpu_ns": [1], "switches": [1]}],
+)
+def test_a_malformed_cpu_reading_is_ignored(bad: Any) -> None:
+    s = Synth(gpu=None)
+    for k in range(3):
+        s.step(k, k * STEP_US, STEP_US).op("aten::add", k * STEP_US + 10, 5)
+    trace = s.trace()
+    trace.metadata["step_cpu"] = bad
+    (f,) = regime.check(trace)
+    assert f.evidence["descheduled_share"] == 0.0 and "cpu_share" not in f.evidence
+
+
+class _FakeThread:
+    """An injected thread clock: CPU time advances ``cpu_ns`` per reading, switches ``switches`` per reading."""
+
+    def __init__(self, cpu_ns: int, switches: int) -> None:
+        self.cpu, self.sw, self.cpu_ns, self.switches = 0, 0, cpu_ns, switches
+
+    def thread_ns(self) -> int:
+        self.cpu += self.cpu_ns
+        return self.cpu
+
+    def switch_count(self) -> int:
+        self.sw += self.switches
+        return self.sw
+
+
+def _live_steps(monkeypatch: pytest.MonkeyPatch, fake: _FakeThread) -> None:
+    monkeypatch.setattr(_cpu, "thread_ns", fake.thread_ns)
+    monkeypatch.setattr(_cpu, "switches", fake.switch_count)
+    x = torch.ones(16)
+
+    @autoprof.autoprof(name="busy", skip_first=1, wait=0, warmup=1, active=3, repeat=1)
+    def step() -> None:
+        for _ in range(20):
+            x.add(1.0)
+        torch.cuda.synchronize() if torch.cuda.is_available() else None
+        import time
+
+        time.sleep(0.004)  # 4 ms off the CPU a step: the injected counts say whether the machine took it
+
+    for _ in range(6):
+        step()
+    autoprof.flush()
+
+
+def test_a_live_window_on_a_busy_machine_says_so(records: Records, monkeypatch: pytest.MonkeyPatch) -> None:
+    _live_steps(monkeypatch, _FakeThread(cpu_ns=1_000, switches=5))  # the thread barely ran, and was preempted
+    (window,) = records.of("autoprof.window", target="busy")
+    assert window["cpu_share"] is not None and window["cpu_share"] < 0.05
+    found = records.findings("busy")["bound_regime"]
+    assert found["verdict"] != "overhead-bound" and found["evidence"]["descheduled_share"] > 0.5, found["message"]
+    (warning,) = [w for w in records.of("autoprof.warning", target="busy") if w["reason"] == "machine_busy"]
+    assert "busy machine" in warning["message"] and warning["descheduled_share"] == found["evidence"]["descheduled_share"]
+
+
+def test_a_live_window_on_a_quiet_machine_has_no_warning(records: Records, monkeypatch: pytest.MonkeyPatch) -> None:
+    _live_steps(monkeypatch, _FakeThread(cpu_ns=1_000, switches=0))  # off the CPU only by its own sleep
+    (window,) = records.of("autoprof.window", target="busy")
+    assert window["cpu_share"] is not None
+    assert records.findings("busy")["bound_regime"]["evidence"]["descheduled_share"] == 0.0
+    assert not [w for w in records.of("autoprof.warning", target="busy") if w["reason"] == "machine_busy"]
