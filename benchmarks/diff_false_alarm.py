@@ -1,7 +1,7 @@
 """How often does ``autoprof diff --fail-on-regression 5`` cry wolf (issue 34)? The same training script, run in
 fresh processes on this machine, as A/A pairs (the same code twice: any exit 1 is a false alarm) and A/B pairs (the
 base against the same step doing its work twice: exit 1 is a real 2x change caught), under autoprof's default
-schedule and a recommended one (``--recommended``, default active=10,repeat=2: the candidate for the README's
+schedule and a recommended one (``--recommended``, default active=10,repeat=2: the candidate for docs/diff.md's
 recommendation), side by side. Targets: at most 1 false alarm in 20 A/A pairs with the
 recommended schedule, and 20 of 20 2x changes caught.
 

@@ -1,8 +1,8 @@
 """A hostile user's live scenarios: odd profilers, trainers that fail, `Steps` misuse, forks, async, exits.
 
 Each scenario runs in a process of its own (a crash is an exit code, 139/-11 a segfault) that writes its records to a
-file sink (`background=False`) and prints one `RESULT <json>` line; the test asserts what README.md ("Usage",
-"Inside a trainer", "Records") and docs/guarantees.md promise. Where torch itself misbehaves, the same script runs
+file sink (`background=False`) and prints one `RESULT <json>` line; the test asserts what docs/usage.md,
+docs/trainers.md, docs/records.md and docs/guarantees.md promise. Where torch itself misbehaves, the same script runs
 with `AUTOPROF_DISABLE=true` as the baseline.
 
 The process is forked from a server that has imported torch (and lightning, or transformers, for the scenarios that
@@ -785,7 +785,7 @@ result({"windows": [(w["steps"], w["step_wall_ms"]) for w in windows("sync")], "
 @pytest.mark.parametrize("how", ["exception", "ctrl-c", "cancel"])
 def test_a_step_that_raises_in_the_window_is_never_a_step_of_a_recorded_window(tmp_path: Path, how: str) -> None:
     """guarantees.md: a window the interrupted step belonged to is dropped (a window is all of its steps or nothing)
-    and that cycle is recorded again; README: a step that raised is not counted. The failing calls take 30 ms, the
+    and that cycle is recorded again; docs/usage.md: a step that raised is not counted. The failing calls take 30 ms, the
     good ones ~2 ms (cancel: 30 ms before the cancel against 50 ms), so a recorded window must show none at 30 ms."""
     r = run(tmp_path, RAISING, env={"HOW": how})
     ok(r)
@@ -797,7 +797,7 @@ def test_a_step_that_raises_in_the_window_is_never_a_step_of_a_recorded_window(t
 
 @pytest.mark.parametrize("at", [3, 4, 5])
 def test_an_uncaught_exception_in_a_window_step_ends_the_script_and_autoprof_says_what_happened(tmp_path: Path, at: int) -> None:
-    """The script dies from an exception raised in call `at` (3, 4, 5 = the default window's active steps). README:
+    """The script dies from an exception raised in call `at` (3, 4, 5 = the default window's active steps). docs/usage.md:
     at exit a target that never recorded says so (`no_window`); a window cut short is dropped, never recorded."""
     r = run(
         tmp_path,
@@ -893,7 +893,7 @@ def test_lightning_ctrl_c_early_stop_and_short_max_steps_then_a_whole_window(tmp
 
 @pytest.mark.parametrize("kind", ["profiler", "callback"])
 def test_lightning_each_window_cut_short_is_said(tmp_path: Path, kind: str) -> None:
-    """README: a run that raises or stops at max_steps inside a window: 'a window cut short is dropped ... and one
+    """docs/trainers.md: a run that raises or stops at max_steps inside a window: 'a window cut short is dropped ... and one
     autoprof.warning (reason: window_incomplete, with steps_recorded and steps_needed) says so'. Three runs cut three
     windows."""
     r = run(
@@ -918,7 +918,7 @@ def test_lightning_each_window_cut_short_is_said(tmp_path: Path, kind: str) -> N
 
 @pytest.mark.parametrize("kind", ["profiler", "callback"])
 def test_lightning_the_same_profiler_or_callback_instance_in_later_trainers_records_each_run(tmp_path: Path, kind: str) -> None:
-    """README: each fit() is a run of its own, the schedule starts over, so a second run records too."""
+    """docs/trainers.md: each fit() is a run of its own, the schedule starts over, so a second run records too."""
     r = run(
         tmp_path,
         """
@@ -1027,7 +1027,7 @@ def test_hf_failures_at_every_place_ctrl_c_early_stop_and_max_steps_then_a_whole
 
 
 def test_hf_the_same_callback_in_later_trainers_records_each_run(tmp_path: Path) -> None:
-    """README: each train() is a run of its own; the schedule starts over, so a second run records too."""
+    """docs/trainers.md: each train() is a run of its own; the schedule starts over, so a second run records too."""
     r = run(
         tmp_path,
         """
@@ -1155,7 +1155,7 @@ result({"r": out["r"], "windows": [w["steps"] for w in windows("thr")], "on": pr
 
 @pytest.mark.parametrize("which", ["end", "enter", "leave", "stop", "restart", "begin", "step"])
 def test_steps_calls_from_another_thread_change_nothing(tmp_path: Path, which: str) -> None:
-    """README: every call belongs to the thread of the step's begin(): from another thread it changes nothing and one
+    """docs/trainers.md: every call belongs to the thread of the step's begin(): from another thread it changes nothing and one
     warning (wrong_thread) says so. The main thread's window [1, 2, 3] must be recorded as if nothing happened."""
     r = run(tmp_path, STEPS_THREAD, env={"WHICH": which})
     ok(r)
@@ -1233,7 +1233,7 @@ def test_steps_a_thread_that_dies_inside_a_step_of_its_window_holds_it_and_nothi
 
 
 def test_steps_objects_sharing_a_name_drive_one_target_and_never_crash(tmp_path: Path) -> None:
-    """Careless: one Steps("eval") per evaluation pass, all alive. A target is its name (README, "Inside a trainer"):
+    """Careless: one Steps("eval") per evaluation pass, all alive. A target is its name (docs/trainers.md):
     Steps objects that share one drive one target, each a new run of it when it first begins; the steps it records are
     theirs together, numbered as they say, and nothing is left recording."""
     r = run(

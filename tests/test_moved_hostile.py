@@ -58,7 +58,7 @@ def _trace(path: Path) -> Path:
 
 
 def test_a_former_path_is_an_attribute_of_the_package_after_a_bare_import() -> None:
-    """Before the move ``import autoprof`` was enough for ``autoprof.compare.Diff`` (README) and
+    """Before the move ``import autoprof`` was enough for ``autoprof.compare.Diff`` (the README then) and
     ``autoprof.engine.analyze_files``: the package imported them. The alias must keep that, not only ``import
     autoprof.compare``."""
     proc = _run(

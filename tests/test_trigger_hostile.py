@@ -1,4 +1,4 @@
-"""A hostile user of the slow-step trigger (``trigger=True``), from the docs (README "Catching the slow step", "Cost",
+"""A hostile user of the slow-step trigger (``trigger=True``), from the docs (docs/trigger.md, docs/performance.md "Cost",
 docs/guarantees.md, the CHANGELOG's "The trigger's always-on timing costs less"): many threads on one target, the
 owner thread gone, floods of fast calls, exceptions and Ctrl-C on idle calls and inside autoprof's tick, recursion,
 ``configure(trigger=...)`` toggled mid-run, a clock that jumps forward or jitters backwards, a fork, generator and async
@@ -134,7 +134,7 @@ def test_the_owner_thread_exiting_while_others_go_on_keeps_them_counted_bounded_
     # the dead owner judges nothing, yet every foreign call past the tick settles: bounded, counted
     assert most <= watch.settings.history + 1 + 11, most  # and the calls of one tick interval (10 ms: 10 at 1 ms)
     assert target.calls == before + 5000
-    # only the owner thread's steps open a window (README: "only its owner thread's steps open a window")
+    # only the owner thread's steps open a window (docs/trigger.md: "only its owner thread's steps open a window")
     assert not _triggered(records, "orphan")
     assert not _errors(records)
 
@@ -202,7 +202,7 @@ def test_a_flood_of_fast_calls_on_a_fake_clock_keeps_the_starts_to_the_calls_bet
         clock.add(1000)  # 1 µs steps
         step(i)
         most = max(most, len(watch.starts))
-    # README, Cost: "between two ticks it holds at most the calls of 10 ms" (10,000 calls of 1 µs), plus the history
+    # docs/performance.md, Cost: "between two ticks it holds at most the calls of 10 ms" (10,000 calls of 1 µs), plus the history
     assert most <= watch.settings.history + 1 + 10_000 + 1, most
     assert SESSION.targets["flood_fake"].calls == 3 + n
     assert not _triggered(records, "flood_fake") and not _errors(records)
@@ -650,7 +650,7 @@ def test_a_step_10x_slower_from_step_200_opens_a_window_within_three_steps_with_
     assert [w["trigger"] is None for w in windows] == [True, False], [w["trigger"] for w in windows]
     w = windows[1]
     t = w["trigger"]
-    # README: "a step that is itself slow from 200 on is asked for at 202 and records 204-206"
+    # docs/trigger.md: "a step that is itself slow from 200 on is asked for at 202 and records 204-206"
     assert w["steps"] == [204, 205, 206] and w["steps"][0] - 1 - 200 <= 3
     assert t["kind"] == "persistent" and t["step"] == 201 and t["slow_steps"][-2:] == [200, 201]
     assert t["step_ms"] == 50.0 and t["median_ms"] == 5.0 and t["ratio"] == 10.0 and t["mad_ms"] == 0.0
@@ -677,7 +677,7 @@ def test_a_loader_10x_slower_from_step_200_opens_a_window_within_three_steps_wit
     assert [w["trigger"] is None for w in windows] == [True, False], [w["trigger"] for w in windows]
     w = windows[1]
     t = w["trigger"]
-    # README: "a batch that loads slowly from step 200 on ... is asked for when step 201 starts ... records 203-205"
+    # docs/trigger.md: "a batch that loads slowly from step 200 on ... is asked for when step 201 starts ... records 203-205"
     assert w["steps"] == [203, 204, 205]
     assert t["kind"] == "persistent" and t["step"] == 200 and t["slow_steps"][-2:] == [199, 200]
     assert t["step_ms"] == 50.0 and t["median_ms"] == 5.0 and t["ratio"] == 10.0
@@ -686,7 +686,7 @@ def test_a_loader_10x_slower_from_step_200_opens_a_window_within_three_steps_wit
 
 def test_the_slowdown_at_step_200_is_caught_with_other_threads_hammering_the_target(records: Any, monkeypatch: Any) -> None:
     # the other threads' calls make no step of their own and take no time on the fake clock; the owner's window still
-    # opens (README: a target called from several threads mixes their periods; only the owner's steps open a window)
+    # opens (docs/trigger.md: a target called from several threads mixes their periods; only the owner's steps open a window)
     clock = Clock(monkeypatch)
     autoprof.configure(trigger=True, trigger_interval=0, trigger_budget=1.0)
     step = autoprof(name="slow_200_threads")(lambda i: i)
