@@ -225,7 +225,7 @@ class Window:
         self.others = 0  # calls of other targets turned away since this window's target last stepped
         self.steps: list[int] = []
         self.walls: list[int] = []
-        self.cpus: list[tuple[int, int]] = []  # each step's thread CPU time (ns) and involuntary switches (-1: unknown)
+        self.cpus: list[tuple[int, int]] = []  # each step's thread CPU time and run-queue wait (ns; -1: unknown)
         self.host_memory: tuple[int | None, int | None] = (None, None)  # the machine's memory, and available, at the start
 
 

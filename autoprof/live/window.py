@@ -90,8 +90,8 @@ class ClosedWindow:
     read_error: BaseException | None = field(default=None, repr=False)  # why that read failed
     #: The machine's memory and what it had available when the window started (the host-memory creep's forecast).
     host_memory: tuple[int | None, int | None] = (None, None)
-    #: Each recorded step's thread CPU time (ns) and involuntary context switches (-1: not known): how much of the
-    #: step the machine kept the thread off the CPU.
+    #: Each recorded step's thread CPU time and run-queue wait (ns; -1: not known): how much of the step the machine
+    #: kept the thread off the CPU.
     cpus: list[tuple[int, int]] = field(default_factory=list)
 
     def cpu_share(self) -> float | None:
@@ -106,7 +106,7 @@ class ClosedWindow:
         if self.cpu_peaks:
             meta.update(self.cpu_peaks.metadata())
         if self.cpus and len(self.cpus) == len(self.walls) and all(c >= 0 for c, _ in self.cpus):
-            meta["step_cpu"] = {"wall_ns": list(self.walls), "cpu_ns": [c for c, _ in self.cpus], "switches": [w for _, w in self.cpus]}
+            meta["step_cpu"] = {"wall_ns": list(self.walls), "cpu_ns": [c for c, _ in self.cpus], "runqueue_ns": [w for _, w in self.cpus]}
         host, available = self.host_memory
         if host:
             meta["host_memory_bytes"] = host
@@ -319,7 +319,7 @@ def _machine_busy(findings: list[Any], ctx: dict[str, Any]) -> None:
         return
     _emit.warning(
         f"the window was read on a busy machine: other work kept the steps' thread off the CPU {d:.0%} of the step "
-        f"(it ran {ev.get('cpu_share', 0):.0%} of its steps' wall time, preempted in {ev.get('preempted_steps')} of them); "
+        f"(it ran {ev.get('cpu_share', 0):.0%} of its steps' wall time, waited for a CPU in {ev.get('preempted_steps')} of them); "
         "that time is left out of op work and overhead, and the window's shares are suspect",
         "machine_busy",
         **ctx,

@@ -791,7 +791,7 @@ class HostReading:
     #: out of op work and overhead alike: neither the ops' nor the framework's.
     descheduled_ns: int = 0
     cpu_share: float | None = None  # the steps' thread CPU time over their wall time (a live window)
-    preempted_steps: int = 0  # recorded steps with involuntary context switches
+    preempted_steps: int = 0  # recorded steps that waited for a CPU 1% of their time or more
     basis: str = _families.OP_FAMILIES  # how op work was split: "roofline" where a peak was known
 
     @property
@@ -956,30 +956,26 @@ def _family_work(trace: Trace, reading: HostReading, calls: list[tuple[int, str]
             reading.memory_ns += t
 
 
-#: A step with involuntary context switches whose thread was off the CPU longer than its own waits explain was
-#: preempted: that time is the machine's. (A step with none gave the CPU up itself: a sync, a sleep, a lock.)
 def _descheduled(trace: Trace, reading: HostReading) -> None:
-    """A live window's descheduled time (its metadata's ``step_cpu``: each recorded step's wall and thread CPU time
-    and involuntary context switches): the preempted steps' time off the CPU, less the waits the trace shows in
-    them, taken out of op work and overhead in proportion (the thread was as likely preempted in an op as between
-    ops). Nothing where the window did not record it (an offline trace, a platform that counts no switches)."""
+    """A live window's descheduled time (its metadata's ``step_cpu``: each recorded step's wall time, thread CPU
+    time and run-queue wait, the time the thread was runnable and waited for a CPU other work held), taken out of op
+    work and overhead in proportion (the thread was as likely preempted in an op as between ops). Nothing where the
+    window did not record it (an offline trace, a platform that does not give the run-queue wait)."""
     step_cpu = trace.metadata.get("step_cpu")
     if not isinstance(step_cpu, dict):
         return
-    walls, cpus, switches = step_cpu.get("wall_ns"), step_cpu.get("cpu_ns"), step_cpu.get("switches")
-    if not (isinstance(walls, list) and isinstance(cpus, list) and isinstance(switches, list)) or not walls:
+    walls, cpus, waits = step_cpu.get("wall_ns"), step_cpu.get("cpu_ns"), step_cpu.get("runqueue_ns")
+    if not (isinstance(walls, list) and isinstance(cpus, list) and isinstance(waits, list)) or not walls:
         return
-    if not (len(walls) == len(cpus) == len(switches)) or not all(type(v) is int for v in (*walls, *cpus, *switches)):
+    if not (len(walls) == len(cpus) == len(waits)) or not all(type(v) is int for v in (*walls, *cpus, *waits)):
         return
     if sum(walls) > 0:
         reading.cpu_share = round(min(sum(cpus) / sum(walls), 1.0), 4)
-    if any(sw < 0 for sw in switches):
-        return  # switches not counted: off-CPU time cannot be told apart from the program's own waits
-    off = sum(max(w - c, 0) for w, c, sw in zip(walls, cpus, switches) if sw > 0)
-    reading.preempted_steps = sum(1 for sw in switches if sw > 0)
-    in_step_waits = reading.blocked_ns + reading.comm_ns + max(reading.input_ns - reading.input_between_ns, 0)
+    if any(w < 0 for w in waits):
+        return  # the run-queue wait is not known: off-CPU time cannot be told apart from the program's own waits
+    reading.preempted_steps = sum(1 for w, wall in zip(waits, walls) if w > 0.01 * wall)
     busy = reading.work_ns + max(reading.window_ns - reading.input_ns - reading.blocked_ns - reading.comm_ns - reading.work_ns, 0)
-    d = min(max(off - in_step_waits, 0), busy)
+    d = min(sum(min(w, wall) for w, wall in zip(waits, walls)), busy)
     if d <= 0 or busy <= 0:
         return
     keep = 1 - d / busy  # op work and overhead each lose their part of it
