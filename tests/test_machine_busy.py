@@ -137,3 +137,23 @@ def test_the_run_queue_reader_on_this_platform() -> None:
     later = _cpu.since((cpu, waited))
     assert later[0] >= 0 and (later[1] >= 0 or waited == -1)
     assert _cpu.since((cpu, -1))[1] == -1  # a start that did not know it: not known
+
+
+def test_a_step_half_preempted_is_judged_on_its_own_time() -> None:
+    # a 10 ms step: 4 ms waiting for data, then small ops whose 6 ms hold 5 ms the thread waited for a CPU other work
+    # held. Without the run-queue wait it reads mixed (overhead 60%, input 40%); the step's own time is 80% input.
+    s = Synth(gpu=None)
+    for k in range(3):
+        b = k * STEP_US
+        s.step(k, b, STEP_US).x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", b + 10, 4_000)
+        for j in range(10):
+            s.op("aten::add", b + 4_100 + j * 580, 5, [[16], [16]], ["float", "float"])
+    wall = int(STEP_US * 1000)
+    trace = s.trace()
+    trace.metadata["step_cpu"] = {"wall_ns": [wall] * 3, "cpu_ns": [wall // 2] * 3, "runqueue_ns": [wall // 2] * 3}
+    (f,) = regime.check(trace)
+    assert f.verdict == "input-bound", f.message
+    assert "the machine kept its thread waiting for a CPU 5" in f.message  # ~50% of the step (of the steps as clamped)
+    assert f.evidence["descheduled_share"] == pytest.approx(0.5, abs=0.05)
+    (g,) = regime.check(s.trace())  # the same window without the reading
+    assert g.verdict != "input-bound", g.message

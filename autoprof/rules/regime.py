@@ -815,6 +815,19 @@ class HostReading:
             shares["descheduled"] = self.descheduled_ns / w
         return shares
 
+    def own_shares(self) -> dict[str, float]:
+        """The shares of the step's own time: the window less the time the machine kept its thread waiting for a
+        CPU (``descheduled_ns``), which is the machine's, not the program's (the shares of the window otherwise)."""
+        shares = self.shares()
+        d = shares.pop("descheduled", 0.0)
+        own = 1 - d
+        return {k: v / own for k, v in shares.items()} if own > 0 else shares
+
+    @property
+    def busy_machine(self) -> float:
+        """The share of the window the machine kept the steps' thread waiting for a CPU."""
+        return self.descheduled_ns / self.window_ns if self.window_ns else 0.0
+
 
 def _step_window_ns(trace: Trace, win: View) -> int:
     """The steps' time: the decorated target's own annotation inside each step where there is one (the user's
@@ -987,14 +1000,19 @@ def _descheduled(trace: Trace, reading: HostReading) -> None:
     reading.descheduled_ns = d
 
 
+#: A CPU window is judged on the step's own time (less what the machine kept its thread waiting for a CPU) when that
+#: is at least this share of the step; below it, the machine took the step and the verdict is ``mixed``.
+OWN_TIME_MIN = 0.25
+
+
 def _judge(reading: HostReading) -> tuple[str, str | None]:
     """The largest share, when it leads clearly; op work is named by :func:`work_verdict` (the bound it names is
     returned too; None when op work does not lead)."""
-    ranked = sorted(reading.shares().items(), key=lambda item: -item[1])
+    if reading.busy_machine > 1 - OWN_TIME_MIN:  # the machine, not the program, took the step: never overhead-bound
+        return MIXED, None
+    ranked = sorted(reading.own_shares().items(), key=lambda item: -item[1])  # of the step's own time
     (lead, top), (_, second) = ranked[0], ranked[1]
     if top < LEADS or top < MARGIN * second:
-        return MIXED, None
-    if lead == "descheduled":  # the machine, not the program: never overhead-bound
         return MIXED, None
     if lead != "work":
         return {"input": INPUT_BOUND, "sync": SYNC_BOUND, "communication": COMMUNICATION_BOUND, "overhead": OVERHEAD_BOUND}[lead], None
@@ -1082,8 +1100,16 @@ _NO_CALIBRATION = "; the trace carries no CPU peak calibration, so no roofline"
 
 
 def _cpu_message(verdict: str, reading: HostReading, bound: str | None = None) -> str:
+    busy = reading.busy_machine
+    msg = _cpu_text(verdict, reading, bound)
+    if busy >= 0.05 and busy <= 1 - OWN_TIME_MIN:  # judged on the step's own time: say so
+        msg += f" (of the step's own time: the machine kept its thread waiting for a CPU {busy:.0%} of the step)"
+    return msg
+
+
+def _cpu_text(verdict: str, reading: HostReading, bound: str | None = None) -> str:
     w = reading.window_ns
-    sh = reading.shares()
+    sh = reading.own_shares()
     by_family = reading.basis != _families.ROOFLINE
     if verdict == MIXED and bound is not None:  # op work leads, no bound within it does
         work = reading.work_ns
@@ -1115,10 +1141,12 @@ def _cpu_message(verdict: str, reading: HostReading, bound: str | None = None) -
             lead = reading.compute_ns if verdict == COMPUTE_BOUND else reading.memory_ns
             eff = f" by op family ({percent(lead, reading.work_ns)} of it{_NO_CALIBRATION})"
         return f"{verdict} (CPU): op work takes {sh['work']:.0%} of the step, mostly in {kind}{eff}"
-    parts = ", ".join(f"{k} {v:.0%}" for k, v in sorted(sh.items(), key=lambda item: -item[1]) if v >= 0.05)
-    if max(sh, key=sh.__getitem__) == "descheduled":
+    if reading.busy_machine > 1 - OWN_TIME_MIN:
+        window = reading.shares()
+        parts = ", ".join(f"{k} {v:.0%}" for k, v in sorted(window.items(), key=lambda item: -item[1]) if v >= 0.05)
         return (
-            f"mixed (CPU): the machine was busy: the steps' thread was preempted, off the CPU {sh['descheduled']:.0%} of the "
-            f"step ({parts}; {duration(w)} of steps): other work on the machine, not the program, leads"
+            f"mixed (CPU): the machine was busy: the steps' thread waited for a CPU {reading.busy_machine:.0%} of the step "
+            f"({parts}; {duration(w)} of steps): too little of the program's own time to judge"
         )
+    parts = ", ".join(f"{k} {v:.0%}" for k, v in sorted(sh.items(), key=lambda item: -item[1]) if v >= 0.05)
     return f"mixed (CPU): no share of the step leads ({parts}; {duration(w)} of steps)"
