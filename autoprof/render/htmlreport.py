@@ -620,7 +620,7 @@ def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
             out.append(f'<p class="note calibrated">{_esc(calibrated_note(rep.roofline["source"]))}</p>')
     else:
         out.append(f'<p class="note">{_esc(rep.roofline_missing)}</p>')
-    out.append("<h3>Where each step's time goes</h3>")
+    out.append("<h3>Where each step's period goes</h3>")
     if rep.steps:
         out.append(_fig(pio, _steps_figure(go, rep), f"steps{n}"))
         out.append(
