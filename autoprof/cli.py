@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from autoprof import __version__
-from autoprof.analysis.compare import Diff, confidence_text, missing_text
+from autoprof.analysis.compare import FASTER, SLOWER, Diff, confidence_text, missing_text
 from autoprof.analysis.engine import Analysis, cross_rank, diff, iter_files
 from autoprof.config import FORMATS, SCHEDULE_KEYS, SWITCH, Config, ConfigError
 from autoprof.findings import SEVERITIES, severity_rank
@@ -306,6 +306,22 @@ def _shown(path: str) -> str:
     return path if path else "''"
 
 
+def _judged(change: Any) -> str | None:
+    """A tested change of time as the line says it: the statistic it was judged on (the Hodges-Lehmann shift of the
+    per-step times, with its interval), then each side's median time per step where the medians move the same way
+    (the means can move the other way: one slow step in the base). None for a change not tested against noise."""
+    s = change.shift
+    if change.kind not in (SLOWER, FASTER) or not change.tested or s is None or s.lo is None or s.hi is None:
+        return None
+    nb, nn = change.steps
+    calls = " → ".join(f"{(t.calls if t else 0) / k:.4g}" for t, k in ((change.base, nb), (change.new, nn)))
+    line = f"{s.estimate / 1e6:+.3f} ms/step [{s.lo / 1e6:+.3f}, {s.hi / 1e6:+.3f}] ({confidence_text(s.confidence)} confidence)"
+    med = change.medians
+    if med is not None and (med[1] - med[0]) * s.estimate > 0:
+        line += f"; median {med[0] / 1e6:.3f} → {med[1] / 1e6:.3f} ms/step"
+    return f"{line}; {calls} calls/step"
+
+
 def _per_step(change: Any, side: Any, n: int) -> str:
     if side is None:
         return "-"
@@ -384,7 +400,7 @@ def _diff_table(d: Diff, out: IO[str]) -> None:
         out.write(f"  {title}{', not tested against noise' if untested else ''}:\n")
         for change in changes:
             nb, nn = change.steps
-            sides = " → ".join(_per_step(change, t, k) for t, k in ((change.base, nb), (change.new, nn)))
+            sides = _judged(change) or " → ".join(_per_step(change, t, k) for t, k in ((change.base, nb), (change.new, nn)))
             out.write(f"    {change.kind:<11} {' '.join(part for part in change.key if part)}  {sides}\n")
     if d.unchanged:
         within = d.step_shift is not None and d.step_shift.decided

@@ -295,6 +295,25 @@ def test_an_op_noise_is_not_a_change_and_a_real_one_is() -> None:
     assert add_change.tested and add_change.to_json()["per_step"]["interval_ms"][0] > 0
 
 
+def test_a_tested_change_says_the_shift_it_was_judged_on_not_means_that_contradict_it(capsys: Any) -> None:
+    # issue 48 item 7: "slower aten::mm 1 calls 3.600 ms/step -> 1 calls 3.500 ms/step": the label came from the
+    # per-step shift (+0.5 ms), the figures were means (one slow base step pulls the base's mean above the new's)
+    mm = ("aten::mm", "[[512, 512], [512, 512]]")
+    steps = [10_000_000] * 10
+    base = _steps_profile(steps, ops={mm: [3_000_000] * 9 + [9_000_000]})  # mean 3.6 ms, median 3.0 ms
+    new = _steps_profile(steps, ops={mm: [3_500_000] * 10})  # mean = median 3.5 ms
+    d = compare.compare_one(base, new)
+    (c,) = d.ops
+    assert c.kind == "slower" and c.tested and c.shift is not None and c.shift.estimate == 500_000
+    per = c.to_json()["per_step"]
+    assert (per["base_ms"], per["new_ms"], per["delta_ms"]) == (3.6, 3.5, 0.5)  # the record's figures are unchanged
+    assert (per["base_median_ms"], per["new_median_ms"]) == (3.0, 3.5)
+    cli._diff_table(d, sys.stdout)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("slower") and "[[512" in x)
+    assert "+0.500 ms/step [+0.500, +0.500] (95% confidence); median 3.000 → 3.500 ms/step; 1 → 1 calls/step" in line, line
+    assert "3.600" not in line  # no mean that moves against the word
+
+
 def test_call_growth_over_many_shapes_shows_by_name() -> None:
     steps = [1_000_000] * 4
     base = _steps_profile(steps, ops={("aten::copy_", "[[4]]"): [10_000] * 4})

@@ -348,6 +348,7 @@ def test_launches_without_kernels_still_name_the_input_the_host_waits_for() -> N
     r = _launches_without_kernels(loader_share=0.8).findings()["bound_regime"]
     assert r.verdict == "input-bound" and r.evidence["kernels_missing"] is True, r.message
     assert "records no device events" in r.message
+    assert "of the window (input)" in r.message and "of the step" not in r.message  # issue 48: a share of the window
 
 
 def test_a_real_window_whose_device_lane_was_dropped() -> None:

@@ -5,6 +5,7 @@ Trainer and Lightning on the CPU."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,28 @@ def test_a_batch_fetched_between_the_steps_is_input_on_a_device() -> None:
     assert "between the steps" in r.message
     summary = engine.window_summary(s.trace(), [r])
     assert summary["step_period_ms"] == [2.02, 2.02, None]  # the step is 1 ms, its period 2 ms
+
+
+def test_the_input_message_gives_the_share_of_the_step_period_not_only_of_the_window() -> None:
+    # issue 48 item 7: a 3-step window holds 2 fetches, so the window's share (41%) understates what each step waits
+    # (1 ms of its 2.02 ms period): the message says the step period's share, and what the other figure is of
+    r = prefetching_trainer_gpu(1000).findings()["bound_regime"]
+    assert r.evidence["input_period_share"] == pytest.approx(1000 / 2020, abs=1e-3)
+    assert r.message.startswith("input-bound: data loading takes 50% of the step period, 41% of the window"), r.message
+    f = _cpu_prefetch(3000)  # each period: a 999 µs step and a 2995 µs fetch
+    assert f.evidence["input_period_share"] == pytest.approx(2995 / 3999, abs=1e-3)
+    assert "waiting for data (enumerate(DataLoader)) takes 75% of the step period, 67% of the window" in f.message, f.message
+    assert not re.search(r"of the step(?! period)", f.message + r.message)  # never a share of the window said of the step
+
+
+def test_one_step_has_no_period_and_its_input_share_is_said_of_the_window() -> None:
+    s = Synth(gpu=None)
+    s.meta.update(PEAK)
+    s.step(0, 0, 1000).x("user_annotation", LOADER, 10, 800)
+    s.op("aten::mm", 850, 100, [[64, 64], [64, 64]], ["float", "float"])
+    (f,) = regime.check(s.trace())
+    assert f.verdict == "input-bound" and f.evidence["input_period_share"] is None
+    assert f"takes {f.evidence['input_share']:.0%} of the window" in f.message and "period" not in f.message, f.message
 
 
 def test_a_short_fetch_between_the_steps_leaves_a_busy_device_compute_bound() -> None:

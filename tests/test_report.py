@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, shared_trace
-from synth import Synth, cpu_rank_doc
+from synth import Synth, cpu_rank_doc, prefetching_trainer_gpu
 
 import autoprof
 from autoprof.analysis.sections import section_times, section_tree
@@ -327,13 +327,14 @@ def test_the_regime_card_labels_its_evidence_in_units_and_keeps_the_raw_keys(tmp
     assert card is not None
     shown = re.search(r'<div class="evidence">(.*?)</div>', card.group(1), flags=re.S)
     assert shown is not None
-    spans = re.findall(r'<span class="item" title="([^"]+)">(.*?)</span>', shown.group(1))
-    items = {t: html.unescape(re.sub(r"<[^>]+>", "", x)) for t, x in spans}
+    spans = re.findall(r'<span class="item" title="([^":]+): ([^"]+)">(.*?)</span>', shown.group(1))
+    items = {t: html.unescape(re.sub(r"<[^>]+>", "", x)) for t, _meaning, x in spans}
+    assert all(meaning.strip() and meaning != t for t, meaning, _ in spans)  # each key with what it means
     assert items["self_cpu_total_us"] == "Self CPU total 15 ms"  # 15000 µs
     assert items["input_share"] == "Input 40.0%"
     assert items["window_us"] == "Window 15 ms" and items["step_count"] == "Steps 2"
     assert "self_cpu_total_us" not in re.sub(r'title="[^"]+"', "", shown.group(1))  # raw keys only in titles...
-    raw = _rows(card.group(0) + "</table>", "evidence-raw")
+    raw = [r[:2] for r in _rows(card.group(0) + "</table>", "evidence-raw")]
     assert ["self_cpu_total_us", "15000.0"] in raw and ["input_share", "0.4"] in raw  # ...and in the raw evidence
     assert ["cpu_to_device_ratio", "null"] in raw
 
@@ -342,7 +343,8 @@ def test_evidence_labels_fall_back_on_the_keys_unit_suffix() -> None:
     label, value = htmlreport.evidence_label, htmlreport.evidence_value
     assert (label("host_own_work_us"), value("host_own_work_us", 1618.226)) == ("Host own work", "1.618 ms")
     assert (label("gap_ns"), value("gap_ns", 2_500)) == ("Gap", "2.5 µs")
-    assert (label("idle_host_wait_share"), value("idle_host_wait_share", 0.9729)) == ("Idle host wait", "97.3%")
+    assert (label("stall_wait_share"), value("stall_wait_share", 0.9729)) == ("Stall wait", "97.3%")  # not in the table
+    assert label("idle_host_wait_share") == "Device idle, waiting for the host"  # in the table: plain words
     assert value("stall_ms", 2_500) == "2.5 s" and value("peak_flops_per_s", 1e11) == "100 GFLOP/s"
     assert label("op_call_count") == "Op call count" and value("method", "roofline") == "roofline"
 
@@ -458,3 +460,80 @@ def test_a_long_memory_series_is_thinned_keeping_its_peak() -> None:
     thin = htmlreport._thinned(points, 200)
     assert len(thin) <= 202 and thin[0] == points[0] and thin[-1] == points[-1] and (10_000.0, 5000) in thin
     assert [t for t, _ in thin] == sorted(t for t, _ in thin)
+
+
+# -- the same story as the verdict (issue 48 item 5) ------------------------------------------------------------------
+
+
+def _input_bound_page(tmp: Path) -> tuple[htmlreport.FileReport, str, Path]:
+    """A trainer's three 1 ms steps on a GPU, each batch fetched for 3 ms before its step begins (between the steps):
+    75% of each step's period waits for data, and none of it lies inside a step."""
+    s = prefetching_trainer_gpu(3000)
+    trace = s.trace()
+    findings, _ = autoprof.analysis.engine.analyze_trace(trace, None)
+    trace_file = tmp / "input.json"
+    trace_file.write_text(json.dumps({"traceEvents": s.events, **s.meta}))
+    out = tmp / "input.html"
+    autoprof.report(trace_file, out)
+    return htmlreport.file_report(trace, findings), out.read_text(), out
+
+
+def test_an_input_bound_runs_chart_shows_the_fetch_between_its_steps_and_the_step_period(tmp_path: Path) -> None:
+    rep, page, _ = _input_bound_page(tmp_path)
+    reg = next(f for f in rep.findings if f["rule"] == "bound_regime")
+    assert reg["verdict"] == "input-bound" and reg["evidence"]["input_period_share"] == pytest.approx(3000 / 4020, abs=1e-3)
+    first = rep.steps[0]
+    assert first["wall_ms"] == 1.0 and first["period_ms"] == 4.02  # the step alone, and its start to the next's
+    parts = first["parts_ms"]
+    assert parts["input"] == pytest.approx(3.0)  # the fetch before step 1 lies in step 0's period
+    assert parts["compute-bound ops"] == pytest.approx(0.8)
+    assert sum(parts.values()) == pytest.approx(first["period_ms"])  # the bar is the period, whole
+    assert parts["input"] / first["period_ms"] == pytest.approx(reg["evidence"]["input_period_share"], abs=1e-3)
+    assert rep.steps[-1]["period_ms"] is None and sum(rep.steps[-1]["parts_ms"].values()) == pytest.approx(rep.steps[-1]["wall_ms"])
+    # the verdicts table: the step time beside the step period
+    (row,) = _rows(page, "summary")
+    assert row[2:4] == ["input-bound", "1.00"] and row[4] == "4.02", row
+    # the verdict's shares, each in words, with what it is of and its time
+    shares = {r[0]: r[1:] for r in _rows(page, "shares")}
+    assert shares["input: waiting for data"] == ["67.5%", "the window", "6.000"]
+    assert shares["input, of the step period"][:2] == ["74.6%", "the step period"]
+    assert shares["op work"][:2] == ["27.0%", "the window on the device"]
+    assert {"syncs: waiting in synchronizing calls", "collectives: waiting for other ranks", "host overhead"} <= shares.keys()
+    # the chart's traces: every part in plain words, the step time and the step period
+    go, _pio, _po = htmlreport._plotly()
+    names = [t.name for t in htmlreport._steps_figure(go, rep).data]
+    assert "input: waiting for data" in names and "op work: compute-bound ops" in names
+    assert "step time (the step alone)" in names and "step period (start to the next step's start)" in names
+    assert 'id="shares0"' in page and 'id="steps0"' in page
+
+
+def test_no_raw_evidence_key_and_no_calibrated_without_its_meaning(tmp_path: Path) -> None:
+    _rep, page, _ = _input_bound_page(tmp_path)
+    raw = _rows(page, "evidence-raw")
+    assert raw and all(len(r) == 3 and r[2].strip() and r[2] != r[0] for r in raw), raw
+    meanings = {r[0]: r[2] for r in raw}
+    assert "host_own_work_share" in meanings and "launches nothing" in meanings["host_own_work_share"]
+    assert "step period" in meanings["input_period_share"]
+    cpu = _page(tmp_path, _cpu_steps())  # a CPU roofline against calibrated peaks
+    note = re.search(r'<p class="note calibrated">(.*?)</p>', cpu)
+    assert note is not None and html.unescape(note.group(1)).startswith("Calibrated: a CPU has no datasheet peak")
+    words = re.search(r'<section id="words">(.*?)</section>', cpu, flags=re.S)
+    assert words is not None
+    for term in ("step time", "step period", "window", "input", "syncs", "collectives", "host overhead", "op work", "calibrated"):
+        assert f"<dt>{term}</dt>" in words.group(1), term
+
+
+def test_an_input_bound_page_in_a_browser_draws_the_input_and_the_step_period(tmp_path: Path) -> None:
+    _rep, page, out = _input_bound_page(tmp_path)
+    _no_external_reference(page)
+    dom, console, shot = _browse(out, tmp_path)
+    assert console == [], console
+    for chart in ("shares0", "steps0"):
+        div = dom[dom.index(f'id="{chart}"') :]
+        div = div[: div.find('id="', 10)] if 'id="' in div[10:] else div
+        assert 'class="main-svg"' in div, chart
+    steps = dom[dom.index('id="steps0"') : dom.index('id="strip0"')]
+    # plotly drew the legend with the input and the period, and a bar for each step's input
+    assert "input: waiting for data" in steps and "step period (start to the next step" in steps
+    assert steps.count('class="point"') >= 2 * 3
+    assert _png_colors(shot) > 20

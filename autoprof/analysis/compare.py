@@ -90,6 +90,7 @@ class Change:
     new: OpTime | None
     steps: tuple[int, int] = (0, 0)  # (base, new) steps the per-step figures are over (0: no steps)
     shift: Shift | None = None  # the per-step time's shift (ns), when tested against noise
+    medians: tuple[float, float] | None = None  # (base, new) median time per step (ns), with steps on both sides
 
     @property
     def delta_ns(self) -> int:
@@ -127,6 +128,8 @@ class Change:
                 "base_calls": round(self.per_step(self.base, b, True) or 0, 3),
                 "new_calls": round(self.per_step(self.new, n, True) or 0, 3),
                 "delta_ms": round(s.estimate / 1e6, 4) if s else round(new_ms - base_ms, 4),
+                "base_median_ms": round(self.medians[0] / 1e6, 4) if self.medians else None,
+                "new_median_ms": round(self.medians[1] / 1e6, 4) if self.medians else None,
                 "interval_ms": [round(s.lo / 1e6, 4), round(s.hi / 1e6, 4)] if s and s.lo is not None and s.hi is not None else None,
                 "steps": [b, n],
             }
@@ -747,11 +750,12 @@ def _changes(
         if per_step:
             bs, ns_ = base_steps.get(key) or [0] * nb, new_steps.get(key) or [0] * nn
             s = shift(bs, ns_, confidence)
+            med: tuple[float, float] | None = (statistics.median(bs), statistics.median(ns_))
             b_ns, n_ns = (b.ns if b else 0) / nb, (n.ns if n else 0) / nn
             b_calls, n_calls = (b.calls if b else 0) / nb, (n.calls if n else 0) / nn
             floor = STEP_SHARE * step_ns
         else:
-            s = None
+            s, med = None, None
             b_ns, n_ns = float(b.ns if b else 0), float(n.ns if n else 0)
             b_calls, n_calls = float(b.calls if b else 0), float(n.calls if n else 0)
             floor = STEP_SHARE * window_ns
@@ -760,17 +764,17 @@ def _changes(
         delta = s.estimate if s is not None and s.decided else n_ns - b_ns
         if b is None and n is not None:
             if n_ns >= floor and not noisy:
-                out.append(Change(ADDED, key, None, n, at, s))
+                out.append(Change(ADDED, key, None, n, at, s, med))
             continue
         if n is None and b is not None:
             if b_ns >= floor and not noisy:
-                out.append(Change(REMOVED, key, b, None, at, s))
+                out.append(Change(REMOVED, key, b, None, at, s, med))
             continue
         assert b is not None and n is not None
         if b_calls != n_calls and abs(n_calls - b_calls) >= max(CALL_CHANGE * b_calls, 1) - 1e-9:
-            calls.append(Change(MORE_CALLS if n_calls > b_calls else FEWER_CALLS, key, b, n, at, s))
+            calls.append(Change(MORE_CALLS if n_calls > b_calls else FEWER_CALLS, key, b, n, at, s, med))
         elif abs(delta) >= max(TIME_CHANGE * b_ns, floor) and not noisy:
-            out.append(Change(SLOWER if delta > 0 else FASTER, key, b, n, at, s))
+            out.append(Change(SLOWER if delta > 0 else FASTER, key, b, n, at, s, med))
     out.sort(key=lambda c: (-abs(c.delta_ns), c.key))
     calls.sort(key=lambda c: (-abs((c.new.calls if c.new else 0) - (c.base.calls if c.base else 0)), c.key))
     return out[:top], calls[:top]

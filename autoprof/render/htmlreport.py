@@ -27,7 +27,7 @@ from autoprof.analysis.sections import section_tree
 from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules import memory, regime, roofline
-from autoprof.rules._common import merge, total, view
+from autoprof.rules._common import clip, merge, subtract, total, view
 from autoprof.rules._peaks import CPU_PEAK_NAME
 from autoprof.trace import chrome, remote
 from autoprof.trace.chrome import TraceError
@@ -50,8 +50,42 @@ NAME_CAP = 200
 #: What one free text (a finding's message or advice, an error) may cost: each word at most ``NAME_CAP``.
 TEXT_CAP = 2000
 SEVERITY_ORDER = ("critical", "error", "warning", "info")
-#: Where a step's time goes, in the stack's order (bottom first).
-PARTS = ("input", "sync", "communication", "compute-bound ops", "memory-bound ops", "other op work", "host overhead")
+#: Where a step's period goes (its start to the next step's start), in the stack's order (bottom first): the
+#: waits (also between the steps: a trainer fetches the next batch there), the ops' work, the rest of the step (the
+#: host's overhead), and the rest of the time between the steps.
+PARTS = (
+    "input",
+    "sync",
+    "communication",
+    "compute-bound ops",
+    "memory-bound ops",
+    "other op work",
+    "host overhead",
+    "loop between steps",
+)
+#: The chart's stack, bottom first: the step's own work and overhead up to about its step time, then the waits, then
+#: the rest of the period (a trainer's fetch between the steps sits between the step time and the period).
+STACK = (
+    "compute-bound ops",
+    "memory-bound ops",
+    "other op work",
+    "host overhead",
+    "sync",
+    "communication",
+    "input",
+    "loop between steps",
+)
+#: Each part as the chart's legend says it, in plain words.
+PART_WORDS = {
+    "input": "input: waiting for data",
+    "sync": "syncs: waiting in synchronizing calls",
+    "communication": "collectives: waiting for other ranks",
+    "compute-bound ops": "op work: compute-bound ops",
+    "memory-bound ops": "op work: memory-bound ops",
+    "other op work": "op work: other ops",
+    "host overhead": "host overhead: the rest of the step",
+    "loop between steps": "between steps: the loop's other code",
+}
 
 
 @dataclass
@@ -68,12 +102,13 @@ class FileReport:
     findings: list[dict[str, Any]] = field(default_factory=list)  # Finding.to_record()s
     roofline: dict[str, Any] | None = None  # peak (flops per dtype, bytes/s) and ops
     roofline_missing: str | None = None
-    steps: list[dict[str, Any]] = field(default_factory=list)  # number, wall_ms, parts_ms
+    steps: list[dict[str, Any]] = field(default_factory=list)  # number, wall_ms, period_ms, parts_ms
     strip: list[dict[str, Any]] = field(default_factory=list)  # number, busy [[start, end] ms], gaps
     top_ops: list[dict[str, Any]] = field(default_factory=list)
     kernels: list[dict[str, Any]] = field(default_factory=list)
     sections: list[dict[str, Any]] = field(default_factory=list)  # sections.section_tree(): depth-first, with depth
     step_ns: list[int] = field(default_factory=list)
+    period_ms: list[float] = field(default_factory=list)  # each step's period (start to next start; the last has none)
     memory: list[dict[str, Any]] = field(default_factory=list)  # per device: the peak step's allocated memory over time
     rank_summary: ranks.RankSummary | None = None  # what the cross-rank comparison reads of this rank (per-rank bars)
     failures: list[str] = field(default_factory=list)  # "rule X failed: ..." for each rule that raised on this trace
@@ -101,6 +136,7 @@ def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None
     win = view(trace)
     rep.on_device = bool(win.device_busy)
     rep.step_ns = [s.dur_ns for s in trace.steps]
+    rep.period_ms = [p for p in engine.step_periods_ms(trace) or [] if p is not None]
     rep.rank_summary = ranks.summary_from(trace.rank, rep.step_ns, list(findings))
     roof = roofline.analyze(trace, config)
     if roof is None:
@@ -210,13 +246,18 @@ def _point(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _breakdown(trace: Trace, roof: roofline.Roofline | None) -> list[dict[str, Any]]:
-    """Each step's wall time split as the regime reads a window: waiting (input, sync, communication, each counted
-    once in that order), the ops' own time by their roofline bound, other op work, and the host's overhead (the
-    rest). On a device the op parts are device time, which can run past the host's step (the device runs behind)."""
+    """Each step's period (its start to the next step's start; the last step's: its wall time) split as the regime
+    reads a window: waiting (input, sync, communication, each counted once in that order, in the step and between
+    it and the next: a trainer fetches the next batch there), the ops' own time by their roofline bound, other op
+    work, the host's overhead (the rest of the step), and the loop's other time between the steps. On a device the
+    op parts are device time, which can run past the host's step (the device runs behind), and input counts only
+    while the device idles, as the verdict counts it."""
     if not trace.steps:
         return []
     win = view(trace)
     waits = regime.wait_spans(trace)
+    if win.device_busy:  # data loading while the device runs stalls nothing (the verdict's input)
+        waits["input"] = subtract(waits["input"], merge(win.device_busy + win.device_foreign))
     own: dict[int, int] = {}
     if win.device_busy:  # the device's work per step
         for k, d, c in zip(win.device_step, trace.d_dur, trace.d_cat):
@@ -226,23 +267,34 @@ def _breakdown(trace: Trace, roof: roofline.Roofline | None) -> list[dict[str, A
         for k, c, t in zip(win.host_step, trace.h_cat, trace.h_self):
             if k >= 0 and c == CPU_OP_CODE:
                 own[k] = own.get(k, 0) + t
+    starts = sorted(s.start_ns for s in trace.steps)
     rows = []
     for k, step in enumerate(trace.steps[:MAX_STEPS]):
         lo, hi = step.start_ns, step.end_ns
+        j = bisect.bisect_right(starts, lo)
+        nxt = starts[j] if j < len(starts) else None
+        end = max(hi, nxt) if nxt is not None else hi
         parts: dict[str, float] = {}
         counted: list[tuple[int, int]] = []
         for name in ("input", "sync", "communication"):
-            spans = [(max(a, lo), min(b, hi)) for a, b in waits[name] if a < hi and b > lo]
-            grown = merge(counted + spans)
+            grown = merge(counted + clip(waits[name], lo, end))
             parts[name] = total(grown) - total(counted)  # only what the parts before have not counted
             counted = grown
+        in_step = total(clip(counted, lo, hi))
         compute, memory = roof.by_step.get(k, [0, 0]) if roof is not None else [0, 0]
         parts["compute-bound ops"] = compute
         parts["memory-bound ops"] = memory
         parts["other op work"] = max(own.get(k, 0) - compute - memory, 0)
-        used = sum(parts.values())
-        parts["host overhead"] = max(step.dur_ns - used, 0)
-        rows.append({"number": step.number, "wall_ms": step.dur_ns / 1e6, "parts_ms": {p: parts[p] / 1e6 for p in PARTS}})
+        parts["host overhead"] = max(step.dur_ns - in_step - compute - memory - parts["other op work"], 0)
+        parts["loop between steps"] = max((end - hi) - (total(counted) - in_step), 0)
+        rows.append(
+            {
+                "number": step.number,
+                "wall_ms": step.dur_ns / 1e6,
+                "period_ms": (nxt - lo) / 1e6 if nxt is not None else None,
+                "parts_ms": {p: parts[p] / 1e6 for p in PARTS},
+            }
+        )
     return rows
 
 
@@ -481,6 +533,7 @@ _COLORS = {
     "memory-bound ops": "#ff7f0e",
     "other op work": "#7f7f7f",
     "host overhead": "#bcbd22",
+    "loop between steps": "#c7c7c7",
 }
 
 
@@ -495,6 +548,7 @@ def render(reps: Sequence[FileReport]) -> str:
         body.append('<p class="note">No per-rank chart: these files are not one job\'s per-rank traces.</p>')
     for n, rep in enumerate(reps):
         body.append(_file_section(go, pio, rep, n))
+    body.append(_GLOSSARY)
     script = po.get_plotlyjs()
     return _PAGE.format(title="autoprof report", plotlyjs=script, css=_CSS, body="\n".join(body), js=_SORT_JS)
 
@@ -521,22 +575,26 @@ def _summary(reps: Sequence[FileReport]) -> str:
     rows = []
     for n, rep in enumerate(reps):
         if rep.error is not None:
-            rows.append(f'<tr><td><a href="#file{n}">{_esc(rep.path)}</a></td><td colspan="3" class="error">{_error(rep)}</td></tr>')
+            rows.append(f'<tr><td><a href="#file{n}">{_esc(rep.path)}</a></td><td colspan="5" class="error">{_error(rep)}</td></tr>')
             continue
         reg = next((f for f in rep.findings if f["rule"] == regime.RULE), None)
         median = f"{statistics.median(rep.step_ns) / 1e6:.2f}" if rep.step_ns else "–"
+        period = f"{statistics.median(rep.period_ms):.2f}" if rep.period_ms else "–"
         counts = {s: sum(1 for f in rep.findings if f["severity"] == s) for s in SEVERITY_ORDER}
         failed = [f"{len(rep.failures)} rule(s) failed"] if rep.failures else []
         shown = ", ".join([*(f"{c} {s}" for s, c in counts.items() if c), *failed])
         rows.append(
             f'<tr><td><a href="#file{n}">{_esc(rep.path)}</a></td><td>{rep.rank}</td>'
-            f'<td class="verdict">{_say(reg["verdict"]) if reg else "–"}</td><td>{median}</td><td>{_esc(shown)}</td></tr>'
+            f'<td class="verdict">{_say(reg["verdict"]) if reg else "–"}</td><td>{median}</td><td>{period}</td><td>{_esc(shown)}</td></tr>'
         )
     return (
         "<h1>autoprof report</h1><h2>Verdicts</h2>"
-        '<table class="summary"><thead><tr><th>trace</th><th>rank</th><th>regime</th><th>median step (ms)</th>'
-        "<th>findings</th></tr></thead>"
+        '<table class="summary"><thead><tr><th>trace</th><th>rank</th><th>regime</th><th>median step time (ms)</th>'
+        "<th>median step period (ms)</th><th>findings</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
+        '<p class="note">Step time: a step alone (its ProfilerStep span). Step period: a step\'s start to the next '
+        "step's start: the step and what the loop did before the next began (a trainer fetches the next batch there). "
+        "An input-bound run's period is longer than its step time by the wait for data.</p>"
     )
 
 
@@ -546,6 +604,10 @@ def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
         out.append(f'<p class="error">{_error(rep)}</p></section>')
         return "".join(out)
     out.append(_findings_html(rep))
+    reg = next((f for f in rep.findings if f["rule"] == regime.RULE), None)
+    if reg is not None and verdict_shares(reg["evidence"]):
+        out.append(_shares_html(reg["evidence"]))
+        out.append(_fig(pio, _shares_figure(go, reg["evidence"]), f"shares{n}"))
     if rep.sections:
         out.append(_sections_html(rep))
     for failure in rep.failures:  # as analyze: the rule's error, on the page too (its findings are missing)
@@ -554,11 +616,19 @@ def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
     if rep.roofline is not None and rep.roofline["ops"]:
         out.append(_fig(pio, _roofline_figure(go, rep), f"roofline{n}"))
         out.extend(f'<p class="note roofline-note">{_esc(line)}</p>' for line in roofline_notes(rep))
+        if rep.roofline["peak"] == CPU_PEAK_NAME:
+            out.append(f'<p class="note calibrated">{_esc(calibrated_note(rep.roofline["source"]))}</p>')
     else:
         out.append(f'<p class="note">{_esc(rep.roofline_missing)}</p>')
-    out.append("<h3>Where each step's time goes</h3>")
+    out.append("<h3>Where each step's period goes</h3>")
     if rep.steps:
         out.append(_fig(pio, _steps_figure(go, rep), f"steps{n}"))
+        out.append(
+            "<p class=\"note\">Each bar is a step's period, its start to the next step's start (the last step: its own "
+            "time): the waits in the step and between it and the next (input, syncs, collectives), the ops' work, the "
+            "host's overhead (the rest of the step) and the loop's other code between the steps; the step's own work "
+            "at the bottom, the waits above it. The dash marks the step time, the diamond the step period.</p>"
+        )
         if rep.on_device:
             out.append('<p class="note">On a device the op parts are the device\'s time: a step can show more than its host wall time.</p>')
     else:
@@ -629,6 +699,7 @@ EVIDENCE_LABELS = {
     "window_us": "Window",
     "step_count": "Steps",
     "input_share": "Input",
+    "input_period_share": "Input, of the step period",
     "blocked_share": "Blocked in syncs",
     "comm_share": "Communication",
     "work_share": "Work",
@@ -636,13 +707,183 @@ EVIDENCE_LABELS = {
     "device_busy_share": "Device busy",
     "device_idle_share": "Device idle",
     "host_active_share": "Host active",
+    "host_own_work_share": "Host's own work",
+    "idle_host_wait_share": "Device idle, waiting for the host",
+    "input_between_steps_us": "Input between steps",
     "self_cpu_total_us": "Self CPU total",
     "self_device_total_us": "Self device total",
     "cpu_to_device_ratio": "CPU time / device time",
     "peak_flops_per_s": "Peak",
     "achieved_flops_per_s": "Achieved",
 }
-EVIDENCE_SHOWN = 10  # labelled items on the card
+EVIDENCE_SHOWN = 12  # labelled items on the card
+#: What an evidence key means, in plain words (in each item's hover text and beside each raw key): a person reading
+#: the page meets no raw key without it.
+EVIDENCE_WORDS = {
+    "reading": "which reading gave the verdict: device (the device's work was recorded), cpu (a CPU-only run), host_only",
+    "device": "the device the reading is for",
+    "window_us": "the window's wall time on the host: its steps (a CPU reading adds the input between them)",
+    "step_count": "the steps in the window",
+    "device_window_us": "the window on the device: to the end of its device work, less the device's time on work not of the window",
+    "device_outside_us": "the device's time on work that is not the window's (queued before it, launched between steps)",
+    "device_busy_us": "the device running the window's kernels, copies and memsets",
+    "device_busy_share": "the device running the window's kernels, copies and memsets, of the window on the device",
+    "device_idle_share": "the device running nothing of the window's, of the window on the device",
+    "idle_host_wait_share": "of the device's idle time, the part in which it waits for the host's next launch",
+    "host_active_us": "the host dispatching ops, in runtime calls or its own work, less its waits",
+    "host_active_share": "the host dispatching ops, in runtime calls or its own work, less its waits, of the window",
+    "blocked_us": "the host waiting in synchronizing calls (a device synchronize, .item(), a blocking copy)",
+    "blocked_share": "the host waiting in synchronizing calls (a device synchronize, .item(), a blocking copy), of the window",
+    "blocked_by_call_us": "the wait in synchronizing calls, by call",
+    "input_us": "the steps' thread waiting for data (the DataLoader, preparing data); on a device only while the device idles",
+    "input_share": "the wait for data, of the window (a window of N steps holds only N - 1 fetches between them)",
+    "input_between_steps_us": "the part of the wait for data between the steps (a trainer fetches the next batch before its step begins)",
+    "input_period_share": "the wait for data, of the step period (a step's start to the next one's): what each step waits",
+    "input_hidden_us": "data loading while the device ran: hidden behind its work, it stalls nothing",
+    "input_by_call_us": "where the step prepares data outside the DataLoader",
+    "comm_us": "collectives: on a device the collective kernels with no compute beside them; on a CPU the step waiting in them",
+    "comm_share": "collectives: on a device the collective kernels with no compute beside them (of the window on the device); "
+    "on a CPU the step waiting in them (of the window)",
+    "host_comm_us": "the steps' threads waiting in collective calls on the host (gloo, a barrier)",
+    "host_comm_share": "the steps' threads waiting in collective calls on the host (gloo, a barrier), of the window",
+    "comm_step_median_us": "the median step's wait in collectives",
+    "work_us": "op work: the time the ops' own work takes",
+    "work_share": "op work: on a device its busy time less exposed collectives (of the window on the device); on a CPU "
+    "the ops' time the roofline explains (of the window)",
+    "overhead_us": "host overhead: the rest of the step (Python, dispatch, op calls too small to matter)",
+    "overhead_share": "host overhead: on a device the host's active time; on a CPU the rest of the step (Python, dispatch, "
+    "op calls too small to matter), of the window",
+    "host_own_work_us": "host work that launches nothing on the device (decoding, preprocessing, math on CPU tensors)",
+    "host_own_work_share": "host work that launches nothing on the device (decoding, preprocessing, math on CPU tensors), of the window",
+    "host_own_work_ops": "the host's events with the most of that work",
+    "self_cpu_total_us": "the host events' own (self) time summed over the window, as the profiler's table gives it",
+    "self_device_total_us": "the device's time on the window's work, summed",
+    "cpu_to_device_ratio": "the host's self time over the device's time",
+    "method": "how op work was measured: roofline (each op's work costed from its shapes at the peak) or op_self (its own time)",
+    "basis": "how op work was split into compute- and memory-bound: by the roofline where a peak is known, else by op family",
+    "family_work_share": "op work read by op family (no peak or no shapes), of the window",
+    "compute_work_share": "op work limited by arithmetic (compute-bound ops), of the window",
+    "memory_work_share": "op work limited by memory bandwidth (memory-bound ops), of the window",
+    "unknown_work_share": "op work the roofline cannot cost (no shapes, an unknown op), of the window",
+    "op_self_us": "the ops' own (self) time",
+    "op_self_share": "the ops' own (self) time, of the window",
+    "op_call_count": "op calls in the window",
+    "small_op_call_count": "op calls whose work would take less than a call's fixed cost: overhead, not work",
+    "call_floor_us": "a call's fixed cost (dispatch): an op whose work takes less is overhead",
+    "peak_flops_per_s": "the peak FLOP/s the roofline compares against (on a CPU calibrated: measured on this machine when "
+    "autoprof started)",
+    "peak_spread_ratio": "how much the calibration's repeated measurements of the peak varied",
+    "work_roofline_ratio": "how close the op work runs to its roofline (1: at the peak)",
+    "achieved_flops_per_s": "the FLOP/s the op work reached",
+    "roofline_shares": "op work split into compute-bound, memory-bound and uncosted",
+    "roofline_bound": "the bound that leads the op work",
+    "kernels_missing": "the trace launches kernels but recorded no device events: the device's side cannot be read",
+    "kernel_launch_count": "kernel launches in the window",
+}
+
+
+def evidence_meaning(key: str) -> str:
+    """What an evidence key means, in plain words: :data:`EVIDENCE_WORDS`, else its label."""
+    return EVIDENCE_WORDS.get(key) or evidence_label(key)
+
+
+#: The shares a verdict weighs (``bound_regime``'s evidence): share key, time key, plain words, and which window the
+#: share is of on a device (the host's shares are of the window, the device's of the window on the device).
+VERDICT_SHARES = (
+    ("input_share", "input_us", "input: waiting for data", "window"),
+    ("input_period_share", None, "input, of the step period", "step period"),
+    ("blocked_share", "blocked_us", "syncs: waiting in synchronizing calls", "window"),
+    ("comm_share", "comm_us", "collectives: waiting for other ranks", "device"),
+    ("overhead_share", "overhead_us", "host overhead", "window"),
+    ("work_share", "work_us", "op work", "device"),
+)
+
+
+def verdict_shares(evidence: dict[str, Any]) -> list[dict[str, Any]]:
+    """The verdict's shares as the page shows them: plain words, the share, what it is of, its time (ms; the
+    evidence's own where it has one, else the share of its window's length)."""
+    device = evidence.get("reading") == "device"
+    rows = []
+    for key, time_key, words, of in VERDICT_SHARES:
+        value = evidence.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if of == "device":
+            of = "the window on the device" if device else "the window"
+        elif of == "window":
+            of = "the window"
+        else:
+            of = "the step period"
+        if time_key == "overhead_us" and device:
+            time_key = "host_active_us"
+        time_us = evidence.get(time_key) if time_key else None
+        if not isinstance(time_us, (int, float)) and of != "the step period":
+            whole = evidence.get("device_window_us" if of == "the window on the device" else "window_us")
+            time_us = float(value) * whole if isinstance(whole, (int, float)) else None
+        rows.append({"key": key, "words": words, "share": float(value), "of": of, "ms": None if time_us is None else time_us / 1e3})
+    return rows
+
+
+def _ms(ms: float | None) -> str:
+    return "–" if ms is None else f"{ms:.3f}"
+
+
+def _shares_html(evidence: dict[str, Any]) -> str:
+    rows = verdict_shares(evidence)
+    body = "".join(
+        f'<tr data-key="{_esc(r["key"])}"><td>{_esc(r["words"])}</td><td>{r["share"]:.1%}</td><td>{_esc(r["of"])}</td>'
+        f"<td>{_ms(r['ms'])}</td></tr>"
+        for r in rows
+    )
+    device = evidence.get("reading") == "device"
+    note = (
+        "The host's shares (input, syncs, overhead) are of the window on the host, the device's (collectives, op work) of "
+        "the window on the device: they need not add up to 100%."
+        if device
+        else "Shares of the window: the steps and the input between them; input, syncs, collectives, overhead and op work add up to 100%."
+    )
+    return (
+        "<h3>The verdict's shares</h3>"
+        '<table class="shares"><thead><tr><th>where the time went</th><th>share</th><th>of</th><th>time (ms)</th></tr></thead>'
+        f'<tbody>{body}</tbody></table><p class="note">{_esc(note)} The step period is a step\'s start to the next '
+        "step's start: a window of N steps holds only N - 1 fetches between them, so the input's share of the step "
+        "period is what each step waits for data.</p>"
+    )
+
+
+def _shares_figure(go: Any, evidence: dict[str, Any]) -> Any:
+    rows = verdict_shares(evidence)
+    colors = {
+        "input_share": _COLORS["input"],
+        "input_period_share": _COLORS["input"],
+        "blocked_share": _COLORS["sync"],
+        "comm_share": _COLORS["communication"],
+        "overhead_share": _COLORS["host overhead"],
+        "work_share": _COLORS["compute-bound ops"],
+    }
+    fig = go.Figure(
+        go.Bar(
+            y=[f"{r['words']} (of {r['of']})" for r in rows],
+            x=[round(r["share"] * 100, 2) for r in rows],
+            orientation="h",
+            marker_color=[colors[r["key"]] for r in rows],
+            text=[f"{r['share']:.1%}" for r in rows],
+            textposition="auto",
+            hovertext=[f"{r['share']:.1%} of {r['of']}" + ("" if r["ms"] is None else f", {r['ms']:.3f} ms") for r in rows],
+            hovertemplate="%{hovertext}<extra></extra>",
+            name="share",
+        )
+    )
+    fig.update_layout(
+        xaxis={"title": "% (of the window or the step period, as each row says)", "range": [0, 100]},
+        yaxis={"autorange": "reversed"},
+        height=60 + 36 * len(rows),
+        margin={"t": 10, "l": 330, "r": 20, "b": 40},
+        showlegend=False,
+    )
+    return fig
+
+
 _UNIT_SUFFIXES = ("_flops_per_s", "_bytes_per_s", "_us", "_ns", "_ms", "_share")  # said by the value, not the label
 
 
@@ -696,15 +937,18 @@ def _evidence_html(evidence: dict[str, Any]) -> str:
     scalars = {k: v for k, v in evidence.items() if v is not None and (isinstance(v, (int, float, str)) and not isinstance(v, bool))}
     order = [k for k in EVIDENCE_LABELS if k in scalars] + [k for k in scalars if k not in EVIDENCE_LABELS]
     shown = "; ".join(
-        f'<span class="item" title="{_esc(k)}">{_esc(evidence_label(k))} {_say(evidence_value(k, scalars[k]))}</span>'
+        f'<span class="item" title="{_esc(k)}: {_esc(evidence_meaning(k))}">'
+        f"{_esc(evidence_label(k))} {_say(evidence_value(k, scalars[k]))}</span>"
         for k in order[:EVIDENCE_SHOWN]
     )
     raw = "".join(
-        f"<tr><td>{_esc(short(k))}</td><td>{_say(v if isinstance(v, str) else json.dumps(v, default=str))}</td></tr>"
+        f"<tr><td>{_esc(short(k))}</td><td>{_say(v if isinstance(v, str) else json.dumps(v, default=str))}</td>"
+        f'<td class="meaning">{_esc(evidence_meaning(short(k)))}</td></tr>'
         for k, v in evidence.items()
     )
     return (
-        f'<div class="evidence">{shown}</div><details class="raw-evidence"><summary>raw evidence</summary>'
+        f'<div class="evidence">{shown}</div><details class="raw-evidence"><summary>raw evidence (the record\'s keys, '
+        "with what each means)</summary>"
         f'<table class="evidence-raw"><tbody>{raw}</tbody></table></details>'
     )
 
@@ -784,6 +1028,15 @@ def roofline_notes(rep: FileReport) -> list[str]:
     return notes
 
 
+def calibrated_note(source: str) -> str:
+    """What "calibrated" means under a CPU's roofline."""
+    return (
+        "Calibrated: a CPU has no datasheet peak, so autoprof measured this machine's peaks when it started (one matrix "
+        f"multiply for FLOP/s, one large copy for memory bandwidth; {source}); the roofline and the CPU verdict compare "
+        "the ops against these measured peaks."
+    )
+
+
 def _roofline_figure(go: Any, rep: FileReport) -> Any:
     roof = rep.roofline
     assert roof is not None
@@ -835,23 +1088,38 @@ def _roofline_figure(go: Any, rep: FileReport) -> Any:
 
 
 def _steps_figure(go: Any, rep: FileReport) -> Any:
+    """Each step's period stacked by where it went (:func:`_breakdown`), the step's own wall time and its period
+    (start to the next step's start) marked beside each bar."""
     numbers = [f"step {s['number']}" for s in rep.steps]
     fig = go.Figure()
-    for part in PARTS:
+    for part in STACK:
         values = [s["parts_ms"][part] for s in rep.steps]
         if any(values):
+            words = PART_WORDS[part]
             fig.add_trace(
-                go.Bar(x=numbers, y=values, name=part, marker_color=_COLORS[part], hovertemplate="%{y:.3f} ms<extra>" + part + "</extra>")
+                go.Bar(x=numbers, y=values, name=words, marker_color=_COLORS[part], hovertemplate="%{y:.3f} ms<extra>" + words + "</extra>")
             )
     fig.add_trace(
         go.Scatter(
             x=numbers,
             y=[s["wall_ms"] for s in rep.steps],
             mode="markers",
-            name="step wall time",
-            marker={"symbol": "line-ew-open", "size": 24},
+            name="step time (the step alone)",
+            marker={"symbol": "line-ew-open", "size": 24, "color": "#222"},
+            hovertemplate="step time %{y:.3f} ms<extra></extra>",
         )
     )
+    if any(s.get("period_ms") is not None for s in rep.steps):
+        fig.add_trace(
+            go.Scatter(
+                x=numbers,
+                y=[s.get("period_ms") for s in rep.steps],
+                mode="markers",
+                name="step period (start to the next step's start)",
+                marker={"symbol": "diamond-wide-open", "size": 14, "color": "#d62728"},
+                hovertemplate="step period %{y:.3f} ms<extra></extra>",
+            )
+        )
     fig.update_layout(barmode="stack", yaxis={"title": "ms"}, height=420, margin={"t": 30, "l": 60, "r": 20, "b": 40})
     return fig
 
@@ -976,6 +1244,33 @@ def _ranks_figure(go: Any, reps: Sequence[FileReport]) -> Any:
     return fig
 
 
+#: The page's words, explained once at its end (docs/report.md says the same).
+WORDS = (
+    ("step time", "a step alone: its ProfilerStep span, from the step's start to its end."),
+    ("step period", "a step's start to the next step's start: the step and what the loop did before the next began (a "
+     "trainer fetches the next batch there). The last step of a window has none."),
+    ("window", "the steps the profiler recorded, on the host's clock (a CPU reading adds the input between them); the "
+     "window on the device runs to the end of its device work, less the device's time on work not of the window."),
+    ("input", "the steps' thread waiting for data (the DataLoader, preparing data), in the steps and between them; on a "
+     "device only while the device idles (loading while it runs stalls nothing)."),
+    ("syncs", "the host waiting in synchronizing calls: a device synchronize, .item(), .cpu(), a blocking copy."),
+    ("collectives", "waiting for other ranks: collective kernels with no compute beside them on a device, the step's "
+     "thread waiting in collective calls on a CPU."),
+    ("host overhead", "the rest of the step: Python, dispatch, op calls whose work is too small to matter; on a device, "
+     "the host's active time."),
+    ("op work", "the ops' own work: the device's busy time on a device, the op time the roofline explains on a CPU; "
+     "compute-bound when arithmetic limits it, memory-bound when memory bandwidth does."),
+    ("roofline", "an op's speed against the device's peaks: its FLOP/s against its arithmetic intensity (FLOP per byte "
+     "moved), under the lower of the compute and the bandwidth roof."),
+    ("calibrated", "a CPU's peaks measured on the machine when autoprof started (one matrix multiply, one large copy), "
+     "not taken from a datasheet."),
+)  # fmt: skip
+_GLOSSARY = (
+    '<section id="words"><h2>Words on this page</h2><dl class="words">'
+    + "".join(f"<dt>{html.escape(w)}</dt><dd>{html.escape(d)}</dd>" for w, d in WORDS)
+    + "</dl></section>"
+)
+
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
 h1{margin-top:0}section{border-top:2px solid #ddd;margin-top:32px;padding-top:8px}
@@ -987,6 +1282,7 @@ tr.critical td:first-child,tr.error td:first-child{color:#b00;font-weight:600}tr
 .note{color:#666;font-style:italic}.error{color:#b00}
 .raw-evidence{font-size:12px;color:#666;margin-top:4px}.raw-evidence summary{cursor:pointer}
 table.sections td:not(.name){text-align:right}
+dl.words dt{font-weight:600;margin-top:6px}dl.words dd{margin-left:1.5em;color:#444}td.meaning{color:#444}
 """
 
 _SORT_JS = """

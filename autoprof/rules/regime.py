@@ -266,7 +266,7 @@ def _launches_only_verdict(trace: Trace, win: View, evidence: dict[str, Any], la
     verdict = {"input": INPUT_BOUND, "sync": SYNC_BOUND, "communication": COMMUNICATION_BOUND}[lead]
     if top >= LEADS:
         return Finding(
-            RULE, verdict, "warning", f"{verdict}: the host waits {top:.0%} of the step ({lead}); {missing}", _ADVICE[verdict], evidence
+            RULE, verdict, "warning", f"{verdict}: the host waits {top:.0%} of the window ({lead}); {missing}", _ADVICE[verdict], evidence
         )
     return Finding(
         RULE,
@@ -341,6 +341,24 @@ def between_steps(trace: Trace, spans: list[tuple[int, int]]) -> int:
     return total(subtract(clip(spans, first, last), merge([(s.start_ns, s.end_ns) for s in trace.steps])))
 
 
+def in_periods(trace: Trace, spans: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """The part of merged ``spans`` within the steps' periods (the first step's start to the last's: each step and
+    what the loop did before the next began, as the window record's ``step_period_ms``) and those periods' length,
+    ns; None with fewer than two steps (no period)."""
+    if len(trace.steps) < 2:
+        return None
+    first, last = min(s.start_ns for s in trace.steps), max(s.start_ns for s in trace.steps)
+    return (total(clip(spans, first, last)), last - first) if last > first else None
+
+
+def input_of(input_ns: int, window_ns: int, period: tuple[int, int] | None) -> str:
+    """What an input message says the input takes: its share of the step period (the fetch a step waits for lies
+    in its period; a window of N steps holds only N - 1 fetches between them), and of the window beside it."""
+    if period is None or period[1] <= 0:
+        return f"{percent(input_ns, window_ns)} of the window"
+    return f"{percent(*period)} of the step period, {percent(input_ns, window_ns)} of the window"
+
+
 def _host_spans(trace: Trace, win: View) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
     """Merged spans of blocking runtime calls, of data loading, and of host activity: op dispatch (``cpu_op``) and
     runtime and driver calls. The Python frames a ``with_stack`` trace records (``python_function``) enclose them
@@ -386,6 +404,7 @@ class DeviceReading:
     idle_ns: int  # the device runs nothing of the window's (nor anything else)
     host_wait_ns: int  # idle time in which the device waits for the host's next launch
     between_ns: int = 0  # the part of input_ns between the steps (a trainer's prefetch)
+    input_period: tuple[int, int] | None = None  # input_ns within the steps' periods, and their length (in_periods)
     input_hidden_ns: int = 0  # data loading while the device runs (not in input_ns: it stalls nothing)
     host_comm_ns: int = 0  # the steps' threads waiting in collective calls (gloo, a barrier), with no op of their own
     host_own_ns: int = 0  # host work that launches nothing (``_host_own_work``)
@@ -465,6 +484,7 @@ def _device_reading(trace: Trace, win: View) -> DeviceReading:
         idle_ns=max(win.device_window_ns - busy, 0),
         host_wait_ns=_host_wait_ns(trace, win, lo, hi),
         between_ns=between_steps(trace, stalled_iv),
+        input_period=in_periods(trace, stalled_iv),
         input_hidden_ns=total(input_iv) - total(stalled_iv),
         host_own_ns=own,
         host_own_ops=own_ops,
@@ -489,6 +509,7 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
         input_us=us(reading.input_ns),
         input_share=share(reading.input_ns, window),
         input_between_steps_us=us(reading.between_ns),
+        input_period_share=share(*reading.input_period) if reading.input_period else None,
         input_hidden_us=us(reading.input_hidden_ns),
         device_idle_share=share(reading.idle_ns, on_device),
         idle_host_wait_share=share(reading.host_wait_ns, reading.idle_ns),
@@ -595,7 +616,7 @@ def _device_judge(r: DeviceReading, by_call: dict[str, int]) -> tuple[str, str]:
     window, on_device, busy, own, active, comm_ns = r.window_ns, r.device_window_ns, r.busy_ns, r.own_ns, r.active_ns, r.exposed_comm_ns
     if r.input_ns >= INPUT_SHARE_MIN * window:
         between = _between_note(r.between_ns, r.input_ns)
-        return INPUT_BOUND, f"input-bound: data loading takes {percent(r.input_ns, window)} of the window" + between
+        return INPUT_BOUND, f"input-bound: data loading takes {input_of(r.input_ns, window, r.input_period)}" + between
     if comm_ns >= COMM_SHARE_MIN * on_device and comm_ns > own and comm_ns > r.idle_ns:
         return COMMUNICATION_BOUND, (
             f"communication-bound: collective kernels run with no compute beside them {percent(comm_ns, on_device)} "
@@ -775,6 +796,7 @@ class HostReading:
     window_ns: int
     input_ns: int = 0
     input_between_ns: int = 0  # the part of input_ns between the steps (added to window_ns: the loop's period)
+    input_period: tuple[int, int] | None = None  # input_ns within the steps' periods, and their length (in_periods)
     blocked_ns: int = 0
     comm_ns: int = 0
     compute_ns: int = 0  # op calls whose work is FLOP-bound at the calibrated peak
@@ -880,6 +902,7 @@ def _host_waits(trace: Trace, win: View, reading: HostReading) -> set[int]:
     coll = subtract(subtract(_collective_spans(trace, win, comm), inp), blocked)
     reading.input_ns, reading.blocked_ns, reading.comm_ns = total(inp), total(blocked), total(coll)
     reading.input_between_ns = between_steps(trace, inp)  # outside the steps' time: the window grows by it
+    reading.input_period = in_periods(trace, inp)
     reading.window_ns += reading.input_between_ns
     if trace.steps and coll:  # per step, for a comparison across ranks that one preempted step cannot sway
         per_step = [sum(max(min(e, s.end_ns) - max(b, s.start_ns), 0) for b, e in coll) for s in trace.steps]
@@ -1062,6 +1085,7 @@ def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, An
         input_us=us(reading.input_ns),
         input_share=share(reading.input_ns, w),
         input_between_steps_us=us(reading.input_between_ns),
+        input_period_share=share(*reading.input_period) if reading.input_period else None,
         blocked_us=us(reading.blocked_ns),
         blocked_share=share(reading.blocked_ns, w),
         comm_us=us(reading.comm_ns),
@@ -1121,7 +1145,8 @@ def _cpu_text(verdict: str, reading: HostReading, bound: str | None = None) -> s
         what = f"mostly in ops {unknown}" if bound == "uncosted" else "with no bound leading"
         return f"mixed (CPU): op work takes {sh['work']:.0%} of the step, {what} ({split})"
     if verdict == INPUT_BOUND:
-        return f"input-bound (CPU): waiting for data (enumerate(DataLoader)) takes {sh['input']:.0%} of the step" + _between_note(
+        took = input_of(reading.input_ns, w, reading.input_period)
+        return f"input-bound (CPU): waiting for data (enumerate(DataLoader)) takes {took}" + _between_note(
             reading.input_between_ns, reading.input_ns
         )
     if verdict == SYNC_BOUND:
