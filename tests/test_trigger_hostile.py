@@ -718,3 +718,37 @@ def test_the_slowdown_at_step_200_is_caught_with_other_threads_hammering_the_tar
     assert got, "no triggered window"
     assert got[0]["trigger"]["kind"] == "persistent" and got[0]["trigger"]["step_ms"] >= 40.0
     assert not _errors(records) and SESSION.window is None
+
+
+# -- the budget, whatever happens (issue 45) ---------------------------------------------------------------------------
+
+
+def test_a_triggered_window_cut_by_raising_steps_is_retried_only_within_its_budget(records: Any, monkeypatch: Any) -> None:
+    """A run 10x slower from step 200 where one step in four raises (caught by the loop): each raising step cuts the
+    triggered window, which is tried again from its warmup. Each try records its steps: before, the tries went on for
+    the rest of the run (397 of the 400 steps from 200 on were profiled). ``trigger_budget`` (5%) bounds them."""
+    clock = Clock(monkeypatch)
+    autoprof.configure(trigger=True)
+    profiled: list[int] = []
+
+    @autoprof(name="raising_200")
+    def step(i: int) -> int:
+        clock.add(5 * MS if i < 200 else 50 * MS)
+        window, target = SESSION.window, SESSION.targets["raising_200"]
+        if window is not None and window.target is target and target.saved is not None:
+            profiled.append(i)  # a step of a triggered window's try (its warmup or active steps)
+        if i >= 200 and i % 4 == 3:
+            raise ValueError("a bad batch")
+        return i
+
+    for i in range(600):
+        try:
+            assert step(i) == i
+        except ValueError:
+            assert i >= 200 and i % 4 == 3  # the user's exception, unchanged
+    assert profiled and profiled[0] >= 200, profiled  # the slowdown was caught and a window tried
+    assert len(profiled) <= 0.05 * 600, profiled  # and the budget held
+    target = SESSION.targets["raising_200"]
+    assert target.saved is None and SESSION.window is None  # given up: its own schedule, nothing recording
+    watch = _watch("raising_200")
+    assert len(profiled) <= watch.profiled <= 0.05 * 600 and watch.suppressed >= 1

@@ -145,6 +145,14 @@ class _Step:
         if place.phase == Phase.DONE and target.saved is not None:  # a triggered window's schedule is over
             target.end_triggered()
             place = target.schedule.place(target.pos)
+        elif (
+            target.tries
+            and target.saved is not None
+            and place.phase != Phase.WAIT
+            and not SESSION.holds(target)
+            and not SESSION.retry_triggered(target)  # tried again after a try was cut: only within its budget
+        ):
+            place = target.schedule.place(target.pos)  # given up: the target's own schedule
         if place.phase in (Phase.DONE, Phase.WAIT):
             self._unprofiled(place.phase)
         else:
@@ -169,7 +177,10 @@ class _Step:
             SESSION.skip_cycle(target)  # bounded memory: no window while the analysis is this far behind
             self.advance = False
             return
+        held = SESSION.window
         self.window = SESSION.open(target, SWITCH.config)
+        if self.window is not None and self.window is not held and target.saved is not None:
+            SESSION.opened_triggered(target)  # a try of a triggered window: counted against its budget
         if self.window is None:
             self._defer()
         elif place.phase == Phase.ACTIVE:
