@@ -345,8 +345,8 @@ class Session:
     # -- the trigger ---------------------------------------------------------------------------------
     def tick(self, target: Target, t0: float) -> None:
         """A wrapper's idle call that started at ``t0``, past its watch's next tick (:meth:`Watch.tick`). Only the
-        owner thread's calls tick (one thread changes the watch; a target called from several threads mixes their
-        starts, and another thread's call past the tick pays this test)."""
+        owner thread's calls are timed (the wrappers time no other thread's call: those are no steps), so only they
+        tick; a call of another thread here (none is expected) only keeps the starts bounded."""
         watch = target.watch
         if watch is None:
             return
