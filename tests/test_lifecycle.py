@@ -141,6 +141,61 @@ def test_end_from_another_thread_changes_nothing_and_says_so(records: Records, c
     _quiet()
 
 
+def test_end_from_a_callback_thread_is_done_by_the_steps_thread_and_later_targets_record(
+    records: Records, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 45: a trainer whose step-end callback fires off the training thread. Each ``end()`` from that thread is done
+    by the training thread at its next call into autoprof (its next ``begin()``, an ``@autoprof`` call), with the step's
+    time ending at the ``end()``. Before, the last step stayed open on the training thread for good: its later
+    ``@autoprof`` function was an annotation inside it, never a step, and recorded no window."""
+    steps = Steps("callback_thread", skip_first=0, wait=0, warmup=1, active=2)
+    for i in range(4):
+        steps.begin(i)
+        _work()
+        callback = threading.Thread(target=steps.end)  # the trainer's on_step_end, on its own thread
+        callback.start()
+        callback.join()
+    assert [w["steps"] for w in records.of("autoprof.window", target="callback_thread")] == [[1, 2]]
+
+    @autoprof.autoprof(name="after_callbacks", skip_first=0, wait=0, warmup=0, active=1)
+    def after() -> torch.Tensor:
+        return _work()
+
+    for _ in range(3):
+        after()
+    assert records.of("autoprof.window", target="after_callbacks")  # before: none (still inside step 3)
+    assert not steps.in_step
+    (said,) = records.of("autoprof.warning", reason="wrong_thread")
+    assert "ends it at its next call into autoprof" in said["message"]
+    assert "Leaked callback handle" not in capfd.readouterr().err
+    _quiet()
+
+
+def test_stop_from_another_thread_is_done_by_the_steps_thread(records: Records) -> None:
+    """A run's end heard on another thread (``stop()``) while the training thread is inside a step of its window: the
+    training thread stops it at its next call into autoprof; nothing records after."""
+    steps = Steps("stopped_elsewhere", skip_first=0, wait=0, warmup=1, active=3)
+    for i in range(2):
+        steps.begin(i)
+        _work()
+        steps.end()
+    steps.begin(2)  # in the window
+    stopper = threading.Thread(target=steps.stop)
+    stopper.start()
+    stopper.join()
+    assert steps.in_step and SESSION.window is not None  # not done there: the window's profiler is this thread's
+
+    @autoprof.autoprof(name="after_stop", skip_first=0, wait=0, warmup=0, active=1)
+    def after() -> torch.Tensor:
+        return _work()
+
+    after()
+    assert not steps.in_step
+    assert records.of("autoprof.warning", reason="window_incomplete", target="stopped_elsewhere")
+    assert records.of("autoprof.window", target="after_stop")
+    _quiet()
+
+
 def _script_records(tmp_path: Path, name: str, body: str) -> list[dict[str, Any]]:
     """Run ``body`` as a script of its own (``SINK``: the records' path, defined for it); its records, in order."""
     sink = tmp_path / "r.jsonl"

@@ -607,8 +607,8 @@ class Session:
             if self._queue.unfinished_tasks >= MAX_PENDING:
                 self._skip(target, index)
                 return None
-            job.skipped_before, self.skipped = self.skipped, 0
             with self.lock:  # the reader and the worker take the windows in the same order
+                job.skipped_before, self.skipped = self.skipped, 0
                 _window.READER.submit(job)
                 job.stall_ns = time.perf_counter_ns() - started
                 self._submit(lambda: _window.run(job))
@@ -629,8 +629,9 @@ class Session:
     def _skip(self, target: Target, index: int) -> None:
         """The analysis is ``MAX_PENDING`` windows behind: this one is dropped unread, counted (the next window's
         record says how many), and said once per process."""
-        self.skipped += 1
-        self.skipped_total += 1
+        with self.lock:
+            self.skipped += 1
+            self.skipped_total += 1
         if self.skipped_total == 1:
             _emit.warning(
                 f"the background analysis is {MAX_PENDING} windows behind: autoprof skips the windows that close "
@@ -831,19 +832,41 @@ class Session:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every closed window has been analyzed and emitted. True when drained. The caller waits, so
-        the analysis runs at full speed meanwhile."""
+        the analysis runs at full speed meanwhile. Windows skipped since the last window record are then said (see
+        :meth:`say_skipped`)."""
         if self._worker is None or not self._worker.is_alive():
+            self.say_skipped()
             return True
         with PACER:
             if timeout is None:
                 self._queue.join()
-                return True
-            deadline = time.monotonic() + timeout
-            while self._queue.unfinished_tasks:
-                if time.monotonic() > deadline:
-                    return False
-                time.sleep(0.005)
-            return True
+            else:
+                deadline = time.monotonic() + timeout
+                while self._queue.unfinished_tasks:
+                    if time.monotonic() > deadline:
+                        return False
+                    time.sleep(0.005)
+        self.say_skipped()
+        return True
+
+    def say_skipped(self) -> None:
+        """The windows skipped since the last one queued (the analysis was ``MAX_PENDING`` behind), once every queued
+        window is written (a flush, the exit): no later window record would count them (the run's last burst), so one
+        ``autoprof.warning`` (``reason: "windows_skipped"``) does, and they are counted nowhere else. Every skipped
+        window is counted once: in a window record's ``windows_skipped`` or in such a record."""
+        with self.lock:
+            if not self.skipped or self._queue.unfinished_tasks:
+                return
+            skipped, self.skipped = self.skipped, 0
+        _emit.warning(
+            f"{skipped} window(s) closed after the last window record were skipped unread: the background analysis was "
+            f"{MAX_PENDING} windows behind when they closed ({self.skipped_total} skipped in this process so far); fewer "
+            "windows (repeat, wait) or flush() keep up",
+            "windows_skipped",
+            target=None,
+            window=None,
+            windows_skipped=skipped,
+        )
 
     def _never_recorded(self) -> None:
         """At exit: one warning for each target whose schedule never reached the end of a window (a script that
