@@ -233,6 +233,48 @@ def test_a_forked_pool_worker_records_after_the_parent_recorded(tmp_path: Path) 
     assert len(pids) == 2, f"the pool worker recorded no window of its own: {windows}"
 
 
+@pytest.mark.parametrize("how", ["process", "executor"])
+def test_a_forked_multiprocessing_child_writes_its_window_its_trace_and_its_page(tmp_path: Path, how: str) -> None:
+    """Issue 45: a training child made by ``multiprocessing.Process`` or a ``ProcessPoolExecutor`` under fork, with
+    ``trace_dir`` and ``report=True``: the child leaves through ``os._exit`` (no ``atexit``), and its window queued for
+    the background analysis was dropped without a word: no record, no trace, no page. multiprocessing's finalizers run
+    before that exit: the child's drain is one of them."""
+    traces = tmp_path / "traces"
+    recs = _script_records(
+        tmp_path,
+        "child",
+        f"""
+        import concurrent.futures, multiprocessing, os, torch, autoprof
+        autoprof.configure(sink=SINK, trace_dir={str(traces)!r}, report=True)  # the background analysis: the default
+
+        @autoprof.autoprof(name="child_step", skip_first=0, wait=0, warmup=1, active=2)
+        def step(x):
+            return x @ x
+
+        def train():
+            x = torch.ones(16, 16)
+            for _ in range(5):
+                step(x)
+            return os.getpid()
+
+        ctx = multiprocessing.get_context("fork")
+        if {how!r} == "process":
+            p = ctx.Process(target=train)
+            p.start()
+            p.join()
+            assert p.exitcode == 0
+        else:
+            with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+                pool.submit(train).result()
+        """,
+    )
+    windows = [r for r in recs if r["event"] == "autoprof.window" and r["target"] == "child_step"]
+    assert len(windows) == 1, recs  # before: none
+    (child,) = {w["pid"] for w in windows}
+    assert windows[0]["trace_path"] and os.path.exists(windows[0]["trace_path"])
+    assert (traces / f"autoprof-report.rank0.pid{child}.html").exists(), sorted(os.listdir(traces))
+
+
 def test_a_script_that_ends_before_its_first_window_is_told_so(tmp_path: Path) -> None:
     recs = _script_records(
         tmp_path,

@@ -939,7 +939,9 @@ def write_report() -> str | None:
     kept = [p for p in _window.KEPT if os.path.exists(p)]
     if not (cfg.report and cfg.trace_dir and kept):
         return None
-    out = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{_emit.dist_info()[0]}.html")
+    # a forked child's page is its own (its parent writes the same rank's at its own exit)
+    child = f".pid{os.getpid()}" if _FORKED_CHILD else ""
+    out = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{_emit.dist_info()[0]}{child}.html")
     try:
         from autoprof.render import htmlreport
 
@@ -1147,8 +1149,10 @@ def _after_fork_in_child() -> None:
     profiler is not the child's), no queue of the parent's windows (their analysis thread did not come along),
     fresh locks (a lock held by another of the parent's threads at the fork would never be released). The
     child's own targets start their schedules over."""
-    global _POOL_WORKER
+    global _POOL_WORKER, _FORKED_CHILD
     _POOL_WORKER = None  # a fork-context pool worker: asked again in the child
+    _FORKED_CHILD = True
+    _window.KEPT.clear()  # the parent's kept traces are its own page's
     SIGNALS_HELD.after_fork_in_child()
     session = SESSION
     session.lock = threading.RLock()
@@ -1163,6 +1167,35 @@ def _after_fork_in_child() -> None:
         target.lock = threading.Lock()
         target.owner = None
         target.restart(done)
+    import sys
+
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:  # a child multiprocessing starts: it clears the finalizers, then runs its after-fork hooks
+        try:
+            util.register_after_fork(session, _in_multiprocessing_child)
+        except Exception:
+            pass
+
+
+#: This process is a forked child (its end-of-run page is named with its pid).
+_FORKED_CHILD = False
+
+
+def _in_multiprocessing_child(session: Session) -> None:
+    """In a child that ``multiprocessing`` forked (a ``Process``, a ``ProcessPoolExecutor``'s worker): it leaves through
+    ``os._exit``, so ``atexit`` never runs and the windows queued for the background analysis (their records, kept
+    traces and page) were dropped without a word. ``multiprocessing`` runs its finalizers before that exit
+    (``Process._bootstrap``: ``util._exit_function``): the drain is one of them."""
+    import sys
+
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        util.Finalize(None, _child_exit, exitpriority=100)  # first: before the child's queues and pools are torn down
+
+
+def _child_exit() -> None:
+    atexit.unregister(SESSION.shutdown)  # once, if this child also ran its atexit handlers
+    SESSION.shutdown()
 
 
 SESSION = Session()
