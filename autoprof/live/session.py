@@ -1173,7 +1173,7 @@ def _after_fork_in_child() -> None:
     if util is not None:  # a child multiprocessing starts: it clears the finalizers, then runs its after-fork hooks
         try:
             util.register_after_fork(session, _in_multiprocessing_child)
-        except Exception:
+        except (AttributeError, TypeError):  # a multiprocessing of another shape: its children drain as before
             pass
 
 
