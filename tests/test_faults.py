@@ -695,3 +695,228 @@ def test_real_sigints_at_random_moments_leave_autoprof_working(tmp_path: Path) -
     # 30 calls after the storm: a window every 3 calls (warmup + 2 recorded), so 9 or 10 new windows, each written
     # or, while the paced analysis is 4 windows behind, skipped and counted (a skipped cycle is 2 calls: up to 15)
     assert int(got["new_windows"]) >= 9, out
+
+
+# -- Ctrl-C between torch's own profiler calls (issue 45, item 1) ------------------------------------------------------
+
+#: torch's profiler is Python code around C++ calls: each of these is called by name from that code, and a Ctrl-C that
+#: lands right after one returns tears what torch does around it (the start stamped or not, the module's flag set or
+#: not). autoprof's own profiler calls hold signals until the change is whole.
+_TORN_AT = ("_prepare_profiler", "_run_on_profiler_start", "_enable_profiler", "_disable_profiler", "_run_on_profiler_stop")
+#: What torch and kineto print when a profiler is stopped twice or left half-started (before the fix, then exit -11).
+_TORCH_PROFILER_LINES = (
+    "Requested callback is not found",
+    "disableProfiler called but no active profiling session found",
+    "Profiler is already enabled",
+    "Leaked callback handle",
+)
+
+_TORN_SCRIPT = """
+import json, signal, sys
+import torch, autoprof
+import torch.autograd.profiler as ap
+from autoprof.live.session import SESSION
+
+schedule, points = json.loads(sys.argv[1]), sys.argv[2].split(",")
+
+@autoprof(name="storm", **schedule)
+def step(x):
+    return x @ x
+
+def windows():
+    autoprof.flush()
+    try:
+        return open(sys.argv[3]).read().count('"autoprof.window"') + SESSION.skipped_total
+    except FileNotFoundError:
+        return SESSION.skipped_total
+
+def torn():  # what autoprof holds and what torch says (its Python flag and its C++ state) must agree
+    window = SESSION.window
+    running = window is not None and window.started
+    return [running, bool(ap._is_profiler_enabled), bool(torch._C._autograd._profiler_enabled())]
+
+x = torch.ones(8, 8)
+for _ in range(4):
+    step(x)  # a first window: the calibration done, autoprof's guards in place
+interrupts, bad = 0, []
+for point in points:
+    orig, calls = getattr(ap, point), [0]
+    def hooked(*args, _orig=orig, _calls=calls, **kwargs):
+        out = _orig(*args, **kwargs)
+        _calls[0] += 1
+        if _calls[0] <= 3:
+            signal.raise_signal(signal.SIGINT)  # a real Ctrl-C, the moment torch's call returned
+        return out
+    setattr(ap, point, hooked)
+    try:
+        for _ in range(20):
+            autoprof.flush()  # no window skipped because the analysis is behind: each opens and closes
+            try:
+                step(x)
+            except KeyboardInterrupt:
+                interrupts += 1
+            state = torn()
+            if len(set(state)) != 1:
+                bad.append([point, state])
+    finally:
+        setattr(ap, point, orig)
+before = windows()
+for _ in range(12):
+    step(x)
+after = windows()
+print(json.dumps({"interrupts": interrupts, "bad": bad, "new_windows": after - before, "end": torn()}), flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [dict(skip_first=0, wait=0, warmup=0, active=1, repeat=0), dict(skip_first=0, wait=0, warmup=1, active=2, repeat=0)],
+    ids=["one-step-windows", "warmup-and-two"],
+)
+def test_a_ctrl_c_right_after_each_of_torchs_profiler_calls_leaves_autoprof_and_torch_agreeing(
+    tmp_path: Path, schedule: dict[str, int]
+) -> None:
+    """A real SIGINT raised the moment each of torch's profiler calls returns, inside autoprof's prepare, start and stop.
+    Before the fix: the profiler left enabled with no window (then a ``foreign_profiler`` warning with no profiler of
+    the user's, and exit -11 at exit), or stopped twice (kineto's "disableProfiler called but no active profiling
+    session found"), and no window recorded after."""
+    sink = tmp_path / "records.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
+    env.update(PYTHONPATH=str(REPO), AUTOPROF_LOG=str(sink))
+    p = subprocess.run(
+        [sys.executable, "-c", _TORN_SCRIPT, json.dumps(schedule), ",".join(_TORN_AT), str(sink)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert p.returncode == 0, (p.returncode, p.stderr[-3000:])
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["interrupts"] == 3 * len(_TORN_AT), got  # each Ctrl-C reached the loop, none was lost
+    assert got["bad"] == [], got  # [autoprof's window records, torch's flag, torch's C++ state] after each call
+    assert len(set(got["end"])) == 1, got
+    assert got["new_windows"] >= 12 // (schedule["warmup"] + schedule["active"]) - 1, got
+    records = [json.loads(line) for line in sink.read_text().splitlines() if line.strip()]
+    assert not [r for r in records if r.get("reason") in ("foreign_profiler", "foreign_profiler_thread")], records
+    for line in _TORCH_PROFILER_LINES:
+        assert line not in p.stderr, p.stderr[-3000:]
+
+
+_STORM_SCRIPT = """
+import json, os, random, signal, sys, threading, time
+import torch, autoprof
+import torch.autograd.profiler as ap
+
+mode, seed = sys.argv[1], int(sys.argv[2])
+if mode == "one-step":
+    options = dict(skip_first=0, wait=0, warmup=0, active=1, repeat=0)
+else:  # the trigger, on a run that slows down every third step
+    options = dict(trigger=True, trigger_min_steps=10, trigger_interval=1, trigger_budget=0.5, trigger_floor_ms=0.5)
+calls = [0]
+
+@autoprof(name="storm", **options)
+def step(x):
+    calls[0] += 1
+    if mode == "trigger" and calls[0] > 40 and calls[0] % 3 == 0:
+        time.sleep(0.002)
+    return x @ x
+
+LOOP, armed, over = None, False, False
+def on_sigint(signum, frame):  # Python's own KeyboardInterrupt, anywhere but in this harness's loop itself
+    if armed and not over and (frame is None or frame.f_code is not LOOP):
+        raise KeyboardInterrupt
+signal.signal(signal.SIGINT, on_sigint)
+
+def ctrl_c_held_down():
+    global over
+    rng = random.Random(seed)
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        time.sleep(rng.uniform(0.002, 0.010))
+        os.kill(os.getpid(), signal.SIGINT)
+    over = True
+
+def loop():
+    global armed
+    interrupts = 0
+    threading.Thread(target=ctrl_c_held_down).start()
+    armed = True
+    while not over:
+        try:
+            autoprof.flush()  # each window opens and closes: none skipped because the analysis is behind
+            step(x)
+        except KeyboardInterrupt:
+            interrupts += 1
+    return interrupts
+
+x = torch.ones(16, 16)
+LOOP = loop.__code__
+interrupts = loop()
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # the storm is over
+for _ in range(10):
+    step(x)
+autoprof.flush()
+from autoprof.live.session import SESSION
+window = SESSION.window
+print(json.dumps({
+    "interrupts": interrupts,
+    "autoprof": window is not None and window.started,
+    "flag": bool(ap._is_profiler_enabled),
+    "torch": bool(torch._C._autograd._profiler_enabled()),
+}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["one-step", "trigger"])
+def test_ctrl_c_held_down_never_crashes_nor_leaves_a_profiler_running(tmp_path: Path, mode: str) -> None:
+    """The case as a user meets it: a real SIGINT every 2-10 ms for 1.5 s (a thread of the program sends them) into a
+    loop that catches KeyboardInterrupt, on one-step windows or the trigger. Before the fix it ended in exit -11 (a
+    profiler stopped twice), or with the profiler still enabled after ``flush()`` and a ``foreign_profiler`` warning
+    with no profiler of the user's. A storm is random: the exact moments are held by the test above."""
+    sink = tmp_path / "records.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
+    env.update(PYTHONPATH=str(REPO), AUTOPROF_LOG=str(sink))
+    p = subprocess.run([sys.executable, "-c", _STORM_SCRIPT, mode, "7"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, (p.returncode, p.stderr[-3000:])
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["interrupts"] >= 10, got
+    # what autoprof holds and what torch says agree (a window may be recording at the end: the trigger's)
+    assert got["autoprof"] == got["flag"] == got["torch"], got
+    if mode == "one-step":  # each call closes its window: nothing records after flush()
+        assert got == {**got, "autoprof": False, "flag": False, "torch": False}, got
+    records = [json.loads(line) for line in sink.read_text().splitlines() if line.strip()] if sink.exists() else []
+    assert not [r for r in records if r.get("reason") in ("foreign_profiler", "foreign_profiler_thread")], records
+    for line in _TORCH_PROFILER_LINES:
+        assert line not in p.stderr, p.stderr[-3000:]
+
+
+def test_a_stop_cut_after_torch_disabled_the_profiler_is_never_stopped_twice(tmp_path: Path) -> None:
+    """Signals are held across autoprof's own profiler calls, but an exception from elsewhere (another thread's
+    ``PyThreadState_SetAsyncExc``) can still cut a stop between torch's C++ disable and its Python stamps: the window
+    then looks as if it still recorded. Dropping it asks torch's C++ side first and stops nothing twice (before: kineto's
+    "disableProfiler called but no active profiling session found", the road to exit -11)."""
+    code = (
+        "import json, torch, autoprof\n"
+        "import torch.autograd.profiler as ap\n"
+        "from autoprof.live.session import SESSION\n"
+        "@autoprof(name='t', skip_first=0, wait=0, warmup=0, active=3, repeat=1)\n"
+        "def f(x, fail=False):\n"
+        "    if fail:\n"
+        "        raise KeyboardInterrupt\n"
+        "    return x @ x\n"
+        "x = torch.ones(4, 4)\n"
+        "f(x)  # the window records\n"
+        "torch.autograd._disable_profiler()  # torch's stop ran, the Python around it did not (cut)\n"
+        "try:\n"
+        "    f(x, fail=True)  # a step that raised: the window is cut, its profiler stopped if it runs\n"
+        "except KeyboardInterrupt:\n"
+        "    pass\n"
+        "print(json.dumps([SESSION.window is None, ap._is_profiler_enabled, torch._C._autograd._profiler_enabled()]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
+    env.update(PYTHONPATH=str(REPO), AUTOPROF_LOG=str(tmp_path / "records.jsonl"))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == [True, False, False], p.stdout
+    for line in _TORCH_PROFILER_LINES:
+        assert line not in p.stderr, p.stderr[-3000:]

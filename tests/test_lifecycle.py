@@ -141,6 +141,61 @@ def test_end_from_another_thread_changes_nothing_and_says_so(records: Records, c
     _quiet()
 
 
+def test_end_from_a_callback_thread_is_done_by_the_steps_thread_and_later_targets_record(
+    records: Records, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 45: a trainer whose step-end callback fires off the training thread. Each ``end()`` from that thread is done
+    by the training thread at its next call into autoprof (its next ``begin()``, an ``@autoprof`` call), with the step's
+    time ending at the ``end()``. Before, the last step stayed open on the training thread for good: its later
+    ``@autoprof`` function was an annotation inside it, never a step, and recorded no window."""
+    steps = Steps("callback_thread", skip_first=0, wait=0, warmup=1, active=2)
+    for i in range(4):
+        steps.begin(i)
+        _work()
+        callback = threading.Thread(target=steps.end)  # the trainer's on_step_end, on its own thread
+        callback.start()
+        callback.join()
+    assert [w["steps"] for w in records.of("autoprof.window", target="callback_thread")] == [[1, 2]]
+
+    @autoprof.autoprof(name="after_callbacks", skip_first=0, wait=0, warmup=0, active=1)
+    def after() -> torch.Tensor:
+        return _work()
+
+    for _ in range(3):
+        after()
+    assert records.of("autoprof.window", target="after_callbacks")  # before: none (still inside step 3)
+    assert not steps.in_step
+    (said,) = records.of("autoprof.warning", reason="wrong_thread")
+    assert "ends it at its next call into autoprof" in said["message"]
+    assert "Leaked callback handle" not in capfd.readouterr().err
+    _quiet()
+
+
+def test_stop_from_another_thread_is_done_by_the_steps_thread(records: Records) -> None:
+    """A run's end heard on another thread (``stop()``) while the training thread is inside a step of its window: the
+    training thread stops it at its next call into autoprof; nothing records after."""
+    steps = Steps("stopped_elsewhere", skip_first=0, wait=0, warmup=1, active=3)
+    for i in range(2):
+        steps.begin(i)
+        _work()
+        steps.end()
+    steps.begin(2)  # in the window
+    stopper = threading.Thread(target=steps.stop)
+    stopper.start()
+    stopper.join()
+    assert steps.in_step and SESSION.window is not None  # not done there: the window's profiler is this thread's
+
+    @autoprof.autoprof(name="after_stop", skip_first=0, wait=0, warmup=0, active=1)
+    def after() -> torch.Tensor:
+        return _work()
+
+    after()
+    assert not steps.in_step
+    assert records.of("autoprof.warning", reason="window_incomplete", target="stopped_elsewhere")
+    assert records.of("autoprof.window", target="after_stop")
+    _quiet()
+
+
 def _script_records(tmp_path: Path, name: str, body: str) -> list[dict[str, Any]]:
     """Run ``body`` as a script of its own (``SINK``: the records' path, defined for it); its records, in order."""
     sink = tmp_path / "r.jsonl"
@@ -176,6 +231,48 @@ def test_a_forked_pool_worker_records_after_the_parent_recorded(tmp_path: Path) 
     windows = [r for r in recs if r["event"] == "autoprof.window"]
     pids = {w["pid"] for w in windows if w["target"] == "work"}
     assert len(pids) == 2, f"the pool worker recorded no window of its own: {windows}"
+
+
+@pytest.mark.parametrize("how", ["process", "executor"])
+def test_a_forked_multiprocessing_child_writes_its_window_its_trace_and_its_page(tmp_path: Path, how: str) -> None:
+    """Issue 45: a training child made by ``multiprocessing.Process`` or a ``ProcessPoolExecutor`` under fork, with
+    ``trace_dir`` and ``report=True``: the child leaves through ``os._exit`` (no ``atexit``), and its window queued for
+    the background analysis was dropped without a word: no record, no trace, no page. multiprocessing's finalizers run
+    before that exit: the child's drain is one of them."""
+    traces = tmp_path / "traces"
+    recs = _script_records(
+        tmp_path,
+        "child",
+        f"""
+        import concurrent.futures, multiprocessing, os, torch, autoprof
+        autoprof.configure(sink=SINK, trace_dir={str(traces)!r}, report=True)  # the background analysis: the default
+
+        @autoprof.autoprof(name="child_step", skip_first=0, wait=0, warmup=1, active=2)
+        def step(x):
+            return x @ x
+
+        def train():
+            x = torch.ones(16, 16)
+            for _ in range(5):
+                step(x)
+            return os.getpid()
+
+        ctx = multiprocessing.get_context("fork")
+        if {how!r} == "process":
+            p = ctx.Process(target=train)
+            p.start()
+            p.join()
+            assert p.exitcode == 0
+        else:
+            with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+                pool.submit(train).result()
+        """,
+    )
+    windows = [r for r in recs if r["event"] == "autoprof.window" and r["target"] == "child_step"]
+    assert len(windows) == 1, recs  # before: none
+    (child,) = {w["pid"] for w in windows}
+    assert windows[0]["trace_path"] and os.path.exists(windows[0]["trace_path"])
+    assert (traces / f"autoprof-report.rank0.pid{child}.html").exists(), sorted(os.listdir(traces))
 
 
 def test_a_script_that_ends_before_its_first_window_is_told_so(tmp_path: Path) -> None:

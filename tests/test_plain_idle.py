@@ -308,7 +308,7 @@ def test_on_a_fake_clock_a_slowdown_every_50th_step_is_found_with_its_period(rec
     assert t["step"] % 50 == 0
 
 
-def test_on_a_fake_clock_calls_only_from_another_thread_keep_the_starts_bounded_and_counted(records: Any, monkeypatch: Any) -> None:
+def test_on_a_fake_clock_calls_only_from_another_thread_are_neither_timed_nor_counted(records: Any, monkeypatch: Any) -> None:
     clock = _fake_clock(monkeypatch)
     autoprof.configure(trigger=True)
     step = autoprof(name="fake_other_thread", **FAST)(lambda i: i)
@@ -340,9 +340,9 @@ def test_on_a_fake_clock_calls_only_from_another_thread_keep_the_starts_bounded_
     t = threading.Thread(target=other)
     t.start()
     t.join(60)
-    # only the owner judges, but the other thread's calls tick too (a tick interval apart, TICK_MAX before a
-    # baseline: 10 ms, 10 calls here), each keeping the starts to the history
-    assert most <= watch.settings.history + 1 + 11
-    assert ticks["n"] <= 3000 // 10 + 2  # a tick interval apart, not at each call
-    assert target.calls == before + 3000  # each counted once
+    # README, "Threads": another thread's calls are no steps (issue 45: they were counted, and moved the owner's step
+    # numbers): none is timed, none ticks, none is counted
+    assert most <= watch.settings.history + 1
+    assert ticks["n"] == 0
+    assert target.calls == before
     assert not _triggered(records, "fake_other_thread")

@@ -67,6 +67,10 @@ class _Inside:
 _INSIDE = _Inside()
 #: The sync wrapper's code (one code object for every decorated function): how :func:`_held` knows its frames.
 _WRAPPER_CODES: set[Any] = set()
+#: The :class:`Steps` whose step in progress another thread ended (``end()`` or ``stop()`` from a trainer's callback
+#: fired off the step's thread): the step's own thread ends it at its next call into autoprof (see
+#: :func:`_end_elsewhere`). The wrappers' nested path tests it (empty: one truth test).
+_ENDED_ELSEWHERE: set[Steps] = set()
 HELD = 3  # the depth of a call held by a plain idle call: nested, found on the stack (never stored in the thread-local)
 
 
@@ -148,6 +152,14 @@ class _Step:
         if place.phase == Phase.DONE and target.saved is not None:  # a triggered window's schedule is over
             target.end_triggered()
             place = target.schedule.place(target.pos)
+        elif (
+            target.tries
+            and target.saved is not None
+            and place.phase != Phase.WAIT
+            and not SESSION.holds(target)
+            and not SESSION.retry_triggered(target)  # tried again after a try was cut: only within its budget
+        ):
+            place = target.schedule.place(target.pos)  # given up: the target's own schedule
         if place.phase in (Phase.DONE, Phase.WAIT):
             self._unprofiled(place.phase)
         else:
@@ -172,7 +184,10 @@ class _Step:
             SESSION.skip_cycle(target)  # bounded memory: no window while the analysis is this far behind
             self.advance = False
             return
+        held = SESSION.window
         self.window = SESSION.open(target, SWITCH.config)
+        if self.window is not None and self.window is not held and target.saved is not None:
+            SESSION.opened_triggered(target)  # a try of a triggered window: counted against its budget
         if self.window is None:
             self._defer()
         elif place.phase == Phase.ACTIVE:
@@ -417,6 +432,8 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
     name = ins.name
     task_depth = _task_depth
     inside = _INSIDE
+    get_ident = _get_ident
+    elsewhere = _ENDED_ELSEWHERE
 
     if inspect.iscoroutinefunction(fn):
 
@@ -428,7 +445,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 # the plain idle path, as in the sync wrapper: no task or thread depth to mark (a call that this one
                 # holds finds it on the stack; a concurrent task's call is its own: no annotation is held across awaits)
                 w = t.watch
-                if w is not None:  # the trigger's timing, as in the sync wrapper
+                if w is not None and t.owner == get_ident():  # the trigger's timing, as in the sync wrapper
                     s0 = clock()
                     w.starts.append(s0)
                     if s0 > w.next:
@@ -441,6 +458,8 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             here = task_depth.get()  # this task's: concurrent tasks on one thread interleave at every await
             running = getattr(tls, "a", 0)  # outermost async calls in flight on this thread, in any task
             in_sync: int = getattr(tls, "d", 0)
+            if in_sync and elsewhere and _end_elsewhere():  # a trainer's step another thread ended: ended now, here
+                in_sync = getattr(tls, "d", 0)
             if here == 0 and not running and not in_sync and inside.n:
                 in_sync = _held()  # held by a plain idle call (sync, or an async one of this task)
             if here > 0 or (here == 0 and not running and in_sync):
@@ -472,7 +491,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             try:
                 if t is not None and t.done and not ap._is_profiler_enabled:
                     w = t.watch
-                    if w is not None:  # the trigger's timing, as in the sync wrapper
+                    if w is not None and t.owner == get_ident():  # the trigger's timing, as in the sync wrapper
                         s0 = clock()
                         w.starts.append(s0)
                         if s0 > w.next:
@@ -513,7 +532,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
         if t is not None and t.plain and t.done and not ap._is_profiler_enabled:
             # the plain idle path (what every call pays for the rest of a run): no thread-local depth to mark
             w = t.watch
-            if w is not None:
+            if w is not None and t.owner == get_ident():
                 # the trigger's always-on timing: a clock read, an append, a comparison (see autoprof.live.trigger):
                 # a step's time is its period, from its start to the next call's (the step and what runs after it:
                 # the next batch's loading, a checkpoint), judged at a tick (a call past the watch's next), which
@@ -533,6 +552,8 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             depth = tls.d = 0
         if not depth and inside.n:
             depth = _held()
+        elif depth and elsewhere and _end_elsewhere():  # a trainer's step another thread ended: ended now, here
+            depth = tls.d
         if depth:
             if t is not None and t.plain:
                 t.plain = False  # this target's calls can be held by another's: its idle path marks the depth
@@ -547,7 +568,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                     _close_rf(rf)
         if t is not None and t.done and not ap._is_profiler_enabled:
             w = t.watch
-            if w is not None:  # the trigger's timing, as on the plain path
+            if w is not None and t.owner == get_ident():  # the trigger's timing, as on the plain path
                 s0 = clock()
                 w.starts.append(s0)
                 if s0 > w.next:
@@ -582,6 +603,16 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
 _IDLE = -1  # a driven step on the idle path: only the depth to reset at its end
 
 
+def _end_elsewhere() -> bool:
+    """If this thread is inside a driven step that another thread ended, end it here now (it belongs to this thread:
+    its annotations, its window's profiler); whether it did."""
+    driver = getattr(_tls, "driver", None)
+    if driver is None or driver not in _ENDED_ELSEWHERE or driver._thread != _get_ident():
+        return False
+    driver._complete_elsewhere()
+    return True
+
+
 def _after_fork_in_child() -> None:
     """A child forked inside a decorated call (a ``multiprocessing`` pool started in a step) starts at depth 0: its
     calls are steps of its own targets, not annotations of a call that only runs in the parent."""
@@ -590,6 +621,7 @@ def _after_fork_in_child() -> None:
     _INSIDE.n = 0
     _tls.driver = None
     _tls.sections = []
+    _ENDED_ELSEWHERE.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -613,6 +645,7 @@ class Steps:
     __slots__ = (
         "__weakref__",
         "_calls",
+        "_elsewhere",
         "_ins",
         "_mode",
         "_new_run",
@@ -634,6 +667,8 @@ class Steps:
         self._thread: int | None = None  # the thread of the step in progress
         self._new_run = True  # the next step is the first of a run: the target's schedule starts over there
         self._warned_thread = False
+        #: An end of the step in progress asked from another thread: ("end", when) or ("stop", when, reason, failed)
+        self._elsewhere: tuple[Any, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -651,8 +686,13 @@ class Steps:
         if self._mode is not None:
             if not self._on_thread("begin"):
                 return
-            self.end()
+            if self._elsewhere is not None:
+                self._complete_elsewhere()  # ended by another thread: as it asked, when it asked
+            else:
+                self.end()
         number = step if type(step) is int and 0 <= step < 1 << 63 else None  # not a bool, nor past the schema's int64
+        if _ENDED_ELSEWHERE:
+            _end_elsewhere()  # another loop's step on this thread that another thread ended
         depth = getattr(_tls, "d", 0) or (_INSIDE.n and _held())
         if depth:
             driver = getattr(_tls, "driver", None)
@@ -701,23 +741,56 @@ class Steps:
 
     def end(self) -> None:
         """End the step in progress (nothing when none is): close its open sections, count it, and close the window
-        whose last step it was."""
+        whose last step it was. From another thread than the step's (a trainer's callback fired off it): the step's own
+        thread ends it at its next call into autoprof, its time ending now (see :meth:`_asked_elsewhere`)."""
+        if self._asked_elsewhere(("end", _now())):
+            return
         self._end(failed=False)
 
-    def _end(self, failed: bool) -> None:
+    def _end(self, failed: bool, ended_at: int | None = None) -> None:
         mode = self._mode
         if mode is None or not self._on_thread("end"):
             return
         self._mode = None
+        self._elsewhere = None  # the step's own thread ends it: an end asked from another one is moot
+        _ENDED_ELSEWHERE.discard(self)
         calls, self._calls = self._calls, []
         try:
             self.leave(None)
             if mode != _IDLE:
+                t0 = self._t0
+                if ended_at is not None and t0 >= 0:
+                    t0 += _now() - ended_at  # its time ends when another thread ended it
                 # a failed step is an interrupted one (t0 < 0): its window is dropped, its cycle recorded again
-                self._ins.end(Mode(mode), calls, -1 if failed else self._t0)
+                self._ins.end(Mode(mode), calls, -1 if failed else t0)
         finally:
             _tls.d = 0
             _tls.driver = None
+
+    def _asked_elsewhere(self, request: tuple[Any, ...]) -> bool:
+        """An end or a stop called from another thread than the step in progress's: it cannot be done there (a step's
+        annotations and its window's profiler belong to its thread), and left undone it kept that thread inside the
+        step for good (its later ``@autoprof`` calls annotations, never steps: no window again). So it is asked of the
+        step's thread, which does it at its next call into autoprof (its next ``begin()``, an ``@autoprof`` call, any
+        call of this object) unless it ends the step itself first; said once (``wrong_thread``). False: no step is in
+        progress on another thread (the call is done here)."""
+        if self._mode is None or self._thread is None or self._thread == _get_ident():
+            return False
+        self._elsewhere = request
+        _ENDED_ELSEWHERE.add(self)
+        self._on_thread(request[0])  # the warning, once
+        return True
+
+    def _complete_elsewhere(self) -> None:
+        """On the step's own thread: do the end or stop another thread asked for (see :meth:`_asked_elsewhere`)."""
+        request, self._elsewhere = self._elsewhere, None
+        _ENDED_ELSEWHERE.discard(self)
+        if request is None or self._mode is None:
+            return
+        if request[0] == "end":
+            self._end(failed=False, ended_at=request[1])
+        else:
+            self.stop(request[2], failed=request[3])
 
     def stop(self, reason: str = "the run ended", *, failed: bool = False) -> None:
         """The loop's run is over (``failed``: it raised): end the step in progress (a failed one is not counted and
@@ -728,7 +801,7 @@ class Steps:
             target = self._ins.target
             if self._mode is None and target is not None and not self._drives(target):
                 return  # a stale run with no step in progress (torn down from any thread, by the GC): nothing of its own
-            if not self._on_thread("stop"):
+            if self._asked_elsewhere(("stop", _now(), reason, failed)) or not self._on_thread("stop"):
                 return
             if target is not None and not self._drives(target):
                 # another loop's run (a later trainer's) drives the target now: this one's stop (an earlier trainer
@@ -789,9 +862,15 @@ class Steps:
             return True
         if not self._warned_thread:
             self._warned_thread = True
+            done = (
+                "the step's own thread ends it at its next call into autoprof (its next begin(), an @autoprof call), "
+                "unless it ends it itself first"
+                if what in ("end", "stop")
+                else "autoprof changed nothing"
+            )
             _emit.warning(
-                f"Steps({self.name!r}).{what}() was called from another thread than the step's begin(): autoprof "
-                "changed nothing (a step, its sections and its window belong to the thread that began it)",
+                f"Steps({self.name!r}).{what}() was called from another thread than the step's begin(): {done} (a step, "
+                "its sections and its window belong to the thread that began it)",
                 "wrong_thread",
                 target=self.name,
                 window=None,

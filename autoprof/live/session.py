@@ -19,6 +19,7 @@ import atexit
 import json
 import os
 import queue
+import signal
 import statistics
 import threading
 import time
@@ -56,6 +57,94 @@ ABANDON_AFTER = 16
 MAX_PENDING = 4
 
 
+class _SignalsHeld:
+    """Python's signal handlers held back while autoprof changes the profiler's state (prepare, start, stop, tear down)
+    and its own record of it: a Ctrl-C is delivered as soon as the change is whole, never inside it.
+
+    torch's profiler calls are Python code around C++ calls (``_start_trace``: set the module's flag, enable kineto,
+    stamp the start; ``__exit__``: disable kineto, stamp the end, clear the flag). A KeyboardInterrupt raised between
+    two of those lines tore them: a profiler enabled with no start stamp (never stopped: left recording, a foreign
+    profiler for every later window, a crash at exit) or disabled with no end stamp (stopped again: kineto's "disableProfiler
+    called but no active profiling session found", "Requested callback is not found", then exit -11). Inside a held
+    section every Python-level handler (SIGINT's, and any other signal's the program installed) is replaced by one that
+    only notes the signal; at the end of the outermost section the program's handlers are put back and each noted
+    signal is handed to its handler, in the order it came (the first that raises ends the delivery, as Python's own
+    does). Only the main thread runs Python's signal handlers: elsewhere this holds nothing and is not needed. Nested
+    sections hold once. A handler left held by an interrupted restore is put back by the next section."""
+
+    __slots__ = ("depth", "pending", "saved")
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.saved: dict[int, Any] = {}  # signal -> the program's handler, while held
+        self.pending: list[tuple[int, Any]] = []  # (signal, frame) noted while held, in order
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.pending.append((signum, frame))
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if self.depth == 0:
+            note = self._note
+            try:
+                for signum in _HANDLED_SIGNALS:
+                    handler = signal.getsignal(signum)
+                    if callable(handler) and handler != note:
+                        self.saved[signum] = handler  # kept before it is replaced: an interrupt between the two loses nothing
+                        signal.signal(signum, note)
+            except (ValueError, OSError, TypeError):
+                pass  # not the main interpreter's main thread (a subinterpreter): nothing held, as on another thread
+            except BaseException:
+                self._restore()
+                raise
+        self.depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        if threading.current_thread() is not threading.main_thread() or self.depth == 0:
+            return
+        self.depth -= 1
+        if self.depth:
+            return
+        handlers = dict(self.saved)
+        self._restore()
+        pending, self.pending = self.pending, []
+        for signum, frame in pending:
+            handler = handlers.get(signum)
+            if callable(handler):
+                handler(signum, frame)  # the default SIGINT handler raises KeyboardInterrupt here: the change is whole
+
+    def _restore(self) -> None:
+        """Put the program's handlers back (SIGINT's last: a Ctrl-C cannot cut the loop before the others are back). A
+        handler stays in ``saved`` until it is back, so a restore cut short is finished by the next section."""
+        for signum in sorted(self.saved, key=lambda s: s == signal.SIGINT):
+            try:
+                if signal.getsignal(signum) == self._note:
+                    signal.signal(signum, self.saved[signum])
+            except (ValueError, OSError, TypeError):
+                pass
+            del self.saved[signum]
+
+    def after_fork_in_child(self) -> None:
+        """A child forked while another thread held the handlers: put them back (the child's main thread is the one
+        that forked; it is in no section)."""
+        self.depth = 0
+        self.pending = []
+        if self.saved:
+            self._restore()
+
+
+#: The signals whose Python-level handler a held section replaces: Ctrl-C's, and those a program's handler raises in
+#: (a SIGTERM or SIGHUP turned into SystemExit, a SIGALRM timeout). Not every signal: reading a handler costs ~1 µs.
+_HANDLED_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGUSR1", "SIGUSR2", "SIGINT")
+    if hasattr(signal, name)
+)
+#: ``with SIGNALS_HELD:`` holds signals back across a change of the profiler's state (see :class:`_SignalsHeld`).
+SIGNALS_HELD = _SignalsHeld()
+
+
 def profiler_recording() -> bool:
     """True while any torch profiler records (autoprof's own or the user's)."""
     return bool(_autograd_profiler._is_profiler_enabled)
@@ -85,6 +174,7 @@ class Target:
         "saved",
         "schedule",
         "skipped_behind",
+        "tries",
         "trigger",
         "triggered",
         "warned_abandoned",
@@ -148,6 +238,7 @@ class Target:
         self.watch: Watch | None = Watch(self.watching) if self.watching is not None and not done else None
         self.saved: tuple[Schedule, int, bool] | None = None
         self.trigger: Trigger | None = None
+        self.tries = 0  # windows opened for the triggered window in progress (a try cut short is tried again)
 
     @property
     def calls(self) -> int:
@@ -178,6 +269,7 @@ class Target:
         self.done = False
         self.trigger = trigger
         self.rewind = False
+        self.tries = 0
         return own.warmup + own.active
 
     def end_triggered(self) -> None:
@@ -263,8 +355,8 @@ class Session:
     # -- the trigger ---------------------------------------------------------------------------------
     def tick(self, target: Target, t0: float) -> None:
         """A wrapper's idle call that started at ``t0``, past its watch's next tick (:meth:`Watch.tick`). Only the
-        owner thread's calls tick (one thread changes the watch; a target called from several threads mixes their
-        starts, and another thread's call past the tick pays this test)."""
+        owner thread's calls are timed (the wrappers time no other thread's call: those are no steps), so only they
+        tick; a call of another thread here (none is expected) only keeps the starts bounded."""
         watch = target.watch
         if watch is None:
             return
@@ -310,6 +402,33 @@ class Session:
             cost = target.run_triggered(trigger)
             watch.fired(trigger, cost)
             return True
+
+    def holds(self, target: Target) -> bool:
+        """Whether ``target``'s window is open (prepared or recording)."""
+        window = self.window
+        return window is not None and window.target is target
+
+    def retry_triggered(self, target: Target) -> bool:
+        """A triggered window whose last try was cut (a step raised, a profiler of the user's, an interrupt) is about to
+        open again: only while ``trigger_budget`` allows another window's steps (each try records up to its warmup and
+        active steps, counted against the budget as a new window is). Otherwise it is given up: the target goes back to
+        its own schedule, and the refusal is counted in the next triggered window's ``suppressed``. Without this a step
+        that raised in every try kept the profiler recording for half of a run."""
+        watch = target.watch
+        if watch is not None and watch.profiled + target.cost() <= watch.settings.budget * target.calls:
+            return True
+        target.end_triggered()
+        if watch is not None:
+            watch.refused()
+        return False
+
+    def opened_triggered(self, target: Target) -> None:
+        """A window opened for ``target``'s triggered window: its first try was counted when the trigger fired, each
+        later one counts against the budget now."""
+        watch = target.watch
+        if target.tries and watch is not None:
+            watch.profiled += target.cost()
+        target.tries += 1
 
     def cut(self, target: Target, reason: str) -> bool:
         """End ``target``'s window before its last step (its run ended: a trainer returned, stopped early or
@@ -374,29 +493,31 @@ class Session:
             cpu_peaks = None if cuda else calibrate.cpu_peaks()
             memory = cfg.profile_memory if target.profile_memory is None else target.profile_memory
             prof = profile(activities=activities, record_shapes=cfg.record_shapes, profile_memory=memory)
-            with self._owning():
+            with self._owning():  # signals held: a Ctrl-C comes once the window holds its prepared profiler
                 self._live = prof
                 prof.prepare_trace()
                 # The first record_function of a process resolves its ops (~1 ms here): pay that now, outside
                 # the recorded steps, so it does not show up as the first step's host overhead.
                 with _autograd_profiler.record_function("autoprof.warmup"):
                     pass
-            window = self.window = Window(target, prof, cpu_peaks)
-            window.devices = device_properties() if cuda else []
+                window = self.window = Window(target, prof, cpu_peaks)
+                window.devices = device_properties() if cuda else []
             if cfg.background and not in_pool_worker():  # a pool worker reads and analyzes on the calling thread
                 _window.READER.ensure()  # started here, by the training thread (its priority), never at a close
             return window
 
     @contextmanager
     def _owning(self) -> Iterator[None]:
-        """autoprof's own call into torch's profiler: the foreign-profiler guard lets it pass, and torch's
-        warnings about it never reach the user's stderr as plain lines (see :func:`_torch_warnings`)."""
-        self._own.active = True
-        try:
-            with _torch_warnings():
-                yield
-        finally:
-            self._own.active = False
+        """autoprof's own call into torch's profiler: signals are held until it is whole (see :class:`_SignalsHeld`),
+        the foreign-profiler guard lets it pass, and torch's warnings about it never reach the user's stderr as plain
+        lines (see :func:`_torch_warnings`)."""
+        with SIGNALS_HELD:
+            self._own.active = True
+            try:
+                with _torch_warnings():
+                    yield
+            finally:
+                self._own.active = False
 
     def start(self, target: Target) -> Window | None:
         """Start recording (first active step); the window. None when a foreign profiler took over meanwhile."""
@@ -409,8 +530,9 @@ class Session:
             if profiler_recording() or self.foreign_prepared():
                 self._abandon(target)
                 return None
-            window.started = True  # first: a stop is owed from here on, even if an interrupt lands inside start_trace
-            with self._owning():
+            with self._owning():  # signals held: the start is whole (enabled and stamped) or not begun
+                window.started = True  # a stop is owed from here on
+                window.prof._autoprof_thread = threading.get_ident()  # torch's state is this thread's (_stopped_in_torch)
                 window.prof.start_trace()
             try:  # name the target inside the trace, so the offline analysis reads it as the live one did
                 window.prof.add_metadata_json("autoprof_target", json.dumps(target.name))
@@ -428,16 +550,32 @@ class Session:
             return window
 
     def close(self, target: Target, cfg: Config) -> None:
-        """Stop the profiler at the end of the window's last step and hand the window to the worker."""
+        """Stop the profiler at the end of the window's last step and hand the window to the worker. Signals are held
+        until the window is handed over (a Ctrl-C meanwhile comes after: the window is kept); an analysis on this
+        thread (``background`` off, a pool worker) runs after, interruptible."""
         started = time.perf_counter_ns()
+        job = None
+        try:
+            with SIGNALS_HELD:
+                job = self._close(target, cfg, started)
+        except BaseException as e:  # a Ctrl-C held meanwhile, delivered now: a window left to this thread is dropped
+            if job is not None:
+                _emit.error("window analysis interrupted: the window is dropped", "interrupted", e, target=job.target, window=job.window)
+                _window.release(job.prof)
+            raise
+        if job is not None:  # on this thread, as it closes: the training thread pays the analysis too (its stall_ms says so)
+            _window.run(job, inline=True)
+
+    def _close(self, target: Target, cfg: Config, started: int) -> _window.ClosedWindow | None:
+        """:meth:`close`'s bookkeeping; the job to analyze on this thread, if any."""
         with self.lock:
             window = self.window
             if window is None or window.target is not target:
-                return
+                return None
             self.window = None  # over, stopped or not
             sections = sorted(SECTIONS_SEEN)
             if not self._stop(window, target, sections):
-                return
+                return None
         stopped = time.perf_counter_ns()
         index = target.window
         target.window += 1
@@ -456,7 +594,7 @@ class Session:
             results = window.prof.profiler.kineto_results
         except Exception as e:
             _emit.error(f"reading the window failed: {e}", "profiler", e, target=target.name, window=index)
-            return
+            return None
         job = _window.ClosedWindow(
             target=target.name,
             window=index,
@@ -484,14 +622,14 @@ class Session:
         if cfg.background and not in_pool_worker():
             if self._queue.unfinished_tasks >= MAX_PENDING:
                 self._skip(target, index)
-                return
-            job.skipped_before, self.skipped = self.skipped, 0
+                return None
             with self.lock:  # the reader and the worker take the windows in the same order
+                job.skipped_before, self.skipped = self.skipped, 0
                 _window.READER.submit(job)
                 job.stall_ns = time.perf_counter_ns() - started
                 self._submit(lambda: _window.run(job))
-        else:  # on this thread, as it closes: the training thread pays the analysis too (its stall_ms says so)
-            _window.run(job, inline=True)
+            return None
+        return job
 
     def behind(self, cfg: Config) -> bool:
         """Whether the background analysis is ``MAX_PENDING`` windows behind: a window opened now would only be
@@ -508,8 +646,9 @@ class Session:
     def _skip(self, target: Target, index: int) -> None:
         """The analysis is ``MAX_PENDING`` windows behind: this one is dropped unread, counted (the next window's
         record says how many), and said once per process."""
-        self.skipped += 1
-        self.skipped_total += 1
+        with self.lock:
+            self.skipped += 1
+            self.skipped_total += 1
         if self.skipped_total == 1:
             _emit.warning(
                 f"the background analysis is {MAX_PENDING} windows behind: autoprof skips the windows that close "
@@ -530,6 +669,7 @@ class Session:
         try:
             with self._owning():
                 _stop(window.prof)
+                self._live = None
         except Exception as e:
             self._heal()
             _emit.error(f"profiler stop failed: {e}", "profiler", e, target=target.name, window=target.window)
@@ -537,7 +677,6 @@ class Session:
         except BaseException:  # interrupted: if it still records, stop it before the interrupt goes on
             self._heal()
             raise
-        self._live = None
         return True
 
     def drop(self, target: Target) -> None:
@@ -550,13 +689,13 @@ class Session:
             self._discard(window)
 
     def _discard(self, window: Window) -> None:
-        window.dropped = True
-        self.window = None
-        with self._owning():
+        with self._owning():  # signals held: the window is gone and its profiler stopped, or neither
+            window.dropped = True
+            self.window = None
             _stop_quietly(window.prof)
-        self._live = None
-        if not _runs(window.prof) and not _prepared(window.prof):  # stopped: its unread results freed now
-            _window.release(window.prof)
+            self._live = None
+            if not _runs(window.prof) and not _prepared(window.prof):  # stopped: its unread results freed now
+                _window.release(window.prof)
 
     def _heal(self) -> None:
         """A profiler autoprof prepared or started but no window holds (an interrupt landed between the two):
@@ -565,7 +704,7 @@ class Session:
         if live is not None and (self.window is None or self.window.prof is not live):
             with self._owning():
                 _stop_quietly(live)
-            self._live = None  # only once torn down: an interrupt inside leaves it for the next heal
+                self._live = None  # only once torn down: an interrupt inside leaves it for the next heal
 
     def foreign_prepared(self) -> bool:
         """Whether a profiler of the user's is prepared and not stopped (its warmup): autoprof may not prepare or
@@ -710,19 +849,41 @@ class Session:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every closed window has been analyzed and emitted. True when drained. The caller waits, so
-        the analysis runs at full speed meanwhile."""
+        the analysis runs at full speed meanwhile. Windows skipped since the last window record are then said (see
+        :meth:`say_skipped`)."""
         if self._worker is None or not self._worker.is_alive():
+            self.say_skipped()
             return True
         with PACER:
             if timeout is None:
                 self._queue.join()
-                return True
-            deadline = time.monotonic() + timeout
-            while self._queue.unfinished_tasks:
-                if time.monotonic() > deadline:
-                    return False
-                time.sleep(0.005)
-            return True
+            else:
+                deadline = time.monotonic() + timeout
+                while self._queue.unfinished_tasks:
+                    if time.monotonic() > deadline:
+                        return False
+                    time.sleep(0.005)
+        self.say_skipped()
+        return True
+
+    def say_skipped(self) -> None:
+        """The windows skipped since the last one queued (the analysis was ``MAX_PENDING`` behind), once every queued
+        window is written (a flush, the exit): no later window record would count them (the run's last burst), so one
+        ``autoprof.warning`` (``reason: "windows_skipped"``) does, and they are counted nowhere else. Every skipped
+        window is counted once: in a window record's ``windows_skipped`` or in such a record."""
+        with self.lock:
+            if not self.skipped or self._queue.unfinished_tasks:
+                return
+            skipped, self.skipped = self.skipped, 0
+        _emit.warning(
+            f"{skipped} window(s) closed after the last window record were skipped unread: the background analysis was "
+            f"{MAX_PENDING} windows behind when they closed ({self.skipped_total} skipped in this process so far); fewer "
+            "windows (repeat, wait) or flush() keep up",
+            "windows_skipped",
+            target=None,
+            window=None,
+            windows_skipped=skipped,
+        )
 
     def _never_recorded(self) -> None:
         """At exit: one warning for each target whose schedule never reached the end of a window (a script that
@@ -801,7 +962,9 @@ def write_report() -> str | None:
     kept = [p for p in _window.KEPT if os.path.exists(p)]
     if not (cfg.report and cfg.trace_dir and kept):
         return None
-    out = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{_emit.dist_info()[0]}.html")
+    # a forked child's page is its own (its parent writes the same rank's at its own exit)
+    child = f".pid{os.getpid()}" if _FORKED_CHILD else ""
+    out = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{_emit.dist_info()[0]}{child}.html")
     try:
         from autoprof.render import htmlreport
 
@@ -820,12 +983,28 @@ def _stop_quietly(prof: Any) -> None:
     in the process, a user's profiler's too, raises "Can't disable Kineto profiler when it's not running"."""
     try:
         if _runs(prof):
-            _stop(prof)
+            if not _stopped_in_torch(prof):
+                _stop(prof)
+            else:  # its stop was cut after torch disabled it (an exception from outside): never stopped twice
+                _autograd_profiler._run_on_profiler_stop()  # type: ignore[no-untyped-call]  # torch's flag, which that stop left set
         elif _prepared(prof) and not profiler_recording():
             prof.start_trace()
             _stop(prof)
     except Exception:
         pass
+
+
+def _stopped_in_torch(prof: Any) -> bool:
+    """Whether torch's C++ side says that ``prof``, which autoprof started on this thread and whose end is not
+    stamped, is not enabled: a stop cut between torch's disable and its stamp (the module's ``_is_profiler_enabled``
+    flag and the stamps are set by Python code around the C++ call). Asked only on the thread that started it: torch
+    keeps a profiler's state per thread. False when it cannot say."""
+    if getattr(prof, "_autoprof_thread", None) != threading.get_ident():
+        return False
+    try:
+        return not torch._C._autograd._profiler_enabled()
+    except Exception:
+        return False
 
 
 def _prepared(prof: Any) -> bool:
@@ -993,8 +1172,11 @@ def _after_fork_in_child() -> None:
     profiler is not the child's), no queue of the parent's windows (their analysis thread did not come along),
     fresh locks (a lock held by another of the parent's threads at the fork would never be released). The
     child's own targets start their schedules over."""
-    global _POOL_WORKER
+    global _POOL_WORKER, _FORKED_CHILD
     _POOL_WORKER = None  # a fork-context pool worker: asked again in the child
+    _FORKED_CHILD = True
+    _window.KEPT.clear()  # the parent's kept traces are its own page's
+    SIGNALS_HELD.after_fork_in_child()
     session = SESSION
     session.lock = threading.RLock()
     session.window = None
@@ -1008,6 +1190,35 @@ def _after_fork_in_child() -> None:
         target.lock = threading.Lock()
         target.owner = None
         target.restart(done)
+    import sys
+
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:  # a child multiprocessing starts: it clears the finalizers, then runs its after-fork hooks
+        try:
+            util.register_after_fork(session, _in_multiprocessing_child)
+        except (AttributeError, TypeError):  # a multiprocessing of another shape: its children drain as before
+            pass
+
+
+#: This process is a forked child (its end-of-run page is named with its pid).
+_FORKED_CHILD = False
+
+
+def _in_multiprocessing_child(session: Session) -> None:
+    """In a child that ``multiprocessing`` forked (a ``Process``, a ``ProcessPoolExecutor``'s worker): it leaves through
+    ``os._exit``, so ``atexit`` never runs and the windows queued for the background analysis (their records, kept
+    traces and page) were dropped without a word. ``multiprocessing`` runs its finalizers before that exit
+    (``Process._bootstrap``: ``util._exit_function``): the drain is one of them."""
+    import sys
+
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        util.Finalize(None, _child_exit, exitpriority=100)  # first: before the child's queues and pools are torn down
+
+
+def _child_exit() -> None:
+    atexit.unregister(SESSION.shutdown)  # once, if this child also ran its atexit handlers
+    SESSION.shutdown()
 
 
 SESSION = Session()

@@ -259,9 +259,10 @@ class Watch:
             self.breaks += 1
 
     def settle(self) -> None:
-        """Count the calls appended since the last tick and keep the last ``trigger_history`` + 1 starts. Any thread's
-        call past :attr:`next` settles (one at a time), so the starts stay bounded when other threads than the owner
-        make the calls; one length read: a call another thread appends meanwhile stays pending, counted at the next."""
+        """Count the calls appended since the last tick and keep the last ``trigger_history`` + 1 starts. The wrappers
+        append only the owner thread's calls (another thread's call is no step: neither timed nor counted); settling
+        takes a lock and reads the length once all the same, so a call appended meanwhile stays pending, counted at the
+        next."""
         with self.settling:
             starts = self.starts
             size = len(starts)
