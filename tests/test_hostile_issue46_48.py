@@ -212,7 +212,7 @@ def test_two_windows_of_one_thread_in_one_file_are_not_read_as_one_with_the_gap(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a CPU step 99% inside aten::mm running at 0.1% of its roofline is 'overhead: Python, dispatch and 0 of the window's 3 op calls'",
+    reason="a CPU step 99% in aten::mm at 0.1% of its roofline is 'overhead: Python, dispatch and 0 of the window's 3 op calls'",
 )
 def test_overhead_the_message_blames_on_small_op_calls_has_small_op_calls(tmp_path: Path) -> None:
     from autoprof.config import Config
