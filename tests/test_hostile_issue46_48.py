@@ -260,7 +260,7 @@ def test_a_host_only_trace_claims_nothing_about_the_device(tmp_path: Path) -> No
 
 @pytest.mark.xfail(
     strict=True,
-    reason="an H100 GEMM above the datasheet's FP32 peak (TF32 by a name without 'tf32') is 'above the calibrated peak: cache-resident data'",
+    reason="an H100 GEMM above the datasheet's FP32 peak (TF32, no 'tf32' in its name) is 'above the calibrated peak: cache-resident data'",
 )
 def test_a_gpu_op_above_its_datasheet_peak_is_not_explained_by_a_cpu_calibration(tmp_path: Path) -> None:
     path = tmp_path / "h100.json"
