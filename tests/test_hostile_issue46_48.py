@@ -435,11 +435,14 @@ def test_real_cpu_traces_without_calibration_read_by_op_family(
         assert "no CPU peak calibration" in f.message
 
 
+@pytest.mark.timing
 def test_a_real_tiny_transformer_trace_says_numbers_its_evidence_holds(real_cpu: Callable[[str], autoprof.Finding]) -> None:
     f = real_cpu("tfm")
     ev = f.evidence
     assert abs(ev["work_share"] + ev["overhead_share"] + ev["input_share"] + ev["blocked_share"] + ev["comm_share"] - 1) < 0.02
-    assert f"{round(ev['work_share'] * 100)}%" in f.message or f.verdict == "overhead-bound", f.message
+    work = ev["work_share"] * 100
+    said = {f"{int(work)}%", f"{int(work) + 1}%"}  # the message's rounding of the evidence's share
+    assert any(p in f.message for p in said) or f.verdict == "overhead-bound", f.message
 
 
 # -- B. the terminal, the summary, show, run -----------------------------------------------------------------
