@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -56,7 +57,9 @@ def _source() -> list[Any] | None:
     except ImportError:
         return None
     try:
-        return list(GPUDatabase.default().specs)
+        with warnings.catch_warnings():  # its loader's pickle.load(open(...)) closes the file on collection: no warning
+            warnings.simplefilter("ignore", ResourceWarning)
+            return list(GPUDatabase.default().specs)
     except Exception:  # a third party's data file that does not load: no peaks from it, as if absent
         return None
 
@@ -85,9 +88,9 @@ def _match(name: str, sms: int | None, memory_bytes: int | None, rows: Iterable[
         have = _words(str(row.name))
         if have[: len(want)] == want and all(_VARIANT.match(w) for w in have[len(want) :]):
             found.append(row)
-    if sms:
+    if sms and len(found) > 1:  # of several rows, those with the trace's SM count
         found = [r for r in found if getattr(r, "streaming_multiprocessors", None) in (sms, None, 0)]
-    if memory_bytes:
+    if memory_bytes and len(found) > 1:  # ... and its memory size
         gb = memory_bytes / 1e9
         found = [r for r in found if not getattr(r, "memory_size_gb", None) or abs(r.memory_size_gb * 1.074 - gb) <= 0.15 * gb]
     figures = {(r.single_float_performance_gflop_s, r.double_float_performance_gflop_s, r.memory_bandwidth_gb_s) for r in found}

@@ -215,7 +215,7 @@ def peak_for(trace_device_properties: list[dict[str, Any]], metadata: dict[str, 
         name = str(props.get("name") or "")
         if name and not name.startswith("AMD"):
             sms, mem = props.get("numSms"), props.get("totalGlobalMem")
-            row = database_peak(name, sms if isinstance(sms, int) else None, mem if isinstance(mem, int) else None)
+            row = database_peak(name, sms if type(sms) is int and sms > 0 else None, mem if type(mem) is int and mem > 0 else None)
             if row:
                 return Peak(row.name, dict(row.flops), row.bytes_per_s, row.source)
     cf, cb = metadata.get("cpu_peak_flops"), metadata.get("cpu_peak_bytes_per_s")

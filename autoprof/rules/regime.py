@@ -195,14 +195,14 @@ def _check(trace: Trace, config: Config | None = None) -> list[Finding]:
 
 
 def merged_processes(trace: Trace) -> int:
-    """How many processes' windows the trace holds: the most threads that recorded the same ``ProfilerStep#N`` (one
-    profiler per process steps on one thread; a file merged from several ranks, as TraceLens's TraceFuse writes
-    them, repeats each step once per rank). 1 for a trace of one process."""
-    threads: dict[int, set[int]] = {}
+    """How many processes' windows the trace holds: the most processes (pids) that recorded the same
+    ``ProfilerStep#N`` (a file merged from several ranks, as TraceLens's TraceFuse writes them, repeats each step
+    once per rank; two threads of one process are one process). 1 for a trace of one process."""
+    pids: dict[int, set[Any]] = {}
     for s in trace.steps:
         if s.host_index >= 0:
-            threads.setdefault(s.number, set()).add(s.tid)
-    return max((len(t) for t in threads.values()), default=1)
+            pids.setdefault(s.number, set()).add(trace.threads[s.tid][0])
+    return max((len(p) for p in pids.values()), default=1)
 
 
 def _merged_verdict(trace: Trace, evidence: dict[str, Any], processes: int, config: Config | None) -> Finding:
