@@ -91,7 +91,14 @@ class Records:
         return out
 
     def of(self, event: str, **match: Any) -> list[dict[str, Any]]:
-        return [r for r in self.all() if r["event"] == event and all(r.get(k) == v for k, v in match.items())]
+        """The records of ``event`` whose fields match. A ``machine_busy`` warning says how busy the machine running the
+        tests was, not what the test did: it is left out unless asked for (``reason="machine_busy"``)."""
+        busy = match.get("reason") == "machine_busy"
+        return [
+            r
+            for r in self.all()
+            if r["event"] == event and all(r.get(k) == v for k, v in match.items()) and (busy or r.get("reason") != "machine_busy")
+        ]
 
     def findings(self, target: str | None = None) -> dict[str, dict[str, Any]]:
         recs = self.of("autoprof.finding", **({"target": target} if target else {}))

@@ -119,7 +119,7 @@ def test_a_live_window_on_a_busy_machine_says_so(records: Records, monkeypatch: 
     found = records.findings("busy")["bound_regime"]
     assert found["verdict"] == "mixed" and found["evidence"]["descheduled_share"] > 0.5, found["evidence"]
     assert "the machine was busy" in found["message"]
-    (warning,) = [w for w in records.of("autoprof.warning", target="busy") if w["reason"] == "machine_busy"]
+    (warning,) = records.of("autoprof.warning", target="busy", reason="machine_busy")
     assert "busy machine" in warning["message"] and warning["descheduled_share"] == found["evidence"]["descheduled_share"]
 
 
@@ -128,7 +128,7 @@ def test_a_live_window_on_a_quiet_machine_has_no_warning(records: Records, monke
     (window,) = records.of("autoprof.window", target="busy")
     assert window["cpu_share"] is not None
     assert records.findings("busy")["bound_regime"]["evidence"]["descheduled_share"] == 0.0
-    assert not [w for w in records.of("autoprof.warning", target="busy") if w["reason"] == "machine_busy"]
+    assert not records.of("autoprof.warning", target="busy", reason="machine_busy")
 
 
 def test_the_run_queue_reader_on_this_platform() -> None:
