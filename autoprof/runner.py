@@ -89,17 +89,21 @@ def _on_import(name: str, hook: Callable[[Any], None]) -> None:
     wrapt.register_post_import_hook(hook, name)
 
 
+def _wrap_trainer_init(module: Any, wrap: Callable[[Callable[..., None]], Callable[..., None]]) -> None:
+    """Replace ``module.Trainer.__init__`` by ``wrap(it)``, once (a module imported again keeps one wrapper)."""
+    trainer = getattr(module, "Trainer", None)
+    if trainer is None or getattr(trainer.__init__, "_autoprof_run", False):
+        return
+    init = functools.wraps(trainer.__init__)(wrap(trainer.__init__))
+    init._autoprof_run = True  # type: ignore[attr-defined]
+    trainer.__init__ = init
+
+
 def install_trainer_hooks(clock: OptimizerClock, options: dict[str, Any]) -> None:
     """When the script imports the Hugging Face Trainer or Lightning, each ``Trainer`` it builds gets autoprof's
     integration (with ``options``: the schedule), and the optimizer clock stands aside."""
 
-    def transformers_hook(module: Any) -> None:
-        trainer = getattr(module, "Trainer", None)
-        if trainer is None or getattr(trainer.__init__, "_autoprof_run", False):
-            return
-        original = trainer.__init__
-
-        @functools.wraps(original)
+    def transformers_init(original: Callable[..., None]) -> Callable[..., None]:
         def init(self: Any, *args: Any, **kwargs: Any) -> None:
             original(self, *args, **kwargs)
             from autoprof.integrations.transformers import AutoprofCallback
@@ -109,16 +113,9 @@ def install_trainer_hooks(clock: OptimizerClock, options: dict[str, Any]) -> Non
                 self.add_callback(AutoprofCallback(**options))
             clock.enabled = False
 
-        init._autoprof_run = True  # type: ignore[attr-defined]
-        trainer.__init__ = init
+        return init
 
-    def lightning_hook(module: Any) -> None:
-        trainer = getattr(module, "Trainer", None)
-        if trainer is None or getattr(trainer.__init__, "_autoprof_run", False):
-            return
-        original = trainer.__init__
-
-        @functools.wraps(original)
+    def lightning_init(original: Callable[..., None]) -> Callable[..., None]:
         def init(self: Any, *args: Any, **kwargs: Any) -> None:
             if kwargs.get("profiler") is None:
                 from autoprof.integrations.lightning import AutoprofProfiler
@@ -127,9 +124,10 @@ def install_trainer_hooks(clock: OptimizerClock, options: dict[str, Any]) -> Non
                 clock.enabled = False
             original(self, *args, **kwargs)
 
-        init._autoprof_run = True  # type: ignore[attr-defined]
-        trainer.__init__ = init
+        return init
 
+    transformers_hook = functools.partial(_wrap_trainer_init, wrap=transformers_init)
+    lightning_hook = functools.partial(_wrap_trainer_init, wrap=lightning_init)
     _on_import("transformers.trainer", transformers_hook)
     _on_import("lightning.pytorch.trainer.trainer", lightning_hook)
     _on_import("pytorch_lightning.trainer.trainer", lightning_hook)

@@ -209,8 +209,10 @@ def _merged_verdict(trace: Trace, evidence: dict[str, Any], processes: int, conf
     """A file merged from several ranks' windows: one reading would add their device time and host time together
     (a device 88% busy that is 65% busy on rank 0), so each process is read apart (``split_processes``: its host
     threads, the device work it launched) and the verdict is theirs where they agree, else ``mixed``."""
-    pids = sorted({trace.threads[s.tid][0] for s in trace.steps if s.host_index >= 0}, key=str)
-    pids.sort(key=lambda p: (not isinstance(p, int), p if isinstance(p, int) else 0))
+    pids = sorted(
+        {trace.threads[s.tid][0] for s in trace.steps if s.host_index >= 0},
+        key=lambda p: (not isinstance(p, int), p if isinstance(p, int) else 0, str(p)),
+    )
     readings = []
     for pid, part in zip(pids, split_processes(trace, pids), strict=True):
         found = _check(part, config) if part.steps else []
@@ -243,10 +245,7 @@ def _launches_only_verdict(trace: Trace, win: View, evidence: dict[str, Any], la
     """A window that launches kernels but holds no device events (recorded without ``ProfilerActivity.CUDA``, or
     its device lane lost): never a CPU roofline of CUDA ops' host time. Input, sync and collective waits are the
     host's to see and are named; anything else is ``mixed``, saying that the device's side is missing."""
-    reading = HostReading(_step_window_ns(trace, win))
-    if reading.window_ns <= 0:
-        reading.window_ns = int(win.host_window_ns)
-    _host_waits(trace, win, reading)
+    reading, _ = _host_reading(trace, win)
     sh = reading.shares()
     evidence.update(
         reading="host_only",
@@ -1042,11 +1041,17 @@ def _judge(reading: HostReading) -> tuple[str, str | None]:
     return work_verdict(reading.compute_ns, reading.memory_ns, reading.unknown_ns)
 
 
-def _cpu_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Config | None = None) -> Finding:
+def _host_reading(trace: Trace, win: View) -> tuple[HostReading, set[int]]:
+    """The host's window (the steps', else the host window) with its waits read: input, blocking calls and
+    collectives; and the name ids whose events are waits."""
     reading = HostReading(_step_window_ns(trace, win))
     if reading.window_ns <= 0:
         reading.window_ns = int(win.host_window_ns)
-    waits = _host_waits(trace, win, reading)
+    return reading, _host_waits(trace, win, reading)
+
+
+def _cpu_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Config | None = None) -> Finding:
+    reading, waits = _host_reading(trace, win)
     _op_work(trace, win, reading, waits, config)
     _descheduled(trace, reading)
     verdict, bound = _judge(reading)
