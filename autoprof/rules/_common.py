@@ -240,6 +240,17 @@ def _drop_queued_before(trace: Trace, host_step: array[int], device_step: array[
             device_step[d] = -1
 
 
+def merged_processes(trace: Trace) -> int:
+    """How many processes' windows the trace holds: the most processes (pids) that recorded the same
+    ``ProfilerStep#N`` (a file merged from several ranks, as TraceLens's TraceFuse writes them, repeats each step
+    once per rank; two threads of one process are one process). 1 for a trace of one process."""
+    pids: dict[int, set[Any]] = {}
+    for s in trace.steps:
+        if s.host_index >= 0:
+            pids.setdefault(s.number, set()).add(trace.threads[s.tid][0])
+    return max((len(p) for p in pids.values()), default=1)
+
+
 def profiler_flush_index(trace: Trace) -> int:
     """The profiler's flush: the host event of the last device synchronization of the trace (``cudaDeviceSynchronize``,
     ``hipDeviceSynchronize``: the runtime table's ``DEVICE_SYNC_CALLS``), outside the steps and with no device work

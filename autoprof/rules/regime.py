@@ -52,6 +52,7 @@ from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules import _families, comm, roofline
 from autoprof.rules._common import (
+    merged_processes,
     COMPILE_WRAPPER_PREFIXES,
     DATALOADER_PREFIX,
     View,
@@ -98,6 +99,9 @@ DEVICE_BUSY_COMPUTE = 0.60
 DEVICE_SATURATED = 0.90  # busy this much of the window, the device is the bottleneck whatever the host does
 INPUT_SHARE_MIN = 0.25
 SYNC_SHARE_MIN = 0.30
+#: A device window where the host works less than this share of it and the device is busy less than this share is
+#: mostly unrecorded time (a sleep, Python that runs no op, a wait on another process): no side of it is the limit.
+RECORDED_MIN = 0.10
 #: A host op that launches no device work (no runtime or driver call under it) and runs at least this long is the
 #: host's own work (decoding, preprocessing, math on CPU tensors), not the cost of launching: dispatching an op
 #: that launches takes a few to a few tens of µs.
@@ -122,6 +126,10 @@ _ADVICE = {
     "others wait), then overlap communication with compute (DDP bucket_cap_mb, FSDP prefetching) or send less.",
     MIXED: "No single limit dominates: look at the other findings for this window.",
 }
+_UNRECORDED_ADVICE = (
+    "Most of the step runs nothing the profiler records (Python that calls no op, sleeps, waits on other processes): "
+    "wrap the step's parts in autoprof.section, or profile it with torch.profiler's with_stack=True, to see where it goes."
+)
 _HOST_WORK_ADVICE = (
     "The host's own CPU work (ops that launch nothing on the device: decoding, preprocessing, math on CPU tensors) "
     "leaves the device idle: move it off the step's path (into DataLoader workers, num_workers>0, or a separate "
@@ -192,17 +200,6 @@ def _check(trace: Trace, config: Config | None = None) -> list[Finding]:
     if launches:  # kernels launched, none recorded: the host's side alone, and it says so
         return [_launches_only_verdict(trace, win, evidence, launches)]
     return [_cpu_verdict(trace, win, evidence, config)]
-
-
-def merged_processes(trace: Trace) -> int:
-    """How many processes' windows the trace holds: the most processes (pids) that recorded the same
-    ``ProfilerStep#N`` (a file merged from several ranks, as TraceLens's TraceFuse writes them, repeats each step
-    once per rank; two threads of one process are one process). 1 for a trace of one process."""
-    pids: dict[int, set[Any]] = {}
-    for s in trace.steps:
-        if s.host_index >= 0:
-            pids.setdefault(s.number, set()).add(trace.threads[s.tid][0])
-    return max((len(p) for p in pids.values()), default=1)
 
 
 def _merged_verdict(trace: Trace, evidence: dict[str, Any], processes: int, config: Config | None) -> Finding:
@@ -529,6 +526,8 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
     evidence.update(host_own_work_us=us(own), host_own_work_share=share(own, window), host_own_work_ops=reading.host_own_ops)
     verdict, msg = _device_judge(reading, by_call)
     advice = _ADVICE.get(verdict, "")
+    if verdict == MIXED and _unrecorded(reading) and reading.blocked_ns < SYNC_SHARE_MIN * window:
+        advice = _UNRECORDED_ADVICE
     if verdict == INPUT_BOUND:
         msg += _input_note(trace, win, evidence)
     if verdict == OVERHEAD_BOUND and own >= HOST_WORK_LEADS * active:
@@ -606,6 +605,12 @@ def _between_note(between: int, inp: int) -> str:
     return f" ({percent(between, inp)} of it between the steps: the loop fetches each batch before its step begins)"
 
 
+def _unrecorded(r: DeviceReading) -> bool:
+    """Whether the window is mostly time the profiler did not record: the host works less than ``RECORDED_MIN`` of
+    it and the device is busy less than that (its time goes where the profiler does not look)."""
+    return r.active_ns < RECORDED_MIN * r.window_ns and r.busy_ns < RECORDED_MIN * r.device_window_ns
+
+
 def _device_judge(r: DeviceReading, by_call: dict[str, int]) -> tuple[str, str]:
     """The device reading's verdict and message: input first, then exposed communication leading the device's
     time, then a busy device (``DEVICE_BOUND``, named by the roofline next), host work above device work while
@@ -631,6 +636,12 @@ def _device_judge(r: DeviceReading, by_call: dict[str, int]) -> tuple[str, str]:
         return DEVICE_BOUND, f"the device is busy {percent(own, on_device)} of the window, the host {percent(active, window)}"
     # The host's larger share names it: waiting in synchronizing calls longer than it works is sync-bound.
     synced = r.blocked_ns >= SYNC_SHARE_MIN * window
+    if not synced and _unrecorded(r):  # neither side's recorded work fills the window
+        return MIXED, (
+            f"mixed: the host works {percent(active, window)} of the window and the device is busy {percent(busy, on_device)}: "
+            f"{percent(window - max(active, r.blocked_ns + r.input_ns), window)} of the window is time the profiler did not "
+            "record (Python that runs no op, sleeps, waits for other processes or locks)"
+        )
     if active > busy and not r.queued_ahead and not (synced and r.blocked_ns >= active):
         return OVERHEAD_BOUND, (
             f"overhead-bound: the host works {percent(active, window)} of the window preparing and "
@@ -804,6 +815,10 @@ class HostReading:
     op_calls: int = 0
     small_calls: int = 0  # op calls whose work is below the call floor (costed below it, uncosted within it, metadata)
     flops: float = 0.0
+    #: Costed op calls' time beyond ``WORK_CREDIT`` times their roofline time (in the overhead: something other than
+    #: their FLOPs or bytes held them), and the op that spent the most of it.
+    slow_ns: int = 0
+    slow_op: str = ""
     ideal_ns: float = 0.0  # time the costed work would take at the peaks
     work_time_ns: int = 0  # measured time of the same work
     comm_step_median_ns: int = 0  # the median step's collective wait
@@ -930,11 +945,16 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
         _family_work(trace, reading, [(i, COMPUTE) for i in flop_calls])
         costed = {nid for nid, n in enumerate(trace.names) if is_roofline_op(n)}
         opaque = roof.opaque
+        slowest: dict[str, int] = {}
         for st in roof.ops.values():
             reading.op_calls += st.calls
             work = credited_ns(st.time_ns, st.ideal_ns, st.calls)
             if work is not None:
                 credited = int(work)
+                beyond = st.time_ns - credited
+                if beyond > 0:
+                    reading.slow_ns += beyond
+                    slowest[st.name] = slowest.get(st.name, 0) + beyond
                 if st.bound == "compute":
                     reading.compute_ns += credited
                 else:
@@ -944,6 +964,7 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
                 reading.work_time_ns += st.time_ns
             else:
                 reading.small_calls += st.calls
+        reading.slow_op = max(slowest, key=slowest.__getitem__, default="")
         for calls, spent in roof.by_kind.values():  # per name: [calls, time]
             reading.op_calls += calls
             if spent > calls * CALL_FLOOR_NS:
@@ -1027,10 +1048,17 @@ def _descheduled(trace: Trace, reading: HostReading) -> None:
 OWN_TIME_MIN = 0.25
 
 
+def _nothing_recorded(reading: HostReading) -> bool:
+    """Whether the steps ran no op call and waited in nothing the profiler records (Python alone, sleeps)."""
+    return not reading.op_calls and not (reading.input_ns or reading.blocked_ns or reading.comm_ns)
+
+
 def _judge(reading: HostReading) -> tuple[str, str | None]:
     """The largest share, when it leads clearly; op work is named by :func:`work_verdict` (the bound it names is
     returned too; None when op work does not lead)."""
     if reading.busy_machine > 1 - OWN_TIME_MIN:  # the machine, not the program, took the step: never overhead-bound
+        return MIXED, None
+    if _nothing_recorded(reading):  # no op and no wait: no framework whose overhead it could be
         return MIXED, None
     ranked = sorted(reading.own_shares().items(), key=lambda item: -item[1])  # of the step's own time
     (lead, top), (_, second) = ranked[0], ranked[1]
@@ -1071,7 +1099,8 @@ def _cpu_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Conf
         note = _input_note(trace, win, evidence)
         if note:  # data prepared in the step, not only waited for from the DataLoader
             msg = msg.replace("waiting for data (enumerate(DataLoader))", "preparing data") + note
-    return Finding(RULE, verdict, severity, msg, _CPU_ADVICE[verdict], evidence)
+    advice = _UNRECORDED_ADVICE if verdict == MIXED and _nothing_recorded(reading) else _CPU_ADVICE[verdict]
+    return Finding(RULE, verdict, severity, msg, advice, evidence)
 
 
 def _cpu_evidence(trace: Trace, win: View, reading: HostReading) -> dict[str, Any]:
@@ -1136,6 +1165,34 @@ def _cpu_message(verdict: str, reading: HostReading, bound: str | None = None) -
     return msg
 
 
+def _overhead_text(reading: HostReading, sh: dict[str, float]) -> str:
+    """An overhead-bound CPU window's message: what its overhead is made of. Python and dispatch, and the op calls
+    whose work is below a call's fixed cost where there are such; the time costed ops spend beyond ``WORK_CREDIT``
+    times their roofline (they run below 5% of it: held by something other than their FLOPs or bytes) where that is
+    a part worth naming (a tenth of the overhead)."""
+    own = reading.window_ns - reading.descheduled_ns
+    overhead = reading.overhead_ns
+    slow = min(reading.slow_ns, overhead)
+    parts = []
+    if slow >= 0.1 * overhead and reading.slow_op:
+        parts.append(
+            f"op calls running below {1 / WORK_CREDIT:.0%} of their roofline take {percent(slow, own)} beyond their work "
+            f"(most in {reading.slow_op}: held by something other than their FLOPs or bytes, such as threads contending for "
+            "the cores or allocation)"
+        )
+    if reading.small_calls:
+        rest = (
+            f"Python, dispatch and {reading.small_calls:,} of the window's {reading.op_calls:,} op calls, whose work would "
+            "take less than a call's fixed cost"
+        )
+        parts.insert(0, rest if not parts else f"{rest}, take {percent(overhead - slow, own)}")
+    elif not parts or overhead - slow >= 0.1 * overhead:
+        parts.append(f"Python and dispatch between the ops take {percent(overhead - slow, own)}")
+    return f"overhead-bound (CPU): {sh['overhead']:.0%} of the step is framework overhead: " + "; ".join(parts) + (
+        f"; op work takes {sh['work']:.0%}"
+    )
+
+
 def _cpu_text(verdict: str, reading: HostReading, bound: str | None = None) -> str:
     w = reading.window_ns
     sh = reading.own_shares()
@@ -1159,11 +1216,7 @@ def _cpu_text(verdict: str, reading: HostReading, bound: str | None = None) -> s
     if verdict == COMMUNICATION_BOUND:
         return f"communication-bound (CPU): collectives take {sh['communication']:.0%} of the step (waiting for peers or moving data)"
     if verdict == OVERHEAD_BOUND:
-        return (
-            f"overhead-bound (CPU): {sh['overhead']:.0%} of the step is framework overhead: Python, dispatch and "
-            f"{reading.small_calls:,} of the window's {reading.op_calls:,} op calls, whose work would take less than a call's "
-            f"fixed cost; op work takes {sh['work']:.0%}"
-        )
+        return _overhead_text(reading, sh)
     if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
         kind = "FLOP-bound ops" if verdict == COMPUTE_BOUND else "bandwidth-bound ops"
         eff = f" running at {reading.ideal_ns / reading.work_time_ns:.0%} of their roofline" if reading.work_time_ns else ""
@@ -1177,6 +1230,11 @@ def _cpu_text(verdict: str, reading: HostReading, bound: str | None = None) -> s
         return (
             f"mixed (CPU): the machine was busy: the steps' thread waited for a CPU {reading.busy_machine:.0%} of the step "
             f"({parts}; {duration(w)} of steps): too little of the program's own time to judge"
+        )
+    if _nothing_recorded(reading):
+        return (
+            f"mixed (CPU): the steps ran no torch op ({duration(w)} of steps): their time is Python, sleeps or waits "
+            "the profiler does not break down"
         )
     parts = ", ".join(f"{k} {v:.0%}" for k, v in sorted(sh.items(), key=lambda item: -item[1]) if v >= 0.05)
     return f"mixed (CPU): no share of the step leads ({parts}; {duration(w)} of steps)"

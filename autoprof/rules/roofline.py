@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import View, ancestor_flags, duration, has_ancestor, op_self_ns, percent, share, us, view
+from autoprof.rules._common import View, ancestor_flags, duration, has_ancestor, merged_processes, op_self_ns, percent, share, us, view
 from autoprof.rules._kernels import COMPUTE, TF32_MARKERS, Family, kernel_family
 from autoprof.rules._peaks import Peak, peak_for
 from autoprof.rules._runtime import LAUNCH_CALLS
@@ -175,6 +175,8 @@ def analyze(trace: Trace, config: Config | None = None) -> Roofline | None:
 
 
 def _analyze(trace: Trace, config: Config | None) -> Roofline | None:
+    if merged_processes(trace) > 1:  # a file merged from several ranks: one roofline would add their time together
+        return None
     # a trace with no device events is a CPU reading: a device named in it (CUDA present, unused) gives no peaks
     peak = peak_for(trace.device_properties if len(trace.d_dur) else [], trace.metadata, config)
     if peak is None:
@@ -476,6 +478,19 @@ def by_name_text(roof: Roofline) -> str:
     return f"; {percent(roof.by_name_ns, roof.total_ns)} of the kernel time read by kernel name (no costed op above those kernels)"
 
 
+def _above_peak_text(op: OpStat, peak: Peak) -> str:
+    """Why an op ran above the peak it was costed against: on a CPU, data in caches the calibration's copy does not
+    see; on a device, a bandwidth-bound op served from its L2 cache, an FP32 matmul that ran on TF32 tensor cores
+    (its kernel's name did not say so) where the device has them, else the datasheet's figure is below what it ran."""
+    if not op.on_device:
+        return "above the calibrated peak: cache-resident data"
+    if op.bound == "memory":
+        return "above the datasheet's bandwidth: data served from the device's caches"
+    if op.dtype == "fp32" and "tf32" in peak.flops:
+        return "above the datasheet's FP32 peak: it ran on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)"
+    return f"above the datasheet's {op.dtype.upper()} peak"
+
+
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     """The split of the device's kernel time (on a CPU, of the ops' own time), named by the rule the bound_regime
     reading names it by, and the ops that lose the most time against their roofline."""
@@ -497,7 +512,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
         top = by_lost[0]
         top_rec = top.record(roof.peak, roof.peak.flops_for(top.dtype) or 0.0)
         msg += f"; most time lost in {top.name} {top.shapes} ({top.bound}-bound, " + (
-            "above the calibrated peak: cache-resident data)"
+            f"{_above_peak_text(top, roof.peak)})"
             if top_rec["above_peak"]
             else f"{(top_rec['roofline_fraction_ratio'] or 0):.0%} of its roofline)"
         )

@@ -89,12 +89,14 @@ def _blocked(trace: Trace) -> Finding | None:
     overlapped = ""
     if total_blocked - idle >= BLOCKING_SHARE * window:
         overlapped = f"; another {percent(total_blocked - idle, window)} overlapped device work and cost nothing"
+    # A trace with no device event recorded (kernels not recorded: a host-only trace) says nothing of the device
+    while_ = "while the device is idle" if len(trace.d_dur) else "(the trace recorded no device work: what the device did meanwhile is unknown)"
     return Finding(
         RULE_BLOCKING,
         HOST_BLOCKED,
         "warning",
-        f"the host is blocked {percent(idle, window)} of the window in synchronizing calls while the device is idle, "
-        f"most in {name} ({duration(t)}){overlapped}",
+        f"the host is blocked {percent(idle, window)} of the window in synchronizing calls {while_}, most in {name} "
+        f"({duration(t)}){overlapped}",
         _advice(name, copy_ns),
         evidence,
         tuple(k for k, _ in sorted(idle_by_call.items(), key=lambda item: -item[1])[:4]),
