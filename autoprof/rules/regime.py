@@ -52,7 +52,6 @@ from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules import _families, comm, roofline
 from autoprof.rules._common import (
-    merged_processes,
     COMPILE_WRAPPER_PREFIXES,
     DATALOADER_PREFIX,
     View,
@@ -62,6 +61,7 @@ from autoprof.rules._common import (
     duration,
     is_input_name,
     merge,
+    merged_processes,
     op_self_ns,
     percent,
     share,
@@ -1188,8 +1188,10 @@ def _overhead_text(reading: HostReading, sh: dict[str, float]) -> str:
         parts.insert(0, rest if not parts else f"{rest}, take {percent(overhead - slow, own)}")
     elif not parts or overhead - slow >= 0.1 * overhead:
         parts.append(f"Python and dispatch between the ops take {percent(overhead - slow, own)}")
-    return f"overhead-bound (CPU): {sh['overhead']:.0%} of the step is framework overhead: " + "; ".join(parts) + (
-        f"; op work takes {sh['work']:.0%}"
+    return (
+        f"overhead-bound (CPU): {sh['overhead']:.0%} of the step is framework overhead: "
+        + "; ".join(parts)
+        + (f"; op work takes {sh['work']:.0%}")
     )
 
 

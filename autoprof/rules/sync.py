@@ -90,7 +90,9 @@ def _blocked(trace: Trace) -> Finding | None:
     if total_blocked - idle >= BLOCKING_SHARE * window:
         overlapped = f"; another {percent(total_blocked - idle, window)} overlapped device work and cost nothing"
     # A trace with no device event recorded (kernels not recorded: a host-only trace) says nothing of the device
-    while_ = "while the device is idle" if len(trace.d_dur) else "(the trace recorded no device work: what the device did meanwhile is unknown)"
+    while_ = (
+        "while the device is idle" if len(trace.d_dur) else "(the trace recorded no device work: what the device did meanwhile is unknown)"
+    )
     return Finding(
         RULE_BLOCKING,
         HOST_BLOCKED,
