@@ -304,7 +304,6 @@ def test_degenerate_steps_on_a_gpu_trace_give_no_cpu_verdict_from_nothing(dur: f
     assert r.evidence.get("reading") == "device" or r.verdict == "mixed", (r.verdict, r.message)
 
 
-@pytest.mark.xfail(strict=True, reason="one unrelated runtime call decides what was launched before the window (known, left open)")
 def test_kernels_with_unrecorded_launches_are_not_all_dropped_as_launched_before_the_window() -> None:
     # Hostile review: the reading falls back to the CPU ("overhead-bound (CPU) ... 0 of the window's 0 op calls"): the steps'
     # GEMMs (busy 92 % of each step, no launch recorded, ids 1-3) are all taken as queued before the window because

@@ -231,7 +231,12 @@ def _view_of(trace: Trace) -> View:
 def _drop_queued_before(trace: Trace, host_step: array[int], device_step: array[int]) -> None:
     """Device work with no recorded launch whose correlation id is below that of every runtime call of the window
     was launched before the window (the ids count the runtime calls in order): out of its steps. Work whose launch
-    is simply not recorded (``cuGraphLaunch``'s kernels) has a later id and keeps its place by time."""
+    is simply not recorded (``cuGraphLaunch``'s kernels) has a later id and keeps its place by time. Where no runtime
+    call of the window launched recorded device work, the ids order nothing (one unrelated call with a high id would
+    make every step's work queued-before): all keeps its place by time."""
+    launched = {h for h in trace.d_launch_host if h >= 0 and host_step[h] >= 0}
+    if not launched:
+        return
     first = min((c for c, k, cat in zip(trace.h_corr, host_step, trace.h_cat) if k >= 0 and c > 0 and cat in LAUNCH_CODES), default=0)
     if first <= 0:
         return
