@@ -234,8 +234,7 @@ def _drop_queued_before(trace: Trace, host_step: array[int], device_step: array[
     is simply not recorded (``cuGraphLaunch``'s kernels) has a later id and keeps its place by time. Where no runtime
     call of the window launched recorded device work, the ids order nothing (one unrelated call with a high id would
     make every step's work queued-before): all keeps its place by time."""
-    launched = {h for h in trace.d_launch_host if h >= 0 and host_step[h] >= 0}
-    if not launched:
+    if not any(h >= 0 and host_step[h] >= 0 for h in trace.d_launch_host):
         return
     first = min((c for c, k, cat in zip(trace.h_corr, host_step, trace.h_cat) if k >= 0 and c > 0 and cat in LAUNCH_CODES), default=0)
     if first <= 0:
