@@ -131,6 +131,26 @@ def test_a_live_window_on_a_quiet_machine_has_no_warning(records: Records, monke
     assert not records.of("autoprof.warning", target="busy", reason="machine_busy")
 
 
+def test_a_kept_trace_carries_the_cpu_reading_and_reads_offline_as_live(
+    records: Records, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # the same analysis offline: a kept window's file says how long the machine kept its steps off the CPU (for the
+    # gate's and a later reading's sake), and the offline regime takes that time out as the live one did
+    autoprof.configure(trace_dir=str(tmp_path / "kept"))
+    _live_steps(monkeypatch, _FakeThread(ran=0.05, waited=0.9))
+    live = records.findings("busy")["bound_regime"]["evidence"]
+    (kept,) = (tmp_path / "kept").glob("busy.window*.pt.trace.json.gz")
+    from autoprof.trace import chrome
+
+    trace = chrome.load(str(kept))
+    step_cpu = trace.metadata["step_cpu"]
+    assert len(step_cpu["wall_ns"]) == len(step_cpu["cpu_ns"]) == len(step_cpu["runqueue_ns"]) == 3
+    assert all(w > 0 for w in step_cpu["runqueue_ns"])
+    (offline,) = [f for f in autoprof.analyze(str(kept), workers=0, jobs=1) if f.rule == "bound_regime"]
+    assert offline.evidence["descheduled_share"] == live["descheduled_share"] > 0.5
+    assert offline.verdict == "mixed" and "the machine was busy" in offline.message
+
+
 def test_the_run_queue_reader_on_this_platform() -> None:
     cpu, waited = _cpu.read()
     assert cpu >= 0 and (waited >= 0 or waited == -1)

@@ -60,6 +60,19 @@ DEFAULT_SIZES = ReadSizes()
 _int = untrusted_int  # every integer read from a file goes through the untrusted-value reader
 
 
+def _step_cpu(value: Any) -> dict[str, list[int]] | None:
+    """A kept window's ``autoprof_step_cpu`` (per recorded step: wall time, thread CPU time and run-queue wait, ns) as
+    the live window's metadata gives it, or None where it is not three equally long lists of non-negative ints."""
+    if not isinstance(value, dict):
+        return None
+    lists = [value.get(k) for k in ("wall_ns", "cpu_ns", "runqueue_ns")]
+    if not all(isinstance(v, list) and 0 < len(v) <= 100_000 for v in lists) or len({len(v) for v in lists}) != 1:  # type: ignore[arg-type]
+        return None
+    if not all(type(x) is int and 0 <= x < 1 << 62 for v in lists for x in v):  # type: ignore[union-attr]
+        return None
+    return dict(zip(("wall_ns", "cpu_ns", "runqueue_ns"), lists))  # type: ignore[arg-type]
+
+
 def _apply_metadata(builder: TraceBuilder, doc: dict[str, Any]) -> None:
     dist = doc.get("distributedInfo")
     if isinstance(dist, dict):
@@ -87,6 +100,9 @@ def _apply_metadata(builder: TraceBuilder, doc: dict[str, Any]) -> None:
             and (peak > 0 or (peak == 0 and meta_key == "cpu_peak_spread_ratio"))
         ):
             builder.metadata[meta_key] = float(peak)
+    step_cpu = _step_cpu(doc.get("autoprof_step_cpu"))  # a kept live window's per-step CPU reading
+    if step_cpu is not None:
+        builder.metadata["step_cpu"] = step_cpu
     for key in ("host_memory_bytes", "host_memory_available_bytes"):  # the recording machine's: the host creep's forecast
         host = doc.get("autoprof_" + key)
         if type(host) is int and host > 0:
