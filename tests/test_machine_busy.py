@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 from conftest import Records
-from synth import Synth
+from synth import Synth, small_launches
 
 import autoprof
 from autoprof.live import _cpu
@@ -177,3 +177,35 @@ def test_a_step_half_preempted_is_judged_on_its_own_time() -> None:
     assert f.evidence["descheduled_share"] == pytest.approx(0.5, abs=0.05)
     (g,) = regime.check(s.trace())  # the same window without the reading
     assert g.verdict != "input-bound", g.message
+
+
+def _gpu_window(runqueue_us: float | None) -> Any:
+    """Three 1 ms GPU steps whose host launches small kernels for 630 µs of each (30 ops, 2 µs kernels): the device
+    waits for the host, overhead-bound on a quiet machine; ``runqueue_us`` of each step the thread waited for a CPU (a
+    live window's reading; None: an offline trace)."""
+    s = Synth()
+    for k in range(3):
+        b = k * 1000
+        s.step(k, b, 1000)
+        small_launches(s, b + 10)
+    trace = s.trace()
+    if runqueue_us is not None:
+        wait = int(runqueue_us * 1000)
+        trace.metadata["step_cpu"] = {"wall_ns": [1_000_000] * 3, "cpu_ns": [1_000_000 - wait] * 3, "runqueue_ns": [wait] * 3}
+    (f,) = regime.check(trace)
+    return f
+
+
+def test_a_gpu_window_without_a_cpu_reading_reads_as_before() -> None:
+    f = _gpu_window(None)
+    assert f.verdict == "overhead-bound" and "descheduled_share" not in f.evidence, f.message
+
+
+def test_a_gpu_window_whose_host_the_machine_took_is_not_overhead_bound() -> None:
+    # the device's time is the program's own; the host's active time held the thread's preemptions (an op's span goes
+    # on while its thread waits for a CPU): 80% of each step off the CPU is the machine's, not the framework's
+    quiet, busy = _gpu_window(0.0), _gpu_window(800.0)
+    assert quiet.verdict == "overhead-bound" and quiet.evidence["descheduled_share"] == 0.0, quiet.message
+    assert busy.verdict == "mixed" and "the machine was busy" in busy.message, busy.message
+    assert busy.evidence["descheduled_share"] == pytest.approx(0.8, abs=0.01)
+    assert busy.evidence["host_active_share"] < quiet.evidence["host_active_share"] * 0.3

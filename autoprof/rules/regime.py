@@ -405,6 +405,9 @@ class DeviceReading:
     host_comm_ns: int = 0  # the steps' threads waiting in collective calls (gloo, a barrier), with no op of their own
     host_own_ns: int = 0  # host work that launches nothing (``_host_own_work``)
     host_own_ops: dict[str, float] = field(default_factory=dict)  # its outermost events with the most of it, µs
+    #: The time the machine kept the steps' thread waiting for a CPU (a live window's ``step_cpu``), its part in the
+    #: host's activity already taken out of ``active_ns`` and ``host_own_ns``; -1 where not recorded.
+    descheduled_ns: int = -1
 
     @property
     def own_ns(self) -> int:
@@ -468,6 +471,11 @@ def _device_reading(trace: Trace, win: View) -> DeviceReading:
     busy = _busy_in_window(trace, win)
     exposed = comm.exposure(trace).exposed_ns
     own = total(own_iv)
+    waited = runqueue_share(trace)
+    descheduled = None if waited is None else int(waited * win.window_ns)  # the steps' share of it, of the window
+    if waited is not None:
+        # The thread was as likely preempted while it worked as while it waited: its activity loses its part of it.
+        active, own = int(active * (1 - waited)), int(own * (1 - waited))
     return DeviceReading(
         host_comm_ns=total(coll_iv),
         window_ns=win.window_ns,
@@ -484,6 +492,7 @@ def _device_reading(trace: Trace, win: View) -> DeviceReading:
         input_hidden_ns=total(input_iv) - total(stalled_iv),
         host_own_ns=own,
         host_own_ops=own_ops,
+        descheduled_ns=-1 if descheduled is None else descheduled,
     )
 
 
@@ -522,6 +531,8 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
         overhead_share=share(reading.active_ns, window),
     )
     evidence["reading"] = "device"
+    if reading.descheduled_ns >= 0:  # a live window: the host's shares above are of its own time on the CPU
+        evidence.update(descheduled_us=us(reading.descheduled_ns), descheduled_share=share(reading.descheduled_ns, window))
     own, active = reading.host_own_ns, reading.active_ns
     evidence.update(host_own_work_us=us(own), host_own_work_share=share(own, window), host_own_work_ops=reading.host_own_ops)
     verdict, msg = _device_judge(reading, by_call)
@@ -636,6 +647,11 @@ def _device_judge(r: DeviceReading, by_call: dict[str, int]) -> tuple[str, str]:
         return DEVICE_BOUND, f"the device is busy {percent(own, on_device)} of the window, the host {percent(active, window)}"
     # The host's larger share names it: waiting in synchronizing calls longer than it works is sync-bound.
     synced = r.blocked_ns >= SYNC_SHARE_MIN * window
+    if r.descheduled_ns > (1 - OWN_TIME_MIN) * window and not synced:  # the machine took the host's side
+        return MIXED, (
+            f"mixed: the machine was busy: the steps' thread waited for a CPU {percent(r.descheduled_ns, window)} of the "
+            f"window; the device is busy {percent(busy, on_device)}, the host works {percent(active, window)} of its own time"
+        )
     if not synced and _unrecorded(r):  # neither side's recorded work fills the window
         return MIXED, (
             f"mixed: the host works {percent(active, window)} of the window and the device is busy {percent(busy, on_device)}: "
@@ -1012,19 +1028,38 @@ def _family_work(trace: Trace, reading: HostReading, calls: list[tuple[int, str]
             reading.memory_ns += t
 
 
+def _step_cpu(trace: Trace) -> tuple[list[int], list[int], list[int]] | None:
+    """A live window's per-step wall time, thread CPU time and run-queue wait (its metadata's ``step_cpu``; a kept
+    trace's ``autoprof_step_cpu``), or None where not recorded or malformed."""
+    step_cpu = trace.metadata.get("step_cpu")
+    if not isinstance(step_cpu, dict):
+        return None
+    walls, cpus, waits = step_cpu.get("wall_ns"), step_cpu.get("cpu_ns"), step_cpu.get("runqueue_ns")
+    if not (isinstance(walls, list) and isinstance(cpus, list) and isinstance(waits, list)) or not walls:
+        return None
+    if not (len(walls) == len(cpus) == len(waits)) or not all(type(v) is int for v in (*walls, *cpus, *waits)):
+        return None
+    return walls, cpus, waits
+
+
+def runqueue_share(trace: Trace) -> float | None:
+    """The share of a live window's recorded steps' wall time their thread waited for a CPU (each step's at most its
+    wall time): None where it was not recorded or not known (an offline trace, a platform without it)."""
+    got = _step_cpu(trace)
+    if got is None or any(w < 0 for w in got[2]) or sum(got[0]) <= 0:
+        return None
+    return min(sum(min(w, wall) for w, wall in zip(got[2], got[0])) / sum(got[0]), 1.0)
+
+
 def _descheduled(trace: Trace, reading: HostReading) -> None:
     """A live window's descheduled time (its metadata's ``step_cpu``: each recorded step's wall time, thread CPU
     time and run-queue wait, the time the thread was runnable and waited for a CPU other work held), taken out of op
     work and overhead in proportion (the thread was as likely preempted in an op as between ops). Nothing where the
     window did not record it (an offline trace, a platform that does not give the run-queue wait)."""
-    step_cpu = trace.metadata.get("step_cpu")
-    if not isinstance(step_cpu, dict):
+    got = _step_cpu(trace)
+    if got is None:
         return
-    walls, cpus, waits = step_cpu.get("wall_ns"), step_cpu.get("cpu_ns"), step_cpu.get("runqueue_ns")
-    if not (isinstance(walls, list) and isinstance(cpus, list) and isinstance(waits, list)) or not walls:
-        return
-    if not (len(walls) == len(cpus) == len(waits)) or not all(type(v) is int for v in (*walls, *cpus, *waits)):
-        return
+    walls, cpus, waits = got
     if sum(walls) > 0:
         reading.cpu_share = round(min(sum(cpus) / sum(walls), 1.0), 4)
     if any(w < 0 for w in waits):
