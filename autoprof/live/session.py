@@ -664,6 +664,9 @@ class Session:
         try:
             if sections:
                 window.prof.add_metadata_json("autoprof_sections", json.dumps(sections))
+            step_cpu = _window.step_cpu_of(window.walls, window.cpus)  # the steps' CPU readings: a kept trace's gate reads them
+            if step_cpu is not None:
+                window.prof.add_metadata_json("autoprof_step_cpu", json.dumps(step_cpu))
         except Exception:
             pass
         try:
