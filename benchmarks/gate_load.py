@@ -19,7 +19,11 @@ gate's decision (on the steps' own time where the traces carry their CPU reading
 table shows what the wall-time interval alone (the record's ``step_ms.interval_pct``, the gate before issue 49) would
 have decided, and how many steps the gate set aside.
 
-Cost: a run is ~7 s quiet, ~12 s loaded (mostly imports); ``--pairs 5`` is 20 runs and 20 diffs, ~5 minutes.
+Cost: a run is ~3 s on a quiet machine (mostly imports), several times that under load; ``--pairs 4`` took 134 s
+for its runs at load average 1 to 2, ``--pairs 8`` 1049 s in all at load average 4 to 10 (other agents' work).
+
+Measured (``--pairs 8``, load average 4 to 10 before the script's own load; docs/diff.md): quiet 0/8 false alarms,
+1/8 missed; loaded 0/8 false alarms, 1/8 missed; the wall-time interval alone: quiet 1/8 and 4/8, loaded 2/8 and 5/8.
 """
 
 from __future__ import annotations
