@@ -230,7 +230,9 @@ def main() -> None:
         for kind in KINDS:
             for p in results[cond][kind]:
                 g = p.get("gate") or {}
-                print(f"  {cond} {kind} {p['base']} -> {p['new']}: exit {p['rc']}; {g.get('line') or g.get('reason')}", file=sys.stderr)
+                reading = f"{g.get('estimate_pct')}% {g.get('interval_pct')}"
+                what = g.get("reason") or f"{reading} judged {g.get('judged_steps')} on {g.get('basis')}"
+                print(f"  {cond} {kind} {p['base']} -> {p['new']}: exit {p['rc']}; {what}; wall {p.get('wall')}", file=sys.stderr)
 
 
 if __name__ == "__main__":
