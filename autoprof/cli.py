@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from autoprof import __version__
-from autoprof.analysis.compare import FASTER, SLOWER, Diff, confidence_text, missing_text
+from autoprof.analysis.compare import FASTER, OWN_TIME, SLOWER, Diff, confidence_text, missing_text
 from autoprof.analysis.engine import Analysis, cross_rank, diff, iter_files
 from autoprof.config import FORMATS, SCHEDULE_KEYS, SWITCH, Config, ConfigError
 from autoprof.findings import SEVERITIES, severity_rank
@@ -358,6 +358,11 @@ def _diff_table(d: Diff, out: IO[str]) -> None:
             )
     elif d.step_problem:
         out.write(f"  step time: not compared: {d.step_problem}\n")
+    j = d.judged
+    if b and n and j is not None and (j.basis == OWN_TIME or j.set_aside != (0, 0)):
+        js = j.shift
+        if js is not None and js.lo is not None and js.hi is not None:
+            out.write(f"  the gate's reading: {js.estimate:+.1f}% [{js.lo:+.1f}%, {js.hi:+.1f}%]; {j.text()}\n")
     for peak in d.memory_peaks:
         out.write(f"  {peak.text()}\n")
     for side, failed in zip(("base", "new"), d.failures):

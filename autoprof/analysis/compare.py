@@ -69,6 +69,9 @@ class Profile:
     # per device (cpu, cuda:0), each step's peak of allocated memory (bytes above the window's start), in the order
     # of step_ns (:func:`autoprof.rules.memory.step_peaks`); empty without memory events
     memory_peaks: dict[str, list[int]] = field(default_factory=dict)
+    # each step's thread CPU time and run-queue wait (ns; the wait -1 where not known), in the order of step_ns, from a
+    # live window's readings (issue 49); empty: not known (an offline trace, a window kept before autoprof read them)
+    step_cpu: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def window_findings(self) -> list[list[Finding]]:
@@ -255,6 +258,92 @@ def confidence_text(confidence: float) -> str:
     return f"{confidence * 100:.6g}%"
 
 
+#: The gate sets a step aside when its time off the CPU that the run queue does not explain (the thread blocked: a
+#: lock, the GIL, another thread's work; or a hypervisor took the CPU) is this share of the step above its side's
+#: typical (median) share: the machine's doing, or a stall that is not the step's work.
+BLOCKED_ASIDE = 0.25
+OWN_TIME, WALL_TIME = "own_time", "wall_time"
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The steps the gate judges, and on what: each step's own time (its wall time less what the machine kept its
+    thread waiting for a CPU: the run-queue wait) where both sides' traces carry their steps' CPU readings (a live
+    window's ``step_cpu``), else wall time; steps whose unexplained time off the CPU is ``BLOCKED_ASIDE`` above their
+    side's typical share are set aside (where that leaves enough steps for an interval)."""
+
+    basis: str  # OWN_TIME or WALL_TIME
+    shift: Shift | None  # the judged steps' shift (percent of the base) and its interval
+    judged: tuple[int, int]  # (base, new) steps judged
+    steps: tuple[int, int]  # (base, new) steps in all
+    why_wall: str | None = None  # why the basis is wall time (None: own time)
+
+    @property
+    def set_aside(self) -> tuple[int, int]:
+        return self.steps[0] - self.judged[0], self.steps[1] - self.judged[1]
+
+    def text(self) -> str:
+        """``judged 18 of 20 steps a side on their own time (wall less run-queue wait); 2 a side set aside (...)``."""
+        (jb, jn), (tb, tn) = self.judged, self.steps
+        count = f"judged {jb} of {tb} steps a side" if (jb, tb) == (jn, tn) else f"judged base {jb} of {tb} steps, new {jn} of {tn}"
+        basis = "their own time (wall less run-queue wait)" if self.basis == OWN_TIME else f"wall time ({self.why_wall})"
+        out = f"{count} on {basis}"
+        ab, an = self.set_aside
+        if ab or an:
+            n = f"{ab} a side" if ab == an else f"base {ab}, new {an}"
+            out += f"; {n} set aside (blocked off the CPU {BLOCKED_ASIDE:.0%} of the step more than their side's typical step)"
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.shift
+        return {
+            "basis": self.basis,
+            "why_wall": self.why_wall,
+            "estimate_pct": None if s is None else round(s.estimate, 2),
+            "interval_pct": [round(s.lo, 2), round(s.hi, 2)] if s and s.lo is not None and s.hi is not None else None,
+            "judged_steps": list(self.judged),
+            "steps": list(self.steps),
+            "set_aside": list(self.set_aside),
+        }
+
+
+def _own_times(p: Profile, runqueue: bool) -> tuple[list[float], list[float]]:
+    """A side's steps' times the gate reads (own time with ``runqueue``, else wall time) and each one's blocked share:
+    its time off the CPU that the run-queue wait does not explain, over its wall time."""
+    times, blocked = [], []
+    for wall, (cpu, waited) in zip(p.step_ns, p.step_cpu, strict=True):
+        off = max(wall - cpu, 0)  # the thread did not run: it waited for a CPU, or blocked
+        descheduled = min(waited, off) if runqueue else 0  # the run queue's part (a wait read outside the step: capped)
+        times.append(float(wall - descheduled))
+        blocked.append((off - descheduled) / wall if wall > 0 else 0.0)
+    return times, blocked
+
+
+def judge_steps(base: Profile, new: Profile, confidence: float = 0.95) -> Judged:
+    """The gate's reading of the step times: see :class:`Judged`."""
+    steps = (len(base.step_ns), len(new.step_ns))
+    lacking = [side for side, p in (("base", base), ("new", new)) if len(p.step_cpu) != len(p.step_ns) or not p.step_cpu]
+    if lacking:
+        none = "no CPU readings in the traces" if len(lacking) == 2 else f"no CPU readings in the {lacking[0]} traces"
+        return Judged(WALL_TIME, ratio_shift(base.step_ns, new.step_ns, confidence), steps, steps, none)
+    runqueue = all(w >= 0 for p in (base, new) for _, w in p.step_cpu)
+    basis = OWN_TIME if runqueue else WALL_TIME
+    why = None if runqueue else "the run-queue wait is not known on this platform"
+    (bt, bb), (nt, nb) = _own_times(base, runqueue), _own_times(new, runqueue)
+    every = ratio_shift(bt, nt, confidence)
+
+    def kept(times: list[float], blocked: list[float]) -> list[float]:
+        limit = statistics.median(blocked) + BLOCKED_ASIDE
+        return [t for t, b in zip(times, blocked, strict=True) if b <= limit]
+
+    kb, kn = kept(bt, bb), kept(nt, nb)
+    if (len(kb), len(kn)) != steps and min(len(kb), len(kn)) >= MIN_STEPS:
+        aside = ratio_shift(kb, kn, confidence)
+        if aside is not None and aside.decided:  # set aside only where an interval is left
+            return Judged(basis, aside, (len(kb), len(kn)), steps, why)
+    return Judged(basis, every, steps, steps, why)
+
+
 @dataclass(frozen=True)
 class Gate:
     """``--fail-on-regression``'s decision on one diff: tripped when the step time's interval lies wholly above
@@ -268,6 +357,7 @@ class Gate:
     new_steps: int
     tripped: bool
     reason: str | None = None
+    judged: Judged | None = None  # the steps judged and on what (None: wall time, every step, as before issue 49)
 
     def line(self) -> str:
         """The one line a tripped (or undecided) gate prints."""
@@ -277,9 +367,14 @@ class Gate:
         lo, hi = self.interval_pct
         verb = "tripped" if self.tripped else "passed"
         rel = ">" if self.tripped else "not >"
+        j = self.judged
+        if j is None or (j.basis == WALL_TIME and j.set_aside == (0, 0)):
+            steps = f"base {self.base_steps} steps, new {self.new_steps} steps" + (f"; on wall time ({j.why_wall})" if j else "")
+        else:
+            steps = j.text()
         return (
             f"gate {verb}: step time {self.estimate_pct:+.1f}% [{lo:+.1f}%, {hi:+.1f}%] ({confidence_text(self.confidence)} confidence) "
-            f"{rel} +{self.threshold_pct:g}% threshold; base {self.base_steps} steps, new {self.new_steps} steps"
+            f"{rel} +{self.threshold_pct:g}% threshold; {steps}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -292,6 +387,10 @@ class Gate:
             "new_steps": self.new_steps,
             "tripped": self.tripped,
             "reason": self.reason,
+            "basis": self.judged.basis if self.judged else WALL_TIME,
+            "why_wall": self.judged.why_wall if self.judged else None,
+            "judged_steps": list(self.judged.judged) if self.judged else [self.base_steps, self.new_steps],
+            "set_aside": list(self.judged.set_aside) if self.judged else [0, 0],
         }
 
 
@@ -341,6 +440,7 @@ class Diff:
     # of it is compared, and no gate passes it (None: both sides have it)
     missing: str | None = None
     group: str = ""  # what the group is, as a message names it: "rank 1", "rank 1 of target train", "file x.json"
+    judged: Judged | None = None  # the gate's reading of the step times (None: a group a side lacks)
 
     @property
     def missing_problem(self) -> str | None:
@@ -397,7 +497,8 @@ class Diff:
         b = self.base_steps.count if self.base_steps else 0
         n = self.new_steps.count if self.new_steps else 0
         problem = self.step_problem
-        s = self.step_shift
+        j = self.judged
+        s = j.shift if j is not None else self.step_shift
         if problem is None and min(b, n) < MIN_STEPS:
             problem = f"too few steps for an interval: base {b}, new {n} (at least {MIN_STEPS} a side; record more: active, repeat)"
         if problem is None and (s is None or not s.decided):
@@ -406,8 +507,8 @@ class Diff:
                 "(record more: active, repeat; or lower --confidence)"
             )
         if problem is not None or s is None or s.lo is None or s.hi is None:
-            return Gate(threshold_pct, confidence, s.estimate if s else None, None, b, n, False, problem)
-        return Gate(threshold_pct, confidence, s.estimate, (s.lo, s.hi), b, n, s.lo > threshold_pct)
+            return Gate(threshold_pct, confidence, s.estimate if s else None, None, b, n, False, problem, j)
+        return Gate(threshold_pct, confidence, s.estimate, (s.lo, s.hi), b, n, s.lo > threshold_pct, judged=j)
 
     @property
     def findings_problem(self) -> str | None:
@@ -469,6 +570,7 @@ class Diff:
                 "confidence": None if s is None else s.confidence,
                 "within_noise": None if s is None or not s.decided else s.within_noise,
                 "min_detectable_pct": None if mde is None else round(mde, 2),
+                "judged": self.judged.to_json() if self.judged else None,
             },
             "device_change": {"base": self.devices[0], "new": self.devices[1]} if self.devices else None,
             "gemm_kernel_change": {"base": self.gemm_kernels[0], "new": self.gemm_kernels[1]} if self.gemm_kernels else None,
@@ -611,6 +713,7 @@ def pool(profiles: list[Profile]) -> Profile:
     devices: set[str] = set()
     peaks: dict[str, list[int]] = {}
     known = all(not p.step_ns or p.op_steps or not p.ops for p in profiles)
+    cpu_known = all(len(p.step_cpu) == len(p.step_ns) for p in profiles)  # readings for every step, or none kept
     for p in profiles:
         offset = len(steps)
         steps.extend(p.step_ns)
@@ -648,6 +751,7 @@ def pool(profiles: list[Profile]) -> Profile:
         windows,
         paths,
         memory_peaks=peaks,
+        step_cpu=[r for p in profiles for r in p.step_cpu] if cpu_known else [],
     )
 
 
@@ -690,6 +794,7 @@ def compare_one(base: Profile, new: Profile, top: int = 10, confidence: float = 
         files=(base.paths, new.paths),
         windows=(len(base.window_findings), len(new.window_findings)),
         memory_peaks=_peak_changes(base, new, confidence),
+        judged=judge_steps(base, new, confidence),
     )
 
 

@@ -137,7 +137,18 @@ def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
         op_steps=op_steps,
         kernel_steps=kernel_steps,
         memory_peaks={device: [p for p in series if p is not None] for device, series in peaks.items()},
+        step_cpu=step_cpu(trace),
     )
+
+
+def step_cpu(trace: Trace) -> list[tuple[int, int]]:
+    """Each step's thread CPU time and run-queue wait (ns; the wait -1 where not known), in the order of the trace's
+    steps, from a live window's ``step_cpu`` metadata (issue 49); empty where the trace has none, or its readings are
+    not one per step."""
+    meta = chrome.step_cpu_of(trace.metadata.get("step_cpu"))
+    if meta is None or len(meta["cpu_ns"]) != len(trace.steps):
+        return []
+    return list(zip(meta["cpu_ns"], meta["runqueue_ns"], strict=True))
 
 
 def profiles(

@@ -664,9 +664,8 @@ class Session:
         try:
             if sections:
                 window.prof.add_metadata_json("autoprof_sections", json.dumps(sections))
-            cpus = window.cpus
-            if cpus and len(cpus) == len(window.walls) and all(c >= 0 for c, _ in cpus):  # a kept trace's CPU reading
-                step_cpu = {"wall_ns": list(window.walls), "cpu_ns": [c for c, _ in cpus], "runqueue_ns": [w for _, w in cpus]}
+            step_cpu = _window.step_cpu_of(window.walls, window.cpus)  # the steps' CPU readings: a kept trace's gate reads them
+            if step_cpu is not None:
                 window.prof.add_metadata_json("autoprof_step_cpu", json.dumps(step_cpu))
         except Exception:
             pass

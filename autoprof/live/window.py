@@ -105,8 +105,9 @@ class ClosedWindow:
         meta: dict[str, Any] = {"live": True, "sections": self.sections}
         if self.cpu_peaks:
             meta.update(self.cpu_peaks.metadata())
-        if self.cpus and len(self.cpus) == len(self.walls) and all(c >= 0 for c, _ in self.cpus):
-            meta["step_cpu"] = {"wall_ns": list(self.walls), "cpu_ns": [c for c, _ in self.cpus], "runqueue_ns": [w for _, w in self.cpus]}
+        step_cpu = step_cpu_of(self.walls, self.cpus)
+        if step_cpu is not None:
+            meta["step_cpu"] = step_cpu
         host, available = self.host_memory
         if host:
             meta["host_memory_bytes"] = host
@@ -123,6 +124,14 @@ class ClosedWindow:
         if not self.steady_ns or not self.walls or self.trigger is not None:
             return None
         return round(max(sum(self.walls) - self.steady_ns * len(self.walls), 0) / 1e6, 3)
+
+
+def step_cpu_of(walls: list[int], cpus: list[tuple[int, int]]) -> dict[str, list[int]] | None:
+    """The trace metadata's ``step_cpu`` of a window's recorded steps (their wall times, and each one's thread CPU time
+    and run-queue wait): None where the CPU time was not read for every step."""
+    if not cpus or len(cpus) != len(walls) or any(c < 0 for c, _ in cpus):
+        return None
+    return {"wall_ns": list(walls), "cpu_ns": [c for c, _ in cpus], "runqueue_ns": [w for _, w in cpus]}
 
 
 def run(job: ClosedWindow, inline: bool = False) -> None:

@@ -60,19 +60,6 @@ DEFAULT_SIZES = ReadSizes()
 _int = untrusted_int  # every integer read from a file goes through the untrusted-value reader
 
 
-def _step_cpu(value: Any) -> dict[str, list[int]] | None:
-    """A kept window's ``autoprof_step_cpu`` (per recorded step: wall time, thread CPU time and run-queue wait, ns) as
-    the live window's metadata gives it, or None where it is not three equally long lists of non-negative ints."""
-    if not isinstance(value, dict):
-        return None
-    lists = [value.get(k) for k in ("wall_ns", "cpu_ns", "runqueue_ns")]
-    if not all(isinstance(v, list) and 0 < len(v) <= 100_000 for v in lists) or len({len(v) for v in lists}) != 1:  # type: ignore[arg-type]
-        return None
-    if not all(type(x) is int and 0 <= x < 1 << 62 for v in lists for x in v):  # type: ignore[union-attr]
-        return None
-    return dict(zip(("wall_ns", "cpu_ns", "runqueue_ns"), lists))  # type: ignore[arg-type]
-
-
 def _apply_metadata(builder: TraceBuilder, doc: dict[str, Any]) -> None:
     dist = doc.get("distributedInfo")
     if isinstance(dist, dict):
@@ -100,13 +87,31 @@ def _apply_metadata(builder: TraceBuilder, doc: dict[str, Any]) -> None:
             and (peak > 0 or (peak == 0 and meta_key == "cpu_peak_spread_ratio"))
         ):
             builder.metadata[meta_key] = float(peak)
-    step_cpu = _step_cpu(doc.get("autoprof_step_cpu"))  # a kept live window's per-step CPU reading
+    step_cpu = step_cpu_of(doc.get("autoprof_step_cpu"))  # a live window's per-step CPU readings (issue 49)
     if step_cpu is not None:
         builder.metadata["step_cpu"] = step_cpu
     for key in ("host_memory_bytes", "host_memory_available_bytes"):  # the recording machine's: the host creep's forecast
         host = doc.get("autoprof_" + key)
         if type(host) is int and host > 0:
             builder.metadata[key] = host
+
+
+def step_cpu_of(value: Any) -> dict[str, list[int]] | None:
+    """A kept window's ``autoprof_step_cpu`` as the trace metadata's ``step_cpu`` (each recorded step's ``wall_ns``,
+    thread ``cpu_ns`` and ``runqueue_ns``, -1 where the run-queue wait is not known); None unless it is three lists of
+    integers of one length (at most 1,000,000 steps), the wall and CPU times not negative."""
+    if not isinstance(value, dict):
+        return None
+    lists = [value.get(k) for k in ("wall_ns", "cpu_ns", "runqueue_ns")]
+    if not all(isinstance(v, list) for v in lists):
+        return None
+    walls, cpus, waits = lists
+    assert isinstance(walls, list) and isinstance(cpus, list) and isinstance(waits, list)
+    if not walls or len(walls) > 1_000_000 or not len(walls) == len(cpus) == len(waits):
+        return None
+    if not all(type(v) is int for v in (*walls, *cpus, *waits)) or any(v < 0 for v in (*walls, *cpus)) or any(w < -1 for w in waits):
+        return None
+    return {"wall_ns": list(walls), "cpu_ns": list(cpus), "runqueue_ns": list(waits)}
 
 
 def _target_of(doc: dict[str, Any], target: str | None) -> str | None:
