@@ -464,6 +464,10 @@ def _analysis_setup(args: argparse.Namespace) -> tuple[Config, Any, Any]:
     return config, client, executor
 
 
+#: ``autoprof run``'s usage: short, so a bad argument is two lines (this, then what is wrong), as argparse writes.
+RUN_USAGE = "autoprof run [OPTIONS] SCRIPT [ARGS...]"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autoprof", description="Find out why a PyTorch program is slow.")
     parser.add_argument("--version", action="version", version=f"autoprof {__version__}")
@@ -530,19 +534,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run",
         help="run a training script unmodified (its own arguments after it), its steps found without a decorator: "
         "autoprof run [OPTIONS] SCRIPT [ARGS...]",
+        usage=RUN_USAGE,
     )
     for key in SCHEDULE_KEYS:
-        run_cmd.add_argument(f"--{key.replace('_', '-')}", type=_whole(0, f"a {key} count"), default=None, metavar="N")
+        counts = "a number of windows" if key == "repeat" else "a number of steps"
+        run_cmd.add_argument(f"--{key.replace('_', '-')}", type=_whole(0, counts), default=None, metavar="N")
     run_cmd.add_argument("--trigger", action="store_true", default=None, help="also open a window when steps turn slow")
     run_cmd.add_argument("--name", default=None, help="the plain loop's target (default: SCRIPT's name.step)")
     run_cmd.add_argument("--trace-dir", default=None, metavar="DIR", help="keep each window's trace in DIR")
     run_cmd.add_argument("--report", action="store_true", default=None, help="with --trace-dir: an HTML report at the end")
     run_cmd.add_argument("--sink", default=None, metavar="FILE", help="append the records (JSON lines) to FILE")
     run_cmd.add_argument("--format", choices=FORMATS, default=None, help="records as text or JSON lines (default auto)")
-    run_cmd.add_argument("script", metavar="SCRIPT")
-    run_cmd.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    run_cmd.add_argument("script", metavar="SCRIPT", help="the training script (a Python file), run as python runs it")
+    script_args = run_cmd.add_argument(
+        "args", nargs=argparse.REMAINDER, default=[], metavar="ARGS", help="the script's own arguments (its sys.argv[1:])"
+    )
+    script_args.required = False  # argparse counts a REMAINDER as required: with no SCRIPT it would ask for ARGS too
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # run's own usage for an option of run's it does not know (argparse would print the top level's)
+            (run_cmd if args.command == "run" else parser).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as e:
         return int(e.code or 0)
     if args.command not in ("analyze", "diff", "report", "show", "run"):
@@ -676,9 +687,13 @@ def _run(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.script):
         sys.stderr.write(f"autoprof: can't open file {args.script!r}: not a file\n")
         return 2
-    from autoprof.runner import run_script
+    from autoprof.runner import NotAScriptError, run_script
 
-    run_script(args.script, args.args, schedule, name=args.name)
+    try:
+        run_script(args.script, args.args, schedule, name=args.name)
+    except NotAScriptError as e:
+        sys.stderr.write(f"autoprof: {e}\n")
+        return e.status
     return 0
 
 

@@ -490,41 +490,44 @@ def test_run_keeps_the_scripts_exit_status_stdout_and_its_world(train: Path, mod
     run = _py(train.parent, "-m", "autoprof", "run", "train.py", "--mode", mode)
     assert plain.returncode == run.returncode == rc, run.stderr
     assert "name __main__ file train.py helper 42" in run.stdout
-    assert plain.stdout.split("name", 1)[1] == run.stdout.split("name", 1)[1]  # all but argv[0]: see the xfail below
+    assert plain.stdout == run.stdout  # sys.argv[0] as typed too
     if mode == "interrupt":
         assert _summary(run.stderr)["ended"] == "interrupted (KeyboardInterrupt)"
 
 
-@pytest.mark.xfail(strict=True, reason="autoprof run gives the script sys.argv[0] as an absolute path; python SCRIPT gives it as typed")
 def test_run_keeps_sys_argv_0_as_typed(train: Path) -> None:
     plain = _py(train.parent, "train.py")
     run = _py(train.parent, "-m", "autoprof", "run", "train.py")
     assert plain.stdout.splitlines()[0] == run.stdout.splitlines()[0]
 
 
-@pytest.mark.xfail(strict=True, reason="a run that ends in sys.exit(3) is summarized as ended 'normally'")
 def test_the_summary_of_a_run_ended_by_sys_exit_3_does_not_say_normally(train: Path) -> None:
     run = _py(train.parent, "-m", "autoprof", "run", "train.py", "--mode", "exit3")
     assert run.returncode == 3
-    assert _summary(run.stderr)["ended"] != "normally"
+    assert _summary(run.stderr)["ended"] == "with exit status 3 (sys.exit)"
 
 
-@pytest.mark.xfail(strict=True, reason="a script's traceback under autoprof run starts with autoprof's cli/runner and runpy frames")
 def test_run_shows_the_scripts_traceback_as_python_does(train: Path) -> None:
     run = _py(train.parent, "-m", "autoprof", "run", "train.py", "--mode", "raise")
     assert run.returncode == 1 and "RuntimeError: the script failed" in run.stderr
     assert "autoprof/cli.py" not in run.stderr and "runpy" not in run.stderr, run.stderr
 
 
-@pytest.mark.xfail(
-    strict=True, reason="autoprof run on a file that is not Python prints a traceback through autoprof, not python's SyntaxError alone"
-)
 def test_run_on_a_file_that_is_not_python_says_what_python_says(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not python at all (\n")
     plain = _py(tmp_path, "notes.txt")
     run = _py(tmp_path, "-m", "autoprof", "run", "notes.txt")
     assert plain.returncode == run.returncode == 1
     assert "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines() == ["autoprof: notes.txt is not a Python script: invalid syntax (line 1)"]
+
+
+def test_run_shows_a_scripts_syntax_error_as_python_does(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text("x = (\n")
+    plain = _py(tmp_path, "bad.py")
+    run = _py(tmp_path, "-m", "autoprof", "run", "bad.py")
+    assert plain.returncode == run.returncode == 1 and run.stdout == ""
+    assert run.stderr == plain.stderr, run.stderr
 
 
 def test_run_options_after_the_script_are_the_scripts(train: Path) -> None:
@@ -538,28 +541,25 @@ def test_run_options_after_the_script_are_the_scripts(train: Path) -> None:
     assert missing.returncode == 2 and "nothere.py" in missing.stderr and "Traceback" not in missing.stderr
 
 
-@pytest.mark.xfail(
-    strict=True, reason="'autoprof run --bogus x.py' prints the top-level usage (autoprof {analyze,...}), not autoprof run's"
-)
 def test_run_with_an_unknown_option_shows_the_usage_of_run(train: Path) -> None:
     run = _py(train.parent, "-m", "autoprof", "run", "--bogus", "train.py")
     assert run.returncode == 2 and "usage: autoprof run" in run.stderr, run.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="'autoprof run' with nothing says 'required: SCRIPT, ARGS', but ARGS are optional")
 def test_run_with_no_script_asks_only_for_the_script(tmp_path: Path) -> None:
     run = _py(tmp_path, "-m", "autoprof", "run")
     assert run.returncode == 2 and "ARGS" not in run.stderr.splitlines()[-1], run.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="autoprof run on a loop without an optimizer is silent: no record says that no step was found")
 def test_run_says_when_it_found_no_step(tmp_path: Path) -> None:
     (tmp_path / "noopt.py").write_text(
         "import torch\nm = torch.nn.Linear(8, 8)\nfor _ in range(6):\n    m(torch.randn(4, 8)).sum().backward()\n"
     )
     run = _py(tmp_path, "-m", "autoprof", "run", "noopt.py")
     assert run.returncode == 0
-    assert run.stderr.strip(), "nothing at all on stderr"
+    recs = [json.loads(line) for line in run.stderr.splitlines() if line.startswith("{")]
+    said = [r["message"] for r in recs if r.get("reason") == "no_step"]
+    assert len(said) == 1 and "found no step to profile in noopt.py" in said[0], run.stderr
 
 
 def test_run_a_script_that_spawns_a_pool_under_its_main_guard(tmp_path: Path) -> None:
@@ -594,10 +594,6 @@ print("ok")
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="autoprof run on a loop in a thread: at exit its runner calls Steps.stop() from the main thread: a 'wrong_thread' warning",
-)
 def test_run_a_training_loop_in_a_thread_warns_the_user_of_nothing_they_did(tmp_path: Path) -> None:
     (tmp_path / "thr_train.py").write_text(THREADED_LOOP)
     run = _py(tmp_path, "-m", "autoprof", "run", "thr_train.py")

@@ -78,7 +78,11 @@ def test_a_plain_loop_runs_unmodified_and_its_optimizer_steps_are_the_steps(plai
 
 @pytest.mark.parametrize(
     ("flag", "status", "ended"),
-    [("--exit", 3, "normally"), ("--fail", 1, "by an exception (ValueError)"), ("--interrupt", -2, "interrupted (KeyboardInterrupt)")],
+    [
+        ("--exit", 3, "with exit status 3 (sys.exit)"),
+        ("--fail", 1, "by an exception (ValueError)"),
+        ("--interrupt", -2, "interrupted (KeyboardInterrupt)"),
+    ],
 )
 def test_a_script_that_fails_exits_as_it_would_without_autoprof(plain: Path, flag: str, status: int, ended: str) -> None:
     alone = _python(plain.parent, "train.py", "--lr", "0.1", flag)
