@@ -624,9 +624,6 @@ def test_a_window_recorded_on_a_worker_thread_leaves_no_kineto_line(tmp_path: Pa
     assert run.stderr == "", run.stderr
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a relative AUTOPROF_LOG / AUTOPROF_TRACE_DIR follows the script's os.chdir (Hydra does it): records land elsewhere"
-)
 def test_relative_sink_and_trace_dir_are_where_the_run_started(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     (tmp_path / "c.py").write_text(
