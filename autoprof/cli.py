@@ -30,7 +30,7 @@ from autoprof.findings import SEVERITIES, severity_rank
 from autoprof.render import show
 from autoprof.render.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record, window_fields
 from autoprof.render.emit import line as record_line
-from autoprof.render.text import use_color
+from autoprof.render.text import clean, use_color
 from autoprof.trace.chrome import TraceError
 
 _COLORS = {"info": "\033[36m", "warning": "\033[33m", "critical": "\033[31m", "error": "\033[31m"}
@@ -118,21 +118,23 @@ def _table(results: list[Analysis], out: IO[str], color: bool) -> None:
         return f"{_COLORS.get(sev, '')}{text}{_RESET}" if color else text
 
     for result in sorted((result for result in results if result.error is None), key=lambda result: (result.rank, result.path)):
-        head = f"{result.path}  (rank {result.rank} of {result.world_size}, {result.event_count} events, "
+        head = f"{clean(result.path)}  (rank {result.rank} of {result.world_size}, {result.event_count} events, "
         head += f"steps {result.steps[0]}–{result.steps[-1]})" if result.steps else "no ProfilerStep)"
         out.write((f"{_BOLD}{head}{_RESET}" if color else head) + "\n")
         if result.sections:
             out.write(
-                "  sections: " + ", ".join(f"{x['name']} {x['step_share']:.0%} ({x['calls']} calls)" for x in result.sections[:8]) + "\n"
+                "  sections: "
+                + ", ".join(f"{clean(x['name'])} {x['step_share']:.0%} ({x['calls']} calls)" for x in result.sections[:8])
+                + "\n"
             )
         if not result.findings:
             out.write("  no findings\n")
         width = max((len(finding.rule) for finding in result.findings), default=0)
         for finding in result.findings:
-            out.write(f"  {c(f'{finding.severity:<8}', finding.severity)} {finding.rule:<{width}}  {finding.message}\n")
-            out.write(f"  {'':<8} {'':<{width}}  → {finding.advice}\n")
+            out.write(f"  {c(f'{finding.severity:<8}', finding.severity)} {clean(finding.rule):<{width}}  {clean(finding.message)}\n")
+            out.write(f"  {'':<8} {'':<{width}}  → {clean(finding.advice)}\n")
         for name, error in result.failures:
-            out.write(f"  {c('error   ', 'error')} {name:<{width}}  rule failed: {error}\n")
+            out.write(f"  {c('error   ', 'error')} {clean(name):<{width}}  rule failed: {clean(str(error))}\n")
         out.write("\n")
 
 
@@ -634,7 +636,7 @@ def _stream(args: argparse.Namespace, show: Callable[[list[Analysis]], None], he
     for result in iter_files(args.paths, config, progress=progress, workers=args.workers, jobs=args.jobs, executor=executor):
         if result.error:
             bad += 1
-            err.write(f"autoprof: {result.error}\n")
+            err.write(f"autoprof: {clean(result.error)}\n")
         elif result.world_size > 1:
             held.append(result)
         else:
@@ -713,7 +715,7 @@ def _show_records(args: argparse.Namespace) -> int:
         show.write_text(entries, kept, out, color)
     out.flush()
     for problem in problems:
-        err.write(f"autoprof: {problem}\n")
+        err.write(f"autoprof: {clean(problem)}\n")
     if entries and not kept:
         err.write("autoprof: no record matches the filters\n")
     return 2 if problems else 0
