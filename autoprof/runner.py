@@ -65,8 +65,8 @@ class OptimizerClock:
     def stop(self) -> None:
         """The script ended: its loop's run stops, on the loop's thread (a loop run in a thread of its own that has
         ended is left to the session's end of run: a step cannot be stopped from another thread). No step found
-        (no optimizer stepped, no trainer was built): said once."""
-        if self.enabled and self.ticks == 0:
+        (no optimizer stepped, no trainer was built, no target of the script's own was called): said once."""
+        if self.enabled and self.ticks == 0 and not _other_targets(self.steps.name):
             _emit.warning(
                 f"autoprof run found no step to profile in {self.script}: no torch.optim optimizer stepped and no "
                 "Hugging Face or Lightning Trainer was built; decorate the step function with @autoprof (or drive "
@@ -77,6 +77,13 @@ class OptimizerClock:
             )
         if self._thread is None or self._thread == threading.get_ident():
             self.steps.stop("the script ended")
+
+
+def _other_targets(name: str) -> bool:
+    """Whether the script called a target of its own (an ``@autoprof`` function, its own ``Steps``)."""
+    from autoprof.live.session import SESSION
+
+    return any(other != name for other in list(SESSION.targets))
 
 
 def install_optimizer_clock(clock: OptimizerClock) -> Callable[[], None]:

@@ -557,6 +557,11 @@ def test_run_says_when_it_found_no_step(tmp_path: Path) -> None:
     recs = [json.loads(line) for line in run.stderr.splitlines() if line.startswith("{")]
     said = [r["message"] for r in recs if r.get("reason") == "no_step"]
     assert len(said) == 1 and "found no step to profile in noopt.py" in said[0], run.stderr
+    (tmp_path / "deco.py").write_text(
+        "import torch, autoprof\n@autoprof\ndef step(x):\n    return (x @ x).sum()\nfor _ in range(4):\n    step(torch.randn(8, 8))\n"
+    )
+    deco = _py(tmp_path, "-m", "autoprof", "run", "deco.py")  # its own target, no optimizer: nothing to say
+    assert deco.returncode == 0 and "no_step" not in deco.stderr and "autoprof.window" in deco.stderr, deco.stderr
 
 
 def test_run_a_script_that_spawns_a_pool_under_its_main_guard(tmp_path: Path) -> None:
