@@ -332,9 +332,23 @@ def _per_step(change: Any, side: Any, n: int) -> str:
     return f"{side.calls} calls {side.ns / 1e6:.3f} ms"
 
 
-def _diff_table(d: Diff, out: IO[str]) -> None:
+class _CleanLines:
+    """A text stream whose writes are lines (each ends in its own newlines, the only ones it means): everything before
+    them :func:`~autoprof.render.text.clean`, so a name from a trace cannot write escape sequences or lines."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def write(self, text: str) -> None:
+        body = text.rstrip("\n")
+        self.out.write(clean(body) + text[len(body) :])
+
+
+def _diff_table(d: Diff, stream: IO[str]) -> None:
+    out = _CleanLines(stream)
     if d.missing is not None:
-        out.write(f"{d.base_path or '(none)'} → {d.new_path or '(none)'}  (rank {d.rank})\n  not compared: {d.missing_problem}\n\n")
+        out.write(f"{d.base_path or '(none)'} → {d.new_path or '(none)'}  (rank {d.rank})\n")
+        out.write(f"  not compared: {d.missing_problem}\n\n")
         return
     out.write(f"{d.base_path} → {d.new_path}  (rank {d.rank})\n")
     if len(d.files[0]) > 1 or len(d.files[1]) > 1:

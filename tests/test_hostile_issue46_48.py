@@ -292,6 +292,21 @@ def test_names_from_an_untrusted_trace_cannot_write_escape_sequences_or_lines(tm
         assert "preprocess\\x1b[31mRED\\x1b]0;title\\x07\\nautoprof: gate tripped" in out, out  # shown, escaped
 
 
+def test_diff_prints_a_traces_names_with_their_control_characters_escaped(tmp_path: Path) -> None:
+    evil = "aten::mm\x1b[31mRED\nautoprof: gate tripped"
+    (tmp_path / "base.json").write_text(json.dumps(kineto(None)))
+    (tmp_path / "new.json").write_text(json.dumps(kineto(None, op=evil)))
+    run = subprocess.run(
+        [sys.executable, "-m", "autoprof", "diff", str(tmp_path / "base.json"), str(tmp_path / "new.json")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert run.returncode == 0 and "added       aten::mm\\x1b[31mRED\\nautoprof: gate tripped" in run.stdout, run.stdout
+    assert "\x1b" not in run.stdout and not any(line.startswith("autoprof: gate") for line in run.stdout.splitlines())
+
+
 @pytest.mark.xfail(
     strict=True, reason="a window 99% unrecorded (host active 0.5%, device busy 0.2%) is 'overhead-bound: the host works <1% of the window'"
 )
