@@ -23,10 +23,12 @@ from __future__ import annotations
 import builtins
 import functools
 import os
+import runpy
 import sys
 import threading
 import types
 import weakref
+import zipfile
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
@@ -220,28 +222,35 @@ def run_script(script: str, args: Sequence[str], schedule: dict[str, Any], name:
     (``SystemExit`` included) is raised on, unchanged, and its traceback printed without autoprof's frames. A file
     that is not Python: :class:`NotAScriptError`."""
     path = os.path.abspath(script)
-    try:
-        code = _compile(script, path)
-    except SyntaxError:
-        _hook_without_autoprof(None)  # python shows a script's syntax error with no traceback
-        raise
+    code = None
+    if not zipfile.is_zipfile(path):  # a zipapp: its __main__ module, run by runpy as python runs it
+        try:
+            code = _compile(script, path)
+        except SyntaxError:
+            _hook_without_autoprof(None)  # python shows a script's syntax error with no traceback
+            raise
     target = name or f"{os.path.splitext(os.path.basename(script))[0]}.step"
     clock = OptimizerClock(Steps(target, **schedule), script)
     undo = install_optimizer_clock(clock)
     install_trainer_hooks(clock, schedule)
-    main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=path, __cached__=None, __loader__=None, __spec__=None, __package__=None)
-    main.__dict__["__builtins__"] = builtins
-    sys.modules["__main__"] = main  # kept to the end, as python keeps a script's (pickle finds its classes there)
     sys.argv = [script, *args]
-    sys.path.insert(0, os.path.dirname(path))
+    main = types.ModuleType("__main__")
+    if code is not None:
+        main.__dict__.update(__file__=path, __cached__=None, __loader__=None, __spec__=None, __package__=None)
+        main.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = main  # kept to the end, as python keeps a script's (pickle finds its classes there)
+        sys.path.insert(0, os.path.dirname(path))
     try:
-        exec(code, main.__dict__)
+        if code is None:
+            runpy.run_path(script, run_name="__main__")
+        else:
+            exec(code, main.__dict__)
     except SystemExit as e:
         _emit.set_exit_status(e.code)
         raise
     except BaseException:
-        _hook_without_autoprof(code)
+        if code is not None:
+            _hook_without_autoprof(code)
         raise
     finally:
         clock.stop()

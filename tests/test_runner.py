@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,14 @@ def test_a_script_that_fails_exits_as_it_would_without_autoprof(plain: Path, fla
         last = "ValueError: the script failed" if flag == "--fail" else "KeyboardInterrupt"
         assert run.stderr.rstrip().splitlines()[-1] == last == alone.stderr.rstrip().splitlines()[-1]
     assert _records(sink)[-1]["ended"] == ended
+
+
+def test_a_zipapp_runs_as_python_runs_it(tmp_path: Path) -> None:
+    with zipfile.ZipFile(tmp_path / "app.pyz", "w") as z:
+        z.writestr("__main__.py", "import sys\nprint('zip', sys.argv)\n")
+    alone = _python(tmp_path, "app.pyz", "a")
+    run = _python(tmp_path, "-m", "autoprof", "run", "app.pyz", "a")
+    assert alone.returncode == run.returncode == 0 and run.stdout == alone.stdout == "zip ['app.pyz', 'a']\n", run.stderr
 
 
 def test_bad_usage_is_one_line_and_the_script_never_runs(tmp_path: Path) -> None:
