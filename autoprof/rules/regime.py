@@ -99,10 +99,6 @@ DEVICE_BUSY_COMPUTE = 0.60
 DEVICE_SATURATED = 0.90  # busy this much of the window, the device is the bottleneck whatever the host does
 INPUT_SHARE_MIN = 0.25
 SYNC_SHARE_MIN = 0.30
-#: A device window whose host works less than this share of it and whose device is busy less than this share is
-#: mostly time no recorded event covers (Python between ops without ``with_stack``, sleeps, waits outside torch):
-#: no bound is named from the little that is recorded.
-RECORDED_SHARE_MIN = 0.05
 #: A host op that launches no device work (no runtime or driver call under it) and runs at least this long is the
 #: host's own work (decoding, preprocessing, math on CPU tensors), not the cost of launching: dispatching an op
 #: that launches takes a few to a few tens of µs.
@@ -625,12 +621,6 @@ def _device_judge(r: DeviceReading, by_call: dict[str, int]) -> tuple[str, str]:
         return DEVICE_BOUND, f"the device is busy {percent(own, on_device)} of the window, the host {percent(active, window)}"
     # The host's larger share names it: waiting in synchronizing calls longer than it works is sync-bound.
     synced = r.blocked_ns >= SYNC_SHARE_MIN * window
-    if not synced and active < RECORDED_SHARE_MIN * window and busy < RECORDED_SHARE_MIN * on_device:
-        return MIXED, (
-            f"mixed: the recorded work fills little of the window (the host works {percent(active, window)}, the "
-            f"device is busy {percent(busy, on_device)}); the rest is time no recorded event covers (Python between "
-            "ops without with_stack, sleeps, waits outside torch): too little to name a bound"
-        )
     if active > busy and not r.queued_ahead and not (synced and r.blocked_ns >= active):
         return OVERHEAD_BOUND, (
             f"overhead-bound: the host works {percent(active, window)} of the window preparing and "
