@@ -25,7 +25,7 @@ from autoprof.config import Config
 from autoprof.findings import Finding
 from autoprof.rules._common import View, ancestor_flags, duration, has_ancestor, merged_processes, op_self_ns, percent, share, us, view
 from autoprof.rules._kernels import COMPUTE, TF32_MARKERS, Family, kernel_family
-from autoprof.rules._peaks import CPU_PEAK_NAME, Peak, peak_for
+from autoprof.rules._peaks import Peak, peak_for
 from autoprof.rules._runtime import LAUNCH_CALLS
 from autoprof.rules._work import MASK_FROM_CALLS, WorkCache, is_roofline_op, memory_by_kind
 from autoprof.trace.model import CONV_OPS, CPU_OP_CODE, KERNEL_CODE, Trace
@@ -478,21 +478,6 @@ def by_name_text(roof: Roofline) -> str:
     return f"; {percent(roof.by_name_ns, roof.total_ns)} of the kernel time read by kernel name (no costed op above those kernels)"
 
 
-def _above_peak_text(peak: Peak, op: OpStat) -> str:
-    """Why an op ran above its peak, by where the peak came from: the CPU calibration or a datasheet's DRAM bandwidth
-    do not see caches; a datasheet's FLOP/s of the op's dtype is passed by math in a faster precision (an FP32 GEMM
-    run in TF32 on tensor cores, what torch.backends.cuda.matmul.allow_tf32 and cuBLAS's own kernels do)."""
-    if peak.name == CPU_PEAK_NAME:
-        return "above the calibrated peak: cache-resident data"
-    if peak.name == "configured":
-        return "above the configured peak"
-    if op.bound == "memory":
-        return f"above {peak.name}'s memory bandwidth: data resident in the device's caches"
-    if op.dtype == "fp32":
-        return f"above {peak.name}'s fp32 peak: likely run as TF32 on tensor cores, a faster precision than fp32"
-    return f"above {peak.name}'s {op.dtype} peak: its kernels' math or the device's clocks are not the datasheet's"
-
-
 def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     """The split of the device's kernel time (on a CPU, of the ops' own time), named by the rule the bound_regime
     reading names it by, and the ops that lose the most time against their roofline."""
@@ -514,7 +499,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
         top = by_lost[0]
         top_rec = top.record(roof.peak, roof.peak.flops_for(top.dtype) or 0.0)
         msg += f"; most time lost in {top.name} {top.shapes} ({top.bound}-bound, " + (
-            _above_peak_text(roof.peak, top) + ")"
+            "above the calibrated peak: cache-resident data)"
             if top_rec["above_peak"]
             else f"{(top_rec['roofline_fraction_ratio'] or 0):.0%} of its roofline)"
         )
