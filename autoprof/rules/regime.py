@@ -1149,19 +1149,11 @@ def _cpu_text(verdict: str, reading: HostReading, bound: str | None = None) -> s
     if verdict == COMMUNICATION_BOUND:
         return f"communication-bound (CPU): collectives take {sh['communication']:.0%} of the step (waiting for peers or moving data)"
     if verdict == OVERHEAD_BOUND:
-        causes = []
-        if reading.small_calls:
-            causes.append(
-                f"{reading.small_calls:,} of the window's {reading.op_calls:,} op calls, whose work would take less than a "
-                "call's fixed cost"
-            )
-        if reading.work_time_ns > WORK_CREDIT * reading.ideal_ns > 0:  # op time past its work's credit is overhead too
-            causes.append(
-                f"op time past {WORK_CREDIT}× what the ops' work takes at the peaks (the costed ops run at "
-                f"{reading.ideal_ns / reading.work_time_ns:.1%} of their roofline)"
-            )
-        what = "Python, dispatch and " + " and ".join(causes) if causes else "Python and dispatch"
-        return f"overhead-bound (CPU): {sh['overhead']:.0%} of the step is framework overhead: {what}; op work takes {sh['work']:.0%}"
+        return (
+            f"overhead-bound (CPU): {sh['overhead']:.0%} of the step is framework overhead: Python, dispatch and "
+            f"{reading.small_calls:,} of the window's {reading.op_calls:,} op calls, whose work would take less than a call's "
+            f"fixed cost; op work takes {sh['work']:.0%}"
+        )
     if verdict in (COMPUTE_BOUND, MEMORY_BOUND):
         kind = "FLOP-bound ops" if verdict == COMPUTE_BOUND else "bandwidth-bound ops"
         eff = f" running at {reading.ideal_ns / reading.work_time_ns:.0%} of their roofline" if reading.work_time_ns else ""
