@@ -89,15 +89,11 @@ def _blocked(trace: Trace) -> Finding | None:
     overlapped = ""
     if total_blocked - idle >= BLOCKING_SHARE * window:
         overlapped = f"; another {percent(total_blocked - idle, window)} overlapped device work and cost nothing"
-    while_idle = "while the device is idle"
-    if not len(trace.d_dur):  # no device event recorded: what the device did meanwhile is not known
-        evidence["device_recorded"] = False
-        while_idle = "(no device events were recorded: whether the device was busy meanwhile is not known)"
     return Finding(
         RULE_BLOCKING,
         HOST_BLOCKED,
         "warning",
-        f"the host is blocked {percent(idle, window)} of the window in synchronizing calls {while_idle}, "
+        f"the host is blocked {percent(idle, window)} of the window in synchronizing calls while the device is idle, "
         f"most in {name} ({duration(t)}){overlapped}",
         _advice(name, copy_ns),
         evidence,
