@@ -435,14 +435,3 @@ def short_kernel_name(name: str) -> str:
     tokens = text.split()
     short = tokens[-1] if tokens else ""
     return short or name[:60]
-
-
-def merged_processes(trace: Trace) -> int:
-    """How many processes' windows the trace holds: the most processes (pids) that recorded the same
-    ``ProfilerStep#N`` (a file merged from several ranks, as TraceLens's TraceFuse writes them, repeats each step
-    once per rank; two threads of one process are one process). 1 for a trace of one process."""
-    pids: dict[int, set[Any]] = {}
-    for s in trace.steps:
-        if s.host_index >= 0:
-            pids.setdefault(s.number, set()).add(trace.threads[s.tid][0])
-    return max((len(p) for p in pids.values()), default=1)

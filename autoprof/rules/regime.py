@@ -61,7 +61,6 @@ from autoprof.rules._common import (
     duration,
     is_input_name,
     merge,
-    merged_processes,
     op_self_ns,
     percent,
     share,
@@ -193,6 +192,17 @@ def _check(trace: Trace, config: Config | None = None) -> list[Finding]:
     if launches:  # kernels launched, none recorded: the host's side alone, and it says so
         return [_launches_only_verdict(trace, win, evidence, launches)]
     return [_cpu_verdict(trace, win, evidence, config)]
+
+
+def merged_processes(trace: Trace) -> int:
+    """How many processes' windows the trace holds: the most processes (pids) that recorded the same
+    ``ProfilerStep#N`` (a file merged from several ranks, as TraceLens's TraceFuse writes them, repeats each step
+    once per rank; two threads of one process are one process). 1 for a trace of one process."""
+    pids: dict[int, set[Any]] = {}
+    for s in trace.steps:
+        if s.host_index >= 0:
+            pids.setdefault(s.number, set()).add(trace.threads[s.tid][0])
+    return max((len(p) for p in pids.values()), default=1)
 
 
 def _merged_verdict(trace: Trace, evidence: dict[str, Any], processes: int, config: Config | None) -> Finding:

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import View, ancestor_flags, duration, has_ancestor, merged_processes, op_self_ns, percent, share, us, view
+from autoprof.rules._common import View, ancestor_flags, duration, has_ancestor, op_self_ns, percent, share, us, view
 from autoprof.rules._kernels import COMPUTE, TF32_MARKERS, Family, kernel_family
 from autoprof.rules._peaks import Peak, peak_for
 from autoprof.rules._runtime import LAUNCH_CALLS
@@ -175,8 +175,6 @@ def analyze(trace: Trace, config: Config | None = None) -> Roofline | None:
 
 
 def _analyze(trace: Trace, config: Config | None) -> Roofline | None:
-    if merged_processes(trace) > 1:  # a file merged from several ranks: their kernel time summed is no one's roofline
-        return None
     # a trace with no device events is a CPU reading: a device named in it (CUDA present, unused) gives no peaks
     peak = peak_for(trace.device_properties if len(trace.d_dur) else [], trace.metadata, config)
     if peak is None:
