@@ -30,7 +30,7 @@ from autoprof.findings import SEVERITIES, severity_rank
 from autoprof.render import show
 from autoprof.render.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record, window_fields
 from autoprof.render.emit import line as record_line
-from autoprof.render.text import use_color
+from autoprof.render.text import clean, use_color
 from autoprof.trace.chrome import TraceError
 
 _COLORS = {"info": "\033[36m", "warning": "\033[33m", "critical": "\033[31m", "error": "\033[31m"}
@@ -118,21 +118,23 @@ def _table(results: list[Analysis], out: IO[str], color: bool) -> None:
         return f"{_COLORS.get(sev, '')}{text}{_RESET}" if color else text
 
     for result in sorted((result for result in results if result.error is None), key=lambda result: (result.rank, result.path)):
-        head = f"{result.path}  (rank {result.rank} of {result.world_size}, {result.event_count} events, "
+        head = f"{clean(result.path)}  (rank {result.rank} of {result.world_size}, {result.event_count} events, "
         head += f"steps {result.steps[0]}–{result.steps[-1]})" if result.steps else "no ProfilerStep)"
         out.write((f"{_BOLD}{head}{_RESET}" if color else head) + "\n")
         if result.sections:
             out.write(
-                "  sections: " + ", ".join(f"{x['name']} {x['step_share']:.0%} ({x['calls']} calls)" for x in result.sections[:8]) + "\n"
+                "  sections: "
+                + ", ".join(f"{clean(x['name'])} {x['step_share']:.0%} ({x['calls']} calls)" for x in result.sections[:8])
+                + "\n"
             )
         if not result.findings:
             out.write("  no findings\n")
         width = max((len(finding.rule) for finding in result.findings), default=0)
         for finding in result.findings:
-            out.write(f"  {c(f'{finding.severity:<8}', finding.severity)} {finding.rule:<{width}}  {finding.message}\n")
-            out.write(f"  {'':<8} {'':<{width}}  → {finding.advice}\n")
+            out.write(f"  {c(f'{finding.severity:<8}', finding.severity)} {clean(finding.rule):<{width}}  {clean(finding.message)}\n")
+            out.write(f"  {'':<8} {'':<{width}}  → {clean(finding.advice)}\n")
         for name, error in result.failures:
-            out.write(f"  {c('error   ', 'error')} {name:<{width}}  rule failed: {error}\n")
+            out.write(f"  {c('error   ', 'error')} {clean(name):<{width}}  rule failed: {clean(str(error))}\n")
         out.write("\n")
 
 
@@ -330,9 +332,23 @@ def _per_step(change: Any, side: Any, n: int) -> str:
     return f"{side.calls} calls {side.ns / 1e6:.3f} ms"
 
 
-def _diff_table(d: Diff, out: IO[str]) -> None:
+class _CleanLines:
+    """A text stream whose writes are lines (each ends in its own newlines, the only ones it means): everything before
+    them :func:`~autoprof.render.text.clean`, so a name from a trace cannot write escape sequences or lines."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def write(self, text: str) -> None:
+        body = text.rstrip("\n")
+        self.out.write(clean(body) + text[len(body) :])
+
+
+def _diff_table(d: Diff, stream: IO[str]) -> None:
+    out = _CleanLines(stream)
     if d.missing is not None:
-        out.write(f"{d.base_path or '(none)'} → {d.new_path or '(none)'}  (rank {d.rank})\n  not compared: {d.missing_problem}\n\n")
+        out.write(f"{d.base_path or '(none)'} → {d.new_path or '(none)'}  (rank {d.rank})\n")
+        out.write(f"  not compared: {d.missing_problem}\n\n")
         return
     out.write(f"{d.base_path} → {d.new_path}  (rank {d.rank})\n")
     if len(d.files[0]) > 1 or len(d.files[1]) > 1:
@@ -469,6 +485,10 @@ def _analysis_setup(args: argparse.Namespace) -> tuple[Config, Any, Any]:
     return config, client, executor
 
 
+#: ``autoprof run``'s usage: short, so a bad argument is two lines (this, then what is wrong), as argparse writes.
+RUN_USAGE = "autoprof run [OPTIONS] SCRIPT [ARGS...]"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autoprof", description="Find out why a PyTorch program is slow.")
     parser.add_argument("--version", action="version", version=f"autoprof {__version__}")
@@ -535,19 +555,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run",
         help="run a training script unmodified (its own arguments after it), its steps found without a decorator: "
         "autoprof run [OPTIONS] SCRIPT [ARGS...]",
+        usage=RUN_USAGE,
     )
     for key in SCHEDULE_KEYS:
-        run_cmd.add_argument(f"--{key.replace('_', '-')}", type=_whole(0, f"a {key} count"), default=None, metavar="N")
+        counts = "a number of windows" if key == "repeat" else "a number of steps"
+        run_cmd.add_argument(f"--{key.replace('_', '-')}", type=_whole(0, counts), default=None, metavar="N")
     run_cmd.add_argument("--trigger", action="store_true", default=None, help="also open a window when steps turn slow")
     run_cmd.add_argument("--name", default=None, help="the plain loop's target (default: SCRIPT's name.step)")
     run_cmd.add_argument("--trace-dir", default=None, metavar="DIR", help="keep each window's trace in DIR")
     run_cmd.add_argument("--report", action="store_true", default=None, help="with --trace-dir: an HTML report at the end")
     run_cmd.add_argument("--sink", default=None, metavar="FILE", help="append the records (JSON lines) to FILE")
     run_cmd.add_argument("--format", choices=FORMATS, default=None, help="records as text or JSON lines (default auto)")
-    run_cmd.add_argument("script", metavar="SCRIPT")
-    run_cmd.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    run_cmd.add_argument("script", metavar="SCRIPT", help="the training script (a Python file), run as python runs it")
+    script_args = run_cmd.add_argument(
+        "args", nargs=argparse.REMAINDER, default=[], metavar="ARGS", help="the script's own arguments (its sys.argv[1:])"
+    )
+    script_args.required = False  # argparse counts a REMAINDER as required: with no SCRIPT it would ask for ARGS too
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # run's own usage for an option of run's it does not know (argparse would print the top level's)
+            (run_cmd if args.command == "run" else parser).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as e:
         return int(e.code or 0)
     if args.command not in ("analyze", "diff", "report", "show", "run"):
@@ -628,7 +655,7 @@ def _stream(args: argparse.Namespace, show: Callable[[list[Analysis]], None], he
     for result in iter_files(args.paths, config, progress=progress, workers=args.workers, jobs=args.jobs, executor=executor):
         if result.error:
             bad += 1
-            err.write(f"autoprof: {result.error}\n")
+            err.write(f"autoprof: {clean(result.error)}\n")
         elif result.world_size > 1:
             held.append(result)
         else:
@@ -681,9 +708,13 @@ def _run(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.script):
         sys.stderr.write(f"autoprof: can't open file {args.script!r}: not a file\n")
         return 2
-    from autoprof.runner import run_script
+    from autoprof.runner import NotAScriptError, run_script
 
-    run_script(args.script, args.args, schedule, name=args.name)
+    try:
+        run_script(args.script, args.args, schedule, name=args.name)
+    except NotAScriptError as e:
+        sys.stderr.write(f"autoprof: {e}\n")
+        return e.status
     return 0
 
 
@@ -703,7 +734,7 @@ def _show_records(args: argparse.Namespace) -> int:
         show.write_text(entries, kept, out, color)
     out.flush()
     for problem in problems:
-        err.write(f"autoprof: {problem}\n")
+        err.write(f"autoprof: {clean(problem)}\n")
     if entries and not kept:
         err.write("autoprof: no record matches the filters\n")
     return 2 if problems else 0

@@ -239,7 +239,11 @@ def _check_path(key: str) -> Any:
             text = _plain_str(os.fspath(value))  # a bytes path is not one; a __fspath__ that raises: _accepted
         if text is None or not text.strip() or "\0" in text:
             raise _reject(key, value)
-        return text
+        try:
+            # Where it is given (the environment: where the run started): a later os.chdir (Hydra's) moves nothing.
+            return os.path.abspath(text)
+        except OSError:  # the working directory is gone: as given
+            return text
 
     return check
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +30,16 @@ def test_from_env_reads_switches_and_schedule() -> None:
     assert cfg.enabled is False
     assert cfg.sink == "/tmp/x.jsonl"
     assert (cfg.active, cfg.wait) == (5, 0)
+
+
+def test_a_relative_sink_or_trace_dir_is_of_where_it_was_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cfg = from_env({"AUTOPROF_LOG": "r.jsonl", "AUTOPROF_TRACE_DIR": "t"})
+    given = cfg.replace(sink=Path("s") / "r2.jsonl")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")  # a later chdir (Hydra's) moves nothing
+    assert (cfg.sink, cfg.trace_dir, given.sink) == (str(tmp_path / "r.jsonl"), str(tmp_path / "t"), str(tmp_path / "s" / "r2.jsonl"))
+    assert cfg.replace(active=2).sink == str(tmp_path / "r.jsonl")
 
 
 def test_from_env_bad_int_warns_and_keeps_default() -> None:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,11 @@ def test_a_plain_loop_runs_unmodified_and_its_optimizer_steps_are_the_steps(plai
 
 @pytest.mark.parametrize(
     ("flag", "status", "ended"),
-    [("--exit", 3, "normally"), ("--fail", 1, "by an exception (ValueError)"), ("--interrupt", -2, "interrupted (KeyboardInterrupt)")],
+    [
+        ("--exit", 3, "with exit status 3 (sys.exit)"),
+        ("--fail", 1, "by an exception (ValueError)"),
+        ("--interrupt", -2, "interrupted (KeyboardInterrupt)"),
+    ],
 )
 def test_a_script_that_fails_exits_as_it_would_without_autoprof(plain: Path, flag: str, status: int, ended: str) -> None:
     alone = _python(plain.parent, "train.py", "--lr", "0.1", flag)
@@ -90,6 +95,14 @@ def test_a_script_that_fails_exits_as_it_would_without_autoprof(plain: Path, fla
         last = "ValueError: the script failed" if flag == "--fail" else "KeyboardInterrupt"
         assert run.stderr.rstrip().splitlines()[-1] == last == alone.stderr.rstrip().splitlines()[-1]
     assert _records(sink)[-1]["ended"] == ended
+
+
+def test_a_zipapp_runs_as_python_runs_it(tmp_path: Path) -> None:
+    with zipfile.ZipFile(tmp_path / "app.pyz", "w") as z:
+        z.writestr("__main__.py", "import sys\nprint('zip', sys.argv)\n")
+    alone = _python(tmp_path, "app.pyz", "a")
+    run = _python(tmp_path, "-m", "autoprof", "run", "app.pyz", "a")
+    assert alone.returncode == run.returncode == 0 and run.stdout == alone.stdout == "zip ['app.pyz', 'a']\n", run.stderr
 
 
 def test_bad_usage_is_one_line_and_the_script_never_runs(tmp_path: Path) -> None:

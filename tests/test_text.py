@@ -307,7 +307,8 @@ def test_show_names_bad_input_in_one_line_and_prints_what_parsed(shared_sink: Pa
     assert shown.stdout.splitlines() == good[:5]  # every record that parsed, nothing lost
     errors = shown.stderr.splitlines()
     assert errors[0] == f"autoprof: {tmp_path / 'missing.jsonl'}: No such file or directory"
-    assert errors[1].startswith(f"autoprof: {mixed}: line 2 is not JSON: ") and errors[1].endswith("2 such lines skipped: 2, 4")
+    assert errors[1].startswith(f"autoprof: {mixed}: line 2 is not JSON: ")
+    assert errors[1].endswith("; line 4 is not an autoprof record (no autoprof.* event); 2 lines skipped")
     assert len(errors) == 2
     text_out = _show(str(mixed), str(tmp_path), "--color", "never")
     assert text_out.returncode == 2 and "train w0 rank 0/2: " in text_out.stdout

@@ -394,12 +394,23 @@ def _begin_run() -> None:
             _run["pid"] = pid
 
 
+def set_exit_status(code: Any) -> None:
+    """The program is ending by ``sys.exit(code)`` (``autoprof run`` sees its script's ``SystemExit``): the summary
+    says so unless it is a success (``None`` or 0)."""
+    _run["exit"] = code
+
+
 def _ended() -> str:
-    """How the program is ending, at exit: ``normally``, ``interrupted (KeyboardInterrupt)``, or ``by an exception
-    (ValueError)`` when an exception reached the top (the interpreter keeps it in ``sys.last_type``)."""
+    """How the program is ending, at exit: ``normally``, ``interrupted (KeyboardInterrupt)``, ``by an exception
+    (ValueError)`` when an exception reached the top (the interpreter keeps it in ``sys.last_type``), or ``with exit
+    status 3 (sys.exit)`` when :func:`set_exit_status` was told of a failing ``sys.exit``."""
     kind = getattr(sys, "last_type", None)
     if kind is None:
-        return "normally"
+        code = _run.get("exit")
+        if code is None or code == 0:
+            return "normally"
+        status = int(code) if isinstance(code, int) else 1  # python prints a message given to sys.exit, status 1
+        return f"with exit status {status} (sys.exit)"
     name = getattr(kind, "__name__", str(kind))
     return f"interrupted ({name})" if issubclass(kind, KeyboardInterrupt) else f"by an exception ({name})"
 

@@ -20,7 +20,8 @@ NAMED_BAD_LINES = 5
 
 @dataclass
 class Entry:
-    """One record as read: the record, its line as it was in the file (``--json`` passes it on unchanged), where."""
+    """One record as read: the record (its strings :func:`~autoprof.render.text.clean`: no control character of a
+    trace's reaches the terminal), its line as it was in the file (``--json`` passes it on unchanged), where."""
 
     record: dict[str, Any]
     line: str
@@ -40,7 +41,7 @@ def read(paths: Sequence[str], stdin: IO[str] | None = None) -> tuple[list[Entry
         except OSError as e:
             problems.append(f"{path or repr(path)}: {e.strerror or e}")
             continue
-        bad: list[tuple[int, str]] = []
+        bad: list[tuple[int, str, str]] = []  # (line number, what it is, the parser's words)
         try:
             for number, raw in enumerate(stream, 1):
                 line = raw.rstrip("\r\n")
@@ -49,25 +50,38 @@ def read(paths: Sequence[str], stdin: IO[str] | None = None) -> tuple[list[Entry
                 try:
                     rec = json.loads(line)
                 except ValueError as e:
-                    bad.append((number, f"not JSON: {e}"))
+                    bad.append((number, "not JSON", str(e)))
                     continue
                 if not isinstance(rec, dict) or not str(rec.get("event", "")).startswith("autoprof."):
-                    bad.append((number, "not an autoprof record (no autoprof.* event)"))
+                    bad.append((number, "not an autoprof record (no autoprof.* event)", ""))
                     continue
-                entries.append(Entry(rec, line, path, number))
+                entries.append(Entry(_text.clean_record(rec), line, path, number))  # --json: the line, unchanged
         except OSError as e:  # a directory, a read error midway: what was read is kept
             problems.append(f"{path}: {e.strerror or e}")
         finally:
             if stream is not stdin and stream is not sys.stdin:
                 stream.close()
         if bad:
-            first, why = bad[0]
-            more = f"; {len(bad)} such lines skipped: {', '.join(str(n) for n, _ in bad[:NAMED_BAD_LINES])}" + (
-                ", …" if len(bad) > NAMED_BAD_LINES else ""
-            )
-            problems.append(f"{path}: line {first} is {why}" + (more if len(bad) > 1 else "; it is skipped"))
+            problems.append(f"{path}: {_bad_lines(bad)}")
     _assign_runs(entries)
     return entries, problems
+
+
+def _bad_lines(bad: Sequence[tuple[int, str, str]]) -> str:
+    """A file's bad lines in a few words, each kind named for what it is: ``line 2 is not JSON: ...; lines 4, 6 are not
+    an autoprof record (...); 3 lines skipped`` (the first :data:`NAMED_BAD_LINES` of a kind by number)."""
+    kinds: dict[str, list[tuple[int, str]]] = {}
+    for number, what, detail in bad:
+        kinds.setdefault(what, []).append((number, detail))
+    parts = []
+    for what, lines in kinds.items():
+        (first, detail), *rest = lines
+        if not rest:
+            parts.append(f"line {first} is {what}" + (f": {detail}" if detail else ""))
+            continue
+        numbers = ", ".join(str(n) for n, _ in lines[:NAMED_BAD_LINES]) + (", …" if len(lines) > NAMED_BAD_LINES else "")
+        parts.append(f"lines {numbers} are {what}" + (f" (line {first}: {detail})" if detail else ""))
+    return "; ".join(parts) + ("; it is skipped" if len(bad) == 1 else f"; {len(bad)} lines skipped")
 
 
 def _assign_runs(entries: Iterable[Entry]) -> None:

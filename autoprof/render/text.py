@@ -13,6 +13,7 @@ summary, and it leaves ``NO_COLOR`` and the terminal to its caller. This module 
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
@@ -44,6 +45,31 @@ def use_color(stream: IO[str] | Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):
         return False
+
+
+#: Characters a terminal acts on rather than shows: C0 and C1 controls (ESC, BEL, CR, newline, ...) and the Unicode
+#: line and paragraph separators.
+_ACTS = ("Cc", "Zl", "Zp")
+
+
+def clean(text: str) -> str:
+    """``text`` (a name from a trace, a path, a message that quotes one) safe to print on a terminal: each control
+    character, escape sequences' ESC and newlines among them, written as its Python escape (``\\x1b``, ``\\n``), so
+    a trace cannot colour, retitle or clear the terminal or forge a line of its own."""
+    if text.isprintable():
+        return text
+    return "".join(repr(ch)[1:-1] if unicodedata.category(ch) in _ACTS else ch for ch in text)
+
+
+def clean_record(value: Any) -> Any:
+    """A record (or any part of one) with every string in it :func:`clean`; the rest as it is."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, Mapping):
+        return {clean(k) if isinstance(k, str) else k: clean_record(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_record(v) for v in value]
+    return value
 
 
 class _Paint:
@@ -99,7 +125,8 @@ def _rank(rec: Mapping[str, Any]) -> str:
 
 
 def record_lines(rec: Mapping[str, Any], color: bool = False) -> list[str]:
-    """One record as the lines a person reads (no newlines in them)."""
+    """One record as the lines a person reads (no newlines or other control characters of the record's in them)."""
+    rec = clean_record(rec)
     paint = _Paint(color)
     event = str(rec.get("event", "?"))
     level = str(rec.get("level", "info"))
@@ -150,6 +177,7 @@ def _cut(text: str, n: int = SUMMARY_MESSAGE_CHARS) -> str:
 def summary_lines(rec: Mapping[str, Any], color: bool = False) -> list[str]:
     """An ``autoprof.summary`` record as one block per target: the verdict, why (the leading share), next (the
     advice), the findings that matter most, then where the records, traces and report went."""
+    rec = clean_record(rec)
     paint = _Paint(color)
     rule = "─" * 72
     ended = rec.get("ended")
