@@ -208,3 +208,57 @@ def test_through_the_wrapper_preemption_opens_no_window_and_a_3x_slowdown_does(r
     (window,) = [w for w in records.of("autoprof.window", target="loaded_step") if w.get("trigger")]
     assert 600 <= window["trigger"]["step"] <= 603 and window["trigger"]["ratio"] > 2.5
     assert SESSION.targets["loaded_step"].watch is not None and not records.of("autoprof.error")
+
+
+def test_a_trainers_steps_preempted_open_no_window_and_a_3x_slowdown_does(records: Any) -> None:
+    """``Steps`` (the trainers' driver) reads the wait at each step's begin: the same verdicts as the wrappers'."""
+    from autoprof.live.instrument import Steps
+
+    autoprof.configure(trigger=True)
+    rng = random.Random(6)
+    with fake_time() as clock:
+        steps = Steps("loaded_trainer", framework="lightning")
+        for i in range(500):
+            with steps.step(i):
+                clock.run(ms=6.0 if i >= 400 else 2.0)
+                if i < 400 and rng.random() < 0.3:
+                    clock.wait(ms=rng.uniform(2, 8))
+    autoprof.flush()
+    triggered = [w["trigger"] for w in records.of("autoprof.window", target="loaded_trainer") if w.get("trigger")]
+    assert [t["step"] for t in triggered] == [401], triggered
+
+
+def test_the_slow_steps_record_says_how_long_it_waited_for_a_cpu() -> None:
+    watch = Watch(DEFAULTS)
+    found = None
+    for step in range(302):
+        slow = step >= 300
+        found = watch.observe(step, (9 if slow else 2) * MS, step + 1, 4, 3 * MS if slow else 0)
+    assert found is not None and found.wall_ns == 6 * MS and found.waited_ns == 3 * MS
+    record = found.record([303], [6 * MS])
+    assert record["step_ms"] == 6.0 and record["waited_ms"] == 3.0 and record["ratio"] == 3.0
+    assert "6.000 ms of its own (9.000 ms, 3.000 ms of it waiting for a CPU)" in record["message"]
+
+
+def test_the_kept_run_queue_reader_reads_its_own_threads_wait() -> None:
+    import os
+    import threading
+
+    from autoprof.live import _cpu
+
+    if not os.path.exists("/proc/thread-self/schedstat"):
+        pytest.skip("no /proc/thread-self/schedstat on this platform: the wait is unknown (-1) here")
+    got: list[tuple[int, int, int]] = []
+
+    def read() -> None:
+        kept = _cpu._runqueue_kept_ns()
+        fresh = _cpu._runqueue_ns()
+        got.append((kept, fresh, _cpu._runqueue_kept_ns()))
+
+    main = _cpu._runqueue_kept_ns()
+    t = threading.Thread(target=read)
+    t.start()
+    t.join()
+    ((kept, fresh, again),) = got
+    assert 0 <= kept <= fresh <= again  # monotonic, one thread's: the kept file is the reading thread's own
+    assert main <= _cpu._runqueue_ns()

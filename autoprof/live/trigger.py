@@ -353,7 +353,7 @@ class Watch:
                 size -= drop
                 reads = self.reads
                 first = next((t for t in starts if t >= 0), None)
-                if len(reads) > size and first is not None:
+                if len(reads) > 2 * size and first is not None:  # now and then: a tick pays one dict insert
                     for t in [t for t in reads if t < first]:
                         del reads[t]
             self.mark = size
