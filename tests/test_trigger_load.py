@@ -262,3 +262,18 @@ def test_the_kept_run_queue_reader_reads_its_own_threads_wait() -> None:
     ((kept, fresh, again),) = got
     assert 0 <= kept <= fresh <= again  # monotonic, one thread's: the kept file is the reading thread's own
     assert main <= _cpu._runqueue_ns()
+
+
+def test_a_recurring_slowdowns_window_that_saw_its_occurrence_keeps_its_interval() -> None:
+    """A checkpoint every 50 steps: its window records the occurrence it was aimed at, then the steps are back to
+    normal, as between any two occurrences: the window judged it, and the next one waits ``trigger_interval``."""
+    watch, fired = Watch(DEFAULTS), []
+    for step in range(1500):
+        found = watch.observe(step, (45 if step >= 100 and step % 50 == 0 else 5) * MS, step + 1, 4)
+        if found is not None:
+            watch.fired(found, 4)
+            fired.append(found)
+            assert found.kind == "recurring" and found.period == 50
+            watch.recorded([found.aimed_at] if found.aimed_at is not None else [])
+    assert len(fired) >= 3
+    assert all(b.step - a.step >= DEFAULTS.interval for a, b in zip(fired, fired[1:], strict=False)), [t.step for t in fired]

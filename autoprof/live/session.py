@@ -586,7 +586,8 @@ class Session:
             target.end_triggered()  # the target's own schedule from its next step
             watch = target.watch
             if watch is not None:
-                watch.recorded([s for s, w in zip(window.steps, window.walls, strict=False) if w > trigger.limit_ns])
+                owns = [w - c[1] if c[1] > 0 else w for w, c in zip(window.walls, window.cpus, strict=False)]  # less the wait
+                watch.recorded([s for s, w in zip(window.steps, owns + window.walls[len(owns) :], strict=False) if w > trigger.limit_ns])
         # The raw events are not read here: kineto's results stay complete once the profiler stopped, and any thread
         # may read them (``events()``): a thread of their own reads them (see :class:`autoprof.live.window.Reader`),
         # which the background job waits for. The training thread keeps only what torch requires of it: ``stop_trace``

@@ -25,9 +25,9 @@ A slowdown is *held* from its first slow step until a window judged it: while he
 slowdown that the interval, the budget or another window holds off cannot become the run's normal before its window
 opens). After a triggered window, the first step the trigger times says what the window was: still slow, the slowdown
 lasts (the window judged it: the baseline may learn it, the interval holds, and it asks for no other window while
-it lasts); back to normal, the window fired on noise
-or a slowdown now gone, and it holds no later window off (its interval is given back; its steps still count against
-the budget).
+it lasts); back to normal, and none of the window's own steps slow either (a recurring slowdown's window records its
+occurrence), the window fired on noise or a slowdown now gone, and it holds no later window off (its interval is
+given back; its steps still count against the budget).
 
 Then the budget: at least ``trigger_min_steps`` steps of history, ``trigger_interval`` steps since the last
 triggered window, and the profiled steps of triggered windows (warmup and active) at most ``trigger_budget`` of the
@@ -270,6 +270,7 @@ class Watch:
         "reads",
         "refreshed",
         "rq",
+        "saw",
         "seen",
         "settings",
         "settling",
@@ -302,6 +303,7 @@ class Watch:
         self.earlier: int | None = None  # last_window before the last triggered window (given back, see the module)
         self.verdict = False  # a triggered window closed: the next step timed says whether its slowdown lasts
         self.judged = False  # the slow steps now are a slowdown a window judged: not held
+        self.saw = False  # the last triggered window recorded a slow step of its own
         self.refreshed = 0.0  # the tick's t0 of the last refresh at a tick
         self.start = FUTURE  # the perf_counter_ns of the last idle step's start (FUTURE: none: the next begins a period)
         self.prev = 0  # that step's number (its period ends at the next step's start; the trainers' driver keeps it)
@@ -450,8 +452,8 @@ class Watch:
                 self.due = min(self.due, step + 1)
             else:
                 self.verdict = False
-                if wall_ns <= self.limit:
-                    self.last_window = self.earlier  # nothing lasted: the window holds no later one off
+                if wall_ns <= self.limit and not self.saw:
+                    self.last_window = self.earlier  # it saw nothing, and nothing lasted: it holds no later one off
                 else:
                     self.judged = True  # the slowdown lasts and a window judged it: the baseline may learn it
         if wall_ns <= self.limit:
@@ -503,6 +505,7 @@ class Watch:
         for step in slow:
             if not self.slow or step > self.slow[-1]:
                 self.slow.append(step)
+        self.saw = bool(slow)
         self.holding = False
         self.verdict = True
         self.due = 0
