@@ -112,7 +112,7 @@ class Trigger:
     wall_ns: int  # its own time (its wall time less its run-queue wait; the wall time where that is unknown)
     median_ns: int  # the baseline's median
     mad_ns: int  # and MAD
-    limit_ns: int  # the wall time above which a step was slow
+    limit_ns: int  # the own time above which a step was slow
     kind: str  # "persistent" (two slow steps in a row) or "recurring" (evenly spaced)
     period: int | None  # recurring: steps between occurrences
     aimed_at: int | None  # recurring: the occurrence the window's active steps include
@@ -257,6 +257,7 @@ class Watch:
         "every",
         "holding",
         "judged",
+        "last_read",
         "last_window",
         "limit",
         "mad",
@@ -298,6 +299,7 @@ class Watch:
         self.probing = 2
         #: The run-queue wait (ns) read at each tick, by the tick's start: as many as the starts hold, and one before.
         self.reads: dict[float, int] = {}
+        self.last_read = (-1.0, -1)  # the last tick's start and the wait read there (-1: none)
         self.rq = -1  # the trainers' driver: the wait read at the last step's start (-1: none)
         self.holding = False  # a slowdown not yet judged: the baseline learns nothing (see the module)
         self.earlier: int | None = None  # last_window before the last triggered window (given back, see the module)
@@ -368,15 +370,20 @@ class Watch:
         self.settle()
         starts = self.starts
         reads = self.reads
+        before, at = self.last_read
         if waited >= 0 and starts and starts[-1] == t0:
             reads[t0] = waited
+            self.last_read = (t0, waited)
         found = None
         step = calls - 2  # the previous call's number: its period ends at this call's start
         period = round((starts[-1] - starts[-2]) * NS) if len(starts) >= 2 and starts[-2] >= 0 and starts[-1] >= 0 else -1
         due = step >= self.due and (self.limit == NEVER or (t0 - self.refreshed) * NS >= REFRESH_MIN_NS)
         own = period
-        if period > self.limit and waited >= 0:
-            own = self._own(starts)
+        if period > self.limit and waited >= at >= 0 and 0 <= before <= starts[-2]:
+            # the wait since the tick before, all of it the slow period's: each period between the two ticks is
+            # under the limit (none of them ticked), so own_times would take the wait from this one first, and say
+            # it is slow exactly when this says so (O(1): a fast step holds thousands of calls between two ticks)
+            own = max(period - (waited - at), 0)
         if own <= self.limit and not self.verdict:
             self.holding = self.judged = False  # a step of the run's normal (however long the machine kept it)
         if own > self.limit or due or (self.verdict and period >= 0):
@@ -398,16 +405,6 @@ class Watch:
         next call is awaited as a probe, nor forever when the owner makes none)."""
         self.settle()
         self.next = self._after(t0)
-
-    def _own(self, starts: list[float]) -> int:
-        """The own time of the period that ends at the last start (a tick, its wait read): the periods since the
-        tick before it share the wait read between the two (:func:`own_times`)."""
-        reads = self.reads
-        i = len(starts) - 2
-        while i > 0 and starts[i] >= 0 and starts[i] not in reads:
-            i -= 1
-        times = own_times(starts[i:], reads)
-        return times[-1] if times else -1
 
     def _after(self, t0: float) -> float:
         """When the tick after one at ``t0`` is due: a limit later (at most ``TICK_MAX``), in perf_counter seconds."""
