@@ -13,7 +13,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import autoprof
-from autoprof.live import instrument
+from autoprof.live import _cpu, instrument
 from autoprof.live.instrument import Steps
 from autoprof.live.session import SESSION
 
@@ -259,6 +259,7 @@ def _fake_clock(monkeypatch: Any) -> list[int]:
     clock = [1_000_000_000]
     monkeypatch.setattr(instrument, "_now", lambda: clock[0])
     monkeypatch.setattr(instrument, "_clock", lambda: clock[0] / 1e9)  # the trigger's: perf_counter seconds
+    monkeypatch.setattr(_cpu, "runqueue_ns", lambda: 0)  # no wait for a CPU (the real one, against fake periods: noise)
     return clock
 
 

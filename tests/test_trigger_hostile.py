@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import autoprof
-from autoprof.live import instrument
+from autoprof.live import _cpu, instrument
 from autoprof.live.session import SESSION
 from autoprof.live.trigger import Watch
 
@@ -29,12 +29,14 @@ MS = 1_000_000
 
 
 class Clock:
-    """The wrappers' two clocks, driven by the test (install before decorating): ``t`` ns."""
+    """The wrappers' two clocks, driven by the test (install before decorating): ``t`` ns; the thread never waits for a
+    CPU (the trigger reads the run-queue wait at its ticks: the real one, against fake periods, would be noise)."""
 
     def __init__(self, monkeypatch: Any) -> None:
         self.t = 1_000_000_000
         monkeypatch.setattr(instrument, "_now", lambda: self.t)
         monkeypatch.setattr(instrument, "_clock", lambda: self.t / 1e9)
+        monkeypatch.setattr(_cpu, "runqueue_ns", lambda: 0)
 
     def add(self, ns: int) -> None:
         self.t += ns

@@ -9,6 +9,8 @@ cannot be read, only the CPU time is known. The readers are module attributes so
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 
 #: The calling thread's CPU time (ns).
@@ -24,8 +26,53 @@ def _runqueue_ns() -> int:
         return -1
 
 
+class _Kept:
+    """A thread's open schedstat file (its descriptor closed with it, when the thread's locals go)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __del__(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+_local = threading.local()
+
+
+def _runqueue_kept_ns() -> int:
+    """:func:`_runqueue_ns` from a file each thread keeps open (``pread``: ~0.6 µs, against ~5 µs to open it each
+    time; the trigger reads it at each tick). A file that cannot be opened is not tried again on that thread; a fork's
+    child opens its own (the parent's file names the parent's thread)."""
+    try:
+        f = _local.f
+    except AttributeError:
+        try:
+            f = _local.f = _Kept(os.open("/proc/thread-self/schedstat", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)))
+        except OSError:
+            f = _local.f = None
+    if f is None:
+        return -1
+    try:
+        return int(os.pread(f.fd, 128, 0).split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _forget() -> None:
+    global _local
+    _local = threading.local()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget)
+
 #: The calling thread's run-queue wait so far (ns; -1: not known here).
-runqueue_ns = _runqueue_ns
+runqueue_ns = _runqueue_kept_ns if hasattr(os, "pread") else _runqueue_ns
 
 
 def read() -> tuple[int, int]:

@@ -363,7 +363,7 @@ def _tick(target: Target, t0: float) -> None:
             target.plain = False
             watch.unstart(t0)
             return
-        SESSION.tick(target, t0)
+        SESSION.tick(target, t0, _cpu.runqueue_ns())  # the wait for a CPU: read at ticks only, never per call
     except Exception as e:
         _internal_error("trigger", target.name, e)
         _drop_watch(target)
@@ -378,10 +378,10 @@ def _drop_watch(target: Target) -> None:
     target.watch = None
 
 
-def _slow(target: Target, step: int, wall_ns: int) -> None:
+def _slow(target: Target, step: int, own_ns: int, wall_ns: int) -> None:
     """An idle step the trigger must look at (slow, or its baseline is due); never raises an Exception."""
     try:
-        SESSION.check_slow(target, step, wall_ns)
+        SESSION.check_slow(target, step, own_ns, wall_ns)
     except Exception as e:
         _internal_error("trigger", target.name, e)
         _drop_watch(target)
@@ -717,10 +717,12 @@ class Steps:
                 label = target.calls if number is None else number
                 target.calls += 1
                 dt = t0 - watch.start
+                rq, watch.rq = watch.rq, _cpu.runqueue_ns()  # the time the period waited for a CPU: not the step's own
+                own = dt - (watch.rq - rq) if dt > 0 and rq >= 0 and watch.rq >= rq else dt
                 prev, watch.start, watch.prev = watch.prev, t0, label
-                watch.times.append(dt)  # negative after a profiled step: no step's period (the judge skips it)
-                if dt > watch.limit or prev >= watch.due:
-                    _slow(target, prev, dt)
+                watch.times.append(own)  # negative after a profiled step: no step's period (the judge skips it)
+                if own > watch.limit or prev >= watch.due:
+                    _slow(target, prev, own, dt)
             return
         if target is not None and target.watch is not None:
             target.watch.start = FUTURE  # a period across a profiled step is no step's

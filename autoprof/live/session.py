@@ -353,8 +353,9 @@ class Session:
             return target
 
     # -- the trigger ---------------------------------------------------------------------------------
-    def tick(self, target: Target, t0: float) -> None:
-        """A wrapper's idle call that started at ``t0``, past its watch's next tick (:meth:`Watch.tick`). Only the
+    def tick(self, target: Target, t0: float, waited: int = -1) -> None:
+        """A wrapper's idle call that started at ``t0``, past its watch's next tick (:meth:`Watch.tick`; ``waited``:
+        its thread's run-queue wait so far, ns, -1: unknown). Only the
         owner thread's calls are timed (the wrappers time no other thread's call: those are no steps), so only they
         tick; a call of another thread here (none is expected) only keeps the starts bounded."""
         watch = target.watch
@@ -363,17 +364,17 @@ class Session:
         if target.owner != threading.get_ident():
             watch.passed(t0)
             return
-        found = watch.tick(t0, target.calls, target.cost())
+        found = watch.tick(t0, target.calls, target.cost(), waited)
         if found is not None and target.saved is None:
             self.arm(target, found)
 
-    def check_slow(self, target: Target, step: int, wall_ns: int) -> None:
-        """The idle path's slow step, or one whose baseline is due (its time already in the history). Only the owner
-        thread's steps arm a window (the idle path does not ask which thread calls)."""
+    def check_slow(self, target: Target, step: int, own_ns: int, wall_ns: int) -> None:
+        """The idle path's slow step, or one whose baseline is due (its own time already in the history; ``wall_ns``
+        its wall time). Only the owner thread's steps arm a window (the idle path does not ask which thread calls)."""
         watch = target.watch
         if watch is None or target.saved is not None or target.owner != threading.get_ident():
             return
-        found = watch.check(step, wall_ns, target.calls, target.cost())
+        found = watch.check(step, own_ns, target.calls, target.cost(), wall_ns)
         if found is not None:
             self.arm(target, found)
 
@@ -585,7 +586,8 @@ class Session:
             target.end_triggered()  # the target's own schedule from its next step
             watch = target.watch
             if watch is not None:
-                watch.recorded([s for s, w in zip(window.steps, window.walls, strict=False) if w > trigger.limit_ns])
+                owns = [w - c[1] if c[1] > 0 else w for w, c in zip(window.walls, window.cpus, strict=False)]  # less the wait
+                watch.recorded([s for s, w in zip(window.steps, owns + window.walls[len(owns) :], strict=False) if w > trigger.limit_ns])
         # The raw events are not read here: kineto's results stay complete once the profiler stopped, and any thread
         # may read them (``events()``): a thread of their own reads them (see :class:`autoprof.live.window.Reader`),
         # which the background job waits for. The training thread keeps only what torch requires of it: ``stop_trace``

@@ -15,6 +15,20 @@ profiled); a window is asked for when
 - the last three slow steps are evenly spaced, ``k`` steps apart (``recurring``, period ``k``): the window is aimed
   so that its active steps include the next occurrence, the last slow step + ``k``.
 
+A step's time is its *own* time: its wall time less the time its thread waited, runnable, for a CPU that other work
+held (the run-queue wait of ``/proc/thread-self/schedstat``, read by the wrappers at ticks only and handed to
+:meth:`Watch.tick`, see :func:`own_times`; the trainers' driver reads it at each step): a step slow
+in wall time but not in its own is the machine, not the program, and neither asks for a window nor widens the
+baseline. Where the wait cannot be read (not Linux) the own time is the wall time.
+
+A slowdown is *held* from its first slow step until a window judged it: while held, the baseline learns nothing (a
+slowdown that the interval, the budget or another window holds off cannot become the run's normal before its window
+opens). After a triggered window, the first step the trigger times says what the window was: still slow, the slowdown
+lasts (the window judged it: the baseline may learn it, the interval holds, and it asks for no other window while
+it lasts); back to normal, and none of the window's own steps slow either (a recurring slowdown's window records its
+occurrence), the window fired on noise or a slowdown now gone, and it holds no later window off (its interval is
+given back; its steps still count against the budget).
+
 Then the budget: at least ``trigger_min_steps`` steps of history, ``trigger_interval`` steps since the last
 triggered window, and the profiled steps of triggered windows (warmup and active) at most ``trigger_budget`` of the
 steps seen, this window's included. Whether the window can open at all (one profiler at a time) is the session's
@@ -95,15 +109,16 @@ class Trigger:
     """Why a triggered window opened: the slow step that asked for it and the baseline it was judged against."""
 
     step: int  # the slow step's number
-    wall_ns: int  # its wall time
+    wall_ns: int  # its own time (its wall time less its run-queue wait; the wall time where that is unknown)
     median_ns: int  # the baseline's median
     mad_ns: int  # and MAD
-    limit_ns: int  # the wall time above which a step was slow
+    limit_ns: int  # the own time above which a step was slow
     kind: str  # "persistent" (two slow steps in a row) or "recurring" (evenly spaced)
     period: int | None  # recurring: steps between occurrences
     aimed_at: int | None  # recurring: the occurrence the window's active steps include
     slow_steps: tuple[int, ...]  # the last slow steps' numbers
     suppressed: int  # windows asked for and not opened since the last triggered one (budget, interval, another window)
+    waited_ns: int = 0  # its wall time less its own: the time it waited, runnable, for a CPU
 
     @property
     def ratio(self) -> float:
@@ -124,6 +139,8 @@ class Trigger:
             else f"a slowdown every {self.period} steps (the window aimed at step {self.aimed_at})"
         )
         took = f"step {self.step} took {self.wall_ns / 1e6:.3f} ms"
+        if self.waited_ns > 0:
+            took += f" of its own ({(self.wall_ns + self.waited_ns) / 1e6:.3f} ms, {self.waited_ns / 1e6:.3f} ms of it waiting for a CPU)"
         base = f"{took}, {self.ratio:.1f}x the run's median of {self.median_ns / 1e6:.3f} ms ({what})"
         if transient:
             message = f"{base}; the slowness was gone when this window recorded (a transient): none of its steps was slow"
@@ -133,6 +150,7 @@ class Trigger:
             "kind": self.kind,
             "step": self.step,
             "step_ms": round(self.wall_ns / 1e6, 4),
+            "waited_ms": round(self.waited_ns / 1e6, 4),
             "median_ms": round(self.median_ns / 1e6, 4),
             "mad_ms": round(self.mad_ns / 1e6, 4),
             "limit_ms": round(self.limit_ns / 1e6, 4),
@@ -171,6 +189,52 @@ def _middle(ordered: list[int]) -> int:
     return ordered[half] if n % 2 else (ordered[half - 1] + ordered[half]) // 2
 
 
+def level(walls: list[int], waited: int) -> int:
+    """The level ``L`` at which ``walls`` less ``waited`` in all, taken from the longest first, stand:
+    ``sum(max(w - L, 0)) == waited``. A run-queue wait read over several periods is the most likely the longest's
+    (a preempted step is long): each period's own time is ``min(w, L)``, which never makes a period slower nor the
+    spread wider than its walls say."""
+    if waited <= 0:
+        return max(walls, default=0)
+    ordered = sorted(walls, reverse=True)
+    left = waited
+    for i, w in enumerate(ordered):
+        below = ordered[i + 1] if i + 1 < len(ordered) else 0
+        room = (w - below) * (i + 1)  # the top i+1 periods brought down to the next one
+        if room >= left:
+            return w - left // (i + 1)
+        left -= room
+    return 0
+
+
+def own_times(starts: list[float], reads: Mapping[float, int]) -> list[int]:
+    """The periods between ``starts`` (perf_counter seconds; -1.0: a break), each its own time (ns): between two
+    readings of the run-queue wait (``reads``: a tick's start to the wait read there), the wait read is taken from the
+    longest periods (:func:`level`); a period outside two readings, or across a break, is its wall time."""
+    out: list[int] = []
+    run: list[int] = []  # the periods since the last reading (none across a break)
+    at = -1  # the wait at that reading (-1: none, or a break since)
+    for a, b in zip(starts, starts[1:], strict=False):
+        if a < 0 or b < 0:
+            out += run
+            run = []
+            at = -1
+            continue
+        if not run and at < 0:
+            at = reads.get(a, -1)
+        run.append(round((b - a) * NS))
+        here = reads.get(b, -1)
+        if here >= 0:
+            if at >= 0:
+                top = level(run, here - at)
+                out += [min(w, top) for w in run]
+            else:
+                out += run
+            run = []
+            at = here
+    return out + run
+
+
 def period_of(slow: list[int]) -> int | None:
     """The period of a recurring slowdown: the gap of the last three slow steps when it is constant and > 1 (a gap of
     1 is a persistent slowdown), else None."""
@@ -189,7 +253,11 @@ class Watch:
     __slots__ = (
         "breaks",
         "due",
+        "earlier",
         "every",
+        "holding",
+        "judged",
+        "last_read",
         "last_window",
         "limit",
         "mad",
@@ -200,7 +268,10 @@ class Watch:
         "prev",
         "probing",
         "profiled",
+        "reads",
         "refreshed",
+        "rq",
+        "saw",
         "seen",
         "settings",
         "settling",
@@ -209,6 +280,7 @@ class Watch:
         "starts",
         "suppressed",
         "times",
+        "verdict",
     )
 
     def __init__(self, settings: Settings) -> None:
@@ -225,6 +297,15 @@ class Watch:
         self.next = -1.0  # a start after this (perf_counter seconds) is a tick (-1: the first call ticks)
         #: The next calls that are probes (see instrument._tick): the first two, then the one right after each tick.
         self.probing = 2
+        #: The run-queue wait (ns) read at each tick, by the tick's start: as many as the starts hold, and one before.
+        self.reads: dict[float, int] = {}
+        self.last_read = (-1.0, -1)  # the last tick's start and the wait read there (-1: none)
+        self.rq = -1  # the trainers' driver: the wait read at the last step's start (-1: none)
+        self.holding = False  # a slowdown not yet judged: the baseline learns nothing (see the module)
+        self.earlier: int | None = None  # last_window before the last triggered window (given back, see the module)
+        self.verdict = False  # a triggered window closed: the next step timed says whether its slowdown lasts
+        self.judged = False  # the slow steps now are a slowdown a window judged: not held
+        self.saw = False  # the last triggered window recorded a slow step of its own
         self.refreshed = 0.0  # the tick's t0 of the last refresh at a tick
         self.start = FUTURE  # the perf_counter_ns of the last idle step's start (FUTURE: none: the next begins a period)
         self.prev = 0  # that step's number (its period ends at the next step's start; the trainers' driver keeps it)
@@ -239,11 +320,13 @@ class Watch:
         self.profiled = 0  # steps recorded (warmup and active) by triggered windows so far
         self.suppressed = 0
 
-    def observe(self, step: int, wall_ns: int, steps_so_far: int, cost: int) -> Trigger | None:
-        """Take one unprofiled step (the call the hot path inlines, then :meth:`check`)."""
-        self.times.append(wall_ns)
-        if wall_ns > self.limit or step >= self.due:
-            return self.check(step, wall_ns, steps_so_far, cost)
+    def observe(self, step: int, wall_ns: int, steps_so_far: int, cost: int, waited: int = 0) -> Trigger | None:
+        """Take one unprofiled step (the call the hot path inlines, then :meth:`check`): its wall time, and the time
+        it waited, runnable, for a CPU (``waited``; its own time is the difference)."""
+        own = max(wall_ns - waited, 0) if waited > 0 else wall_ns
+        self.times.append(own)
+        if own > self.limit or step >= self.due:
+            return self.check(step, own, steps_so_far, cost, wall_ns)
         return None
 
     def pending(self) -> int:
@@ -272,24 +355,43 @@ class Watch:
             if drop > 0:
                 del starts[:drop]
                 size -= drop
+                reads = self.reads
+                first = next((t for t in starts if t >= 0), None)
+                if len(reads) > 2 * size and first is not None:  # now and then: a tick pays one dict insert
+                    for t in [t for t in reads if t < first]:
+                        del reads[t]
             self.mark = size
 
-    def tick(self, t0: float, calls: int, cost: int) -> Trigger | None:
+    def tick(self, t0: float, calls: int, cost: int, waited: int = -1) -> Trigger | None:
         """The call that started at ``t0`` (perf_counter seconds, the last of :attr:`starts`) came after :attr:`next`:
         judge the period that it ends (the previous call's; only it can be slow, see ``TICK_MAX``) and refresh the
-        baseline when due. ``calls``: the target's calls so far, this one's included; ``cost`` as :meth:`check`'s."""
+        baseline when due. ``calls``: the target's calls so far, this one's included; ``cost`` as :meth:`check`'s;
+        ``waited``: the thread's run-queue wait so far (ns, read by the wrapper at this tick; -1: unknown)."""
         self.settle()
         starts = self.starts
+        reads = self.reads
+        before, at = self.last_read
+        if waited >= 0 and starts and starts[-1] == t0:
+            reads[t0] = waited
+            self.last_read = (t0, waited)
         found = None
         step = calls - 2  # the previous call's number: its period ends at this call's start
         period = round((starts[-1] - starts[-2]) * NS) if len(starts) >= 2 and starts[-2] >= 0 and starts[-1] >= 0 else -1
         due = step >= self.due and (self.limit == NEVER or (t0 - self.refreshed) * NS >= REFRESH_MIN_NS)
-        if period > self.limit or due:
+        own = period
+        if period > self.limit and waited >= at >= 0 and 0 <= before <= starts[-2]:
+            # the wait since the tick before, all of it the slow period's: each period between the two ticks is
+            # under the limit (none of them ticked), so own_times would take the wait from this one first, and say
+            # it is slow exactly when this says so (O(1): a fast step holds thousands of calls between two ticks)
+            own = max(period - (waited - at), 0)
+        if own <= self.limit and not self.verdict:
+            self.holding = self.judged = False  # a step of the run's normal (however long the machine kept it)
+        if own > self.limit or due or (self.verdict and period >= 0):
             self.refreshed = t0
-            tail = list(starts)
-            self.times.clear()
-            self.times.extend(round((b - a) * NS) for a, b in zip(tail, tail[1:], strict=False) if a >= 0 and b >= 0)
-            found = self.check(step, period, calls, cost)
+            if not self.holding:
+                self.times.clear()
+                self.times.extend(own_times(list(starts), reads))
+            found = self.check(step, own, calls, cost, period)
         # The next call ticks too, a probe: the wrappers ask whether it is nested in a plain call (a recursion first
         # made after the windows would time its nested calls as steps); then ticks are a limit apart again.
         probing = self.probing
@@ -335,17 +437,31 @@ class Watch:
         self.due = step + self.every
         self.limit = int(max(self.median * s.factor, self.median + s.mads * self.mad, self.median + s.floor_ns))
 
-    def check(self, step: int, wall_ns: int, steps_so_far: int, cost: int) -> Trigger | None:
-        """``step`` (its wall time already in :attr:`times`): refresh the baseline when due; a slow step is
-        remembered, and a :class:`Trigger` returned when it asks for a window the budget allows. ``steps_so_far``:
-        the target's steps counted so far (this one's included); ``cost``: the profiled steps such a window takes."""
-        if step >= self.due or wall_ns > self.limit:
+    def check(self, step: int, wall_ns: int, steps_so_far: int, cost: int, wall: int = -1) -> Trigger | None:
+        """``step`` (its own time ``wall_ns`` already in :attr:`times`; ``wall``: its wall time, -1: the same): refresh
+        the baseline when due, unless a slowdown is held; a slow step is remembered (and held), and a
+        :class:`Trigger` returned when it asks for a window the budget allows. ``steps_so_far``: the target's steps
+        counted so far (this one's included); ``cost``: the profiled steps such a window takes."""
+        if (step >= self.due or wall_ns > self.limit) and not self.holding:
             self.refresh(step)  # a step over the quick limit is judged against the baseline of now
+        if self.verdict:
+            if wall_ns < 0:  # no step's period (across the window): the next step says
+                self.due = min(self.due, step + 1)
+            else:
+                self.verdict = False
+                if wall_ns <= self.limit and not self.saw:
+                    self.last_window = self.earlier  # it saw nothing, and nothing lasted: it holds no later one off
+                else:
+                    self.judged = True  # the slowdown lasts and a window judged it: the baseline may learn it
         if wall_ns <= self.limit:
+            self.holding = self.judged = False
             return None
+        self.holding = not self.judged  # held until a window judges it, or a step is back to normal
         slow = self.slow
         persistent = bool(slow) and slow[-1] == step - 1
         slow.append(step)
+        if self.judged and persistent:
+            return None  # the slowdown a window judged, still there: it has its window
         period = None if persistent else period_of(list(slow))
         if not persistent and period is None:
             return None
@@ -367,11 +483,12 @@ class Watch:
             aimed_at=None if period is None else step + period,
             slow_steps=tuple(slow),
             suppressed=self.suppressed,
+            waited_ns=max(wall - wall_ns, 0) if wall >= 0 else 0,
         )
 
     def fired(self, trigger: Trigger, cost: int) -> None:
         """The session opened the window ``trigger`` asked for: it counts against the budget and the interval."""
-        self.last_window = trigger.step
+        self.earlier, self.last_window = self.last_window, trigger.step
         self.profiled += cost
         self.suppressed = 0
 
@@ -381,7 +498,11 @@ class Watch:
 
     def recorded(self, slow: list[int]) -> None:
         """Slow steps a triggered window recorded (not fed to the baseline): remembered, so a recurring slowdown's
-        period is still seen across the window."""
+        period is still seen across the window. The next step timed judges the window (see the module)."""
         for step in slow:
             if not self.slow or step > self.slow[-1]:
                 self.slow.append(step)
+        self.saw = bool(slow)
+        self.holding = False
+        self.verdict = True
+        self.due = 0

@@ -369,13 +369,16 @@ def _window_fields(job: ClosedWindow, analyzed: _Analyzed, path: str | None, ove
 
 def _trigger_record(job: ClosedWindow, trace: Any) -> dict[str, Any] | None:
     """A triggered window's ``trigger`` object, judged on its steps' periods as the trigger judges steps (start to
-    the next step's start; the last step, whose period the window does not hold, by its wall time)."""
+    the next step's start; the last step, whose period the window does not hold, by its wall time), each less the
+    time the step waited for a CPU."""
     if job.trigger is None:
         return None
     from autoprof.analysis import engine
 
     periods = engine.step_periods_ms(trace, job.steps) or [None] * len(job.steps)
     times = [round(p * 1e6) if p is not None else w for p, w in zip(periods, job.walls, strict=False)]
+    if len(job.cpus) == len(times):  # each step's own time, as the trigger judges it: its run-queue wait out
+        times = [t - q if q > 0 else t for t, (_, q) in zip(times, job.cpus, strict=False)]
     return job.trigger.record(job.steps, times)
 
 
