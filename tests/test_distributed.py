@@ -51,7 +51,7 @@ def test_excluded_rank_pays_only_the_idle_cost(tmp_path: Path) -> None:
     out, recs = torchrun(tmp_path, "--slow-rank", "-1", AUTOPROF_RANKS="0")
     assert out.returncode == 0, out.stderr[-3000:]
     assert {r["rank"] for r in recs if r["event"] == "autoprof.window"} == {0}
-    warns = [r for r in recs if r["event"] == "autoprof.warning"]
+    warns = [r for r in recs if r["event"] == "autoprof.warning" and r["reason"] != "machine_busy"]  # (how busy the test machine was)
     assert len(warns) == 1 and "only rank(s) [0]" in warns[0]["message"]
 
 

@@ -125,7 +125,7 @@ def test_windows_closed_faster_than_the_analysis_reads_them_are_skipped_and_coun
     # every window reported or counted once: in a window record, or (skipped after the last one) said at the flush
     counted = sum(w["windows_skipped"] for w in windows) + sum(r.get("windows_skipped", 0) for r in warned)
     assert counted == SESSION.skipped_total
-    assert [r["reason"] for r in warned] == ["analysis_behind", "windows_skipped"]
+    assert [r["reason"] for r in warned if r["reason"] != "machine_busy"] == ["analysis_behind", "windows_skipped"]
 
 
 def test_windows_skipped_after_the_last_window_record_are_said_at_the_end_of_the_run(tmp_path: Path) -> None:

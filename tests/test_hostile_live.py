@@ -40,8 +40,9 @@ def recs():
     return [json.loads(line) for line in open(SINK) if line.strip()]
 def windows(target=None):
     return [r for r in recs() if r["event"] == "autoprof.window" and (target is None or r["target"] == target)]
-def warns(reason=None):
-    return [r for r in recs() if r["event"] in ("autoprof.warning", "autoprof.error") and (reason is None or r.get("reason") == reason)]
+def warns(reason=None):  # a machine_busy warning says how busy the test machine was: left out unless asked for
+    return [r for r in recs() if r["event"] in ("autoprof.warning", "autoprof.error") and (reason is None or r.get("reason") == reason)
+            and (reason == "machine_busy" or r.get("reason") != "machine_busy")]
 def prof_on():
     return bool(torch.autograd.profiler._is_profiler_enabled or torch._C._autograd._profiler_enabled())
 def work(n=16):

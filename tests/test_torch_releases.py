@@ -306,7 +306,7 @@ def test_a_users_profiler_started_in_autoprofs_warmup_records_and_autoprof_recor
     windows = [r for r in records if r["event"] == "autoprof.window"]
     assert len(windows) == 2, [r.get("message") for r in records]  # both windows recorded after the yield
     assert not [r for r in records if r["event"] == "autoprof.error"]
-    assert [r["reason"] for r in records if r["event"] == "autoprof.warning"] == ["foreign_profiler"]
+    assert [r["reason"] for r in records if r["event"] == "autoprof.warning" and r["reason"] != "machine_busy"] == ["foreign_profiler"]
     stray = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("{")]
     assert not stray, stray  # torch's own warnings never reach stderr as plain lines
 
