@@ -426,3 +426,44 @@ def test_ids_past_int64_are_no_ids_typed_as_dict_and_scanner(value: int, tmp_pat
         plain = _model(chrome.load(p, workers=0, sizes=BATCHES))
     assert typed == plain == _model(chrome.load(p, workers=0, sizes=SCANNER_ONLY))
     assert typed["h_corr"][:4] == [-1, 1, 2, -1]
+
+
+def test_runs_of_one_thread_and_repeated_texts_read_the_same_typed_as_dict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The typed loop's short cuts give what the dict reading gives: a run of events on one thread finds its row
+    without a key (pids and tids that are equal but of other types, 1, 1.0 and true, are one thread as a dict key
+    has them; unhashable ones, [1] and [1.0], are two), an op's name is looked up once (a name that is no string,
+    a dropped op, a shaped one), an op's shapes and a kernel's launch configuration are taken from its last event
+    where the texts are equal (and only there: the shapes alternate, the grid turns float or unhashable)."""
+    evs: list[Any] = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 10_000}]
+    pids: list[Any] = [1, 1.0, True, [1], [1.0], "1", 2]
+    dims = [[[2, 3], [3, 4]], [[2, 3], [3, 4]], [[8, 8], [8, 8]], [[2, 3], [3, 4]]]
+    types = [["float", "float"], ["c10::BFloat16", "c10::BFloat16"], ["float", "float"], ["float", "float"]]
+    grids: list[Any] = [[1, 2, 1], [1, 2, 1], [1.0, 2, 1], [[1], 2, 1], [1, 2, 1], [4, 1, 1]]
+    for k in range(120):
+        pid = pids[(k // 3) % len(pids)]
+        args = {"Input Dims": dims[k % 4], "Input type": types[(k // 4) % 4], "correlation": 1000 + k}
+        name: Any = ["aten::mm", "aten::add", "aten::resolve_conj", "aten::view", 5, None][k % 6]
+        evs.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": pid, "tid": [1, 1.0, 2][k % 3], "ts": 1 + k, "dur": 0.5, "args": args})
+        evs.append({"ph": "s", "cat": "ac2g", "id": k, "pid": pid, "tid": 1 if k % 2 else 3, "ts": 1 + k})
+        block = [[32, 1, 1], [32.0, 1, 1], [64, 1, 1]][(k // 2) % 3]
+        launch = {"grid": grids[k % len(grids)], "block": block, "correlation": 1000 + k}
+        evs.append({"ph": "X", "cat": "kernel", "name": f"k{k % 2}", "pid": 9, "tid": 7, "ts": 2 + k, "dur": 0.25, "args": launch})
+        evs.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy", "pid": 9, "tid": 8 + k % 2, "ts": 2 + k, "dur": 0.25})
+    p = tmp_path / "runs.json"
+    p.write_text(json.dumps({"traceEvents": evs}))
+    reference = _model(chrome.load(p, workers=0, sizes=SCANNER_ONLY))
+    with monkeypatch.context() as m:
+        taken = _typed_batches(m)
+        typed = _model(chrome.load(p, workers=0, sizes=BATCHES))
+        pooled = _model(chrome.load(p, workers=1, sizes=BATCHES))
+    assert sum(taken) > len(evs) // 2
+    with monkeypatch.context() as m:
+        _dict_only(m)
+        plain = _model(chrome.load(p, workers=0, sizes=BATCHES))
+    assert typed == plain == pooled == reference
+    assert {"5", "None", "aten::view"} <= set(reference["names"]) and "aten::resolve_conj" not in reference["names"]
+    assert ("[1]", "1") in reference["threads"] and ("[1.0]", "1") in reference["threads"] and (9, 9) in reference["threads"]
+    assert (2, 3) in reference["threads"]  # a thread of flow events only
+    assert len({key for key in reference["threads"] if key[0] == 1 and key[1] == 1}) == 1  # 1, 1.0 and true: one thread
+    assert ((1, 2, 1), (64, 1, 1)) in reference["launch"].values() and any(type(v[0][0]) is list for v in reference["launch"].values())
+    assert len({str(v) for v in reference["shapes"].values()}) == 4  # (2x3, 3x4) and (8x8, 8x8), in float and bf16

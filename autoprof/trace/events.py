@@ -230,6 +230,23 @@ def read_batch(text: str, source: str) -> BatchResult:
     return BatchResult(BatchStatus.READ, consumer.columns())
 
 
+#: What :attr:`EventConsumer.op_ids` says of an op's name besides its id (>= 0: a plain op's, interned).
+_OP_NEW = -1  # not looked up (or not kept: a name that is no string)
+_OP_DROPPED = -2  # DROPPED_OPS: skipped
+_OP_SHAPED = -3  # its shapes are kept
+_OP_PLAIN = -4  # neither, not interned yet
+_NOTHING: Any = object()  # no previous event's pid or tid
+
+
+def _op_kind(name: str) -> int:
+    """What an op's name is: dropped, shaped, or plain (:data:`_OP_DROPPED`...)."""
+    if name in DROPPED_OPS:
+        return _OP_DROPPED
+    if name in SHAPED_OPS or name.startswith(SHAPED_PREFIXES):
+        return _OP_SHAPED
+    return _OP_PLAIN
+
+
 def _bad_time(source: str, k: int, cat: Any, key: str, value: Any) -> TraceError:
     if value is None:
         return TraceError(source, f"event {k} ({cat}) has no '{key}'")
@@ -248,6 +265,8 @@ class EventConsumer:
         self.cat_cache: dict[Any, int] = {}  # raw category -> category_code
         self.threads: dict[tuple[Any, Any], int] = {}
         self.shaped: dict[str, bool] = {}
+        self.last_raw: dict[str, tuple[Any, ...]] = {}  # an op's name -> its last (dims text, types text, shapes)
+        self.op_ids: dict[str, int] = {}  # an op's name -> its name id (plain), or _OP_DROPPED / _OP_SHAPED / _OP_PLAIN
         # Op name -> its last (dims, types): repeated shapes share one copy (less memory, less for the
         # cyclic collector to walk, and pickled once by a helper).
         self.last_shapes: dict[str, tuple[Any, ...]] = {}
@@ -351,12 +370,15 @@ class EventConsumer:
         self.count = k + 1
 
     def consume_typed(self, events: Iterable[Any]) -> None:
-        """:meth:`consume` for typed records (:func:`decode_batch`): the same columns, the same errors."""
+        """:meth:`consume` for typed records (:func:`decode_batch`): the same columns, the same errors.
+
+        Fewer lookups per event than the dict reading: an op's name is looked up once (``op_ids``: its id, or
+        that it is dropped or shaped), and a run of events on one thread finds its row without a key tuple
+        (``last_*``: the previous event's pid, tid and row; equal values are the same dict key)."""
         b = self.builder
         source = self.source
         cat_cache = self.cat_cache
         threads = self.threads
-        dropped = DROPPED_OPS
         cpu_op = CPU_OP_CODE
         unset = _UNSET
         no_args = _NO_ARGS
@@ -366,12 +388,20 @@ class EventConsumer:
         f_start, f_tid, f_ts, f_id = self.f_start.append, self.f_tid.append, self.f_ts.append, self.f_id.append
         names = b._name_ids
         intern = b.intern
-        shaped, shape_values, h_shapes, special = self.shaped, self.shape_values, b.h_shapes, _SPECIAL_SHAPES
+        op_ids = self.op_ids
+        shape_values, h_shapes, h_ts, special = self.shape_values, b.h_shapes, b.h_ts, _SPECIAL_SHAPES
         add_d_name, add_d_cat, add_d_ts, add_d_dur = b.d_name.append, b.d_cat.append, b.d_ts.append, b.d_dur.append
         add_d_device, add_d_stream, add_d_corr = b.d_device.append, b.d_stream.append, b.d_corr.append
         d_ts, d_launch, launch_values, dev_no_corr = b.d_ts, b.d_launch, self.launch_values, self.dev_no_corr
         span = DEVICE_CODE[GPU_USER_ANNOTATION]  # a span's correlation id is its annotation's: not kept (add_device)
         int64 = _INT64_MAX
+        last_pid: Any = _NOTHING
+        last_tid: Any = _NOTHING
+        last_row = -1
+        last_raw = self.last_raw
+        last_grid: Any = None
+        last_block: Any = None
+        last_launch: Any = None
         ev: Any
         ts: Any
         dur: Any
@@ -387,13 +417,19 @@ class EventConsumer:
                     ts = ev.ts
                     if type(ts) is not int and type(ts) is not float:
                         raise TraceError(source, f"event {k}: flow event without a numeric 'ts'")
-                    key = (ev.pid, ev.tid)
-                    try:
-                        tid = threads[key]
-                    except KeyError:
-                        tid = threads[key] = b.thread(*key)
-                    except TypeError:
-                        tid = self._thread(*key)
+                    pid, tid = ev.pid, ev.tid
+                    if pid == last_pid and tid == last_tid:
+                        tid = last_row
+                    else:
+                        key = (pid, tid)
+                        try:
+                            tid = threads[key]
+                        except KeyError:
+                            tid = threads[key] = b.thread(pid, tid)
+                        except TypeError:
+                            tid = self._thread(pid, tid)
+                        else:
+                            last_pid, last_tid, last_row = pid, key[1], tid
                     flow_id = ev.id
                     f_start(ph == "s")
                     f_tid(tid)
@@ -431,30 +467,47 @@ class EventConsumer:
             name = ev.name
             if type(name) is not str:
                 name = str(name)
-            elif code == cpu_op and name in dropped:
-                continue
+                op = _OP_NEW  # (no text of a non-string is the name of a dropped or shaped op)
+            elif code == cpu_op:
+                op = op_ids.get(name, _OP_NEW)
+                if op == _OP_NEW:
+                    op = op_ids[name] = _op_kind(name)
+                if op == _OP_DROPPED:
+                    continue
+            else:
+                op = _OP_NEW
             args = ev.args
             if args is None:
                 args = no_args
             corr = args.correlation
             if type(corr) is not int or corr > int64 or corr < -int64:  # past int64: no id, as the dict reading has it
                 corr = _int(corr)
-            key = (ev.pid, ev.tid)
-            try:  # self._thread(*key), inlined: the hot path
-                tid = threads[key]
-            except KeyError:
-                tid = threads[key] = b.thread(*key)
-            except TypeError:
-                tid = self._thread(*key)
+            pid, tid = ev.pid, ev.tid
+            if pid == last_pid and tid == last_tid:  # self._thread(pid, tid), inlined: the hot path
+                tid = last_row
+            else:
+                key = (pid, tid)
+                try:
+                    tid = threads[key]
+                except KeyError:
+                    tid = threads[key] = b.thread(pid, tid)
+                except TypeError:
+                    tid = self._thread(pid, tid)
+                else:
+                    last_pid, last_tid, last_row = pid, key[1], tid
             if code >= DEVICE_OFFSET:  # self._device_typed, inlined
                 grid, block = args.grid, args.block
                 j = len(d_ts)
                 if type(grid) is list and type(block) is list:
-                    launch = (tuple(grid), tuple(block))
-                    try:
-                        d_launch[j] = launch_values.setdefault(launch, launch)
-                    except TypeError:  # an unhashable element: kept as it is
-                        d_launch[j] = launch
+                    if grid == last_grid and block == last_block:  # the last kernel's configuration again
+                        d_launch[j] = last_launch
+                    else:
+                        launch = (tuple(grid), tuple(block))
+                        try:
+                            d_launch[j] = last_launch = launch_values.setdefault(launch, launch)
+                            last_grid, last_block = grid, block
+                        except TypeError:  # an unhashable element: kept as it is
+                            d_launch[j] = launch
                 nid = names.get(name)
                 add_d_name(nid if nid is not None else intern(name))
                 code -= DEVICE_OFFSET
@@ -469,18 +522,29 @@ class EventConsumer:
                 if corr < 0:
                     dev_no_corr[j] = (tid, ts)
                 continue
-            if code == cpu_op and args.dims:  # self._shapes_typed, inlined for the ops of no special reading
-                want = shaped.get(name)
-                if want is None:
-                    want = shaped[name] = name in SHAPED_OPS or name.startswith(SHAPED_PREFIXES)
-                if want:
+            if op >= 0:  # an op of a plain name: its id
+                add_name(op)
+            else:
+                if op == _OP_SHAPED and args.dims:  # self._shapes_typed, inlined (an op's: only ops are shaped)
                     if name in special:
-                        h_shapes[len(b.h_ts)] = self._shape_value(name, args)
-                    else:
-                        shapes = shape_values.get((bytes(args.dims), bytes(args.types)))
-                        h_shapes[len(b.h_ts)] = shapes if shapes is not None else self._shape_value(name, args)
-            nid = names.get(name)
-            add_name(nid if nid is not None else intern(name))
+                        h_shapes[len(h_ts)] = self._shape_value(name, args)
+                    else:  # the op's last texts again (compared in place): its shapes, with no key to build
+                        dims, types = args.dims, args.types
+                        last = last_raw.get(name)
+                        if last is not None and last[0] == dims and last[1] == types:
+                            h_shapes[len(h_ts)] = last[2]
+                        else:
+                            shapes = shape_values.get((bytes(dims), bytes(types)))
+                            if shapes is None:
+                                shapes = self._shape_value(name, args)
+                            h_shapes[len(h_ts)] = shapes
+                            last_raw[name] = (dims.copy(), types.copy(), shapes)  # (copies: no batch's text kept)
+                nid = names.get(name)
+                if nid is None:
+                    nid = intern(name)
+                if op == _OP_PLAIN:  # an op's name, from now on found by one lookup
+                    op_ids[name] = nid
+                add_name(nid)
             add_cat(code)
             add_ts(ts)
             add_dur(dur if dur > 0 else 0)

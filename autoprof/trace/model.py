@@ -600,26 +600,34 @@ class Trace:
             ends = list(map(add, ts, dur))
         parent = [-1] * n
         child_sum = [0] * n
-        stack: list[int] = []  # open events on the current thread
+        # The open events on the current thread: the innermost one in locals (top, top_end; -1: none), the
+        # ones around it on the stack, each as its index and end (no lookup of ``ends`` per comparison).
+        stack: list[int] = []
         push, pop = stack.append, stack.pop
+        top, top_end = -1, 0
         cur_tid = None
         i = -1
         for t, start, end in zip(tids, ts, ends):
             i += 1
             if t != cur_tid:
                 stack.clear()
+                top = -1
                 cur_tid = t
             # Only an event that ends within an open one nests in it; a partial overlap is a sibling.
-            while stack:
-                e = ends[stack[-1]]
-                if e <= start or e < end:
-                    pop()
+            while top >= 0:
+                if top_end <= start or top_end < end:
+                    if stack:
+                        top_end = pop()
+                        top = pop()
+                    else:
+                        top = -1
                 else:
-                    p = stack[-1]
-                    parent[i] = p
-                    child_sum[p] += end - start
+                    parent[i] = top
+                    child_sum[top] += end - start
+                    push(top)
+                    push(top_end)
                     break
-            push(i)
+            top, top_end = i, end
         self.h_parent = array("l", parent)
         self.h_self = array("q", [d - c if d > c else 0 for d, c in zip(dur, child_sum)])
         return ends
