@@ -149,7 +149,9 @@ class _Step:
             target.rewind = False
             target.pos = target.schedule.warmup_start(target.pos)
         place = target.schedule.place(target.pos)
-        if place.phase == Phase.DONE and target.saved is not None:  # a triggered window's schedule is over
+        if target.done and target.saved is None:  # given up (its windows, or by autoprof): no window of its own
+            place = Place(Phase.DONE, False, False)
+        elif place.phase == Phase.DONE and target.saved is not None:  # a triggered window's schedule is over
             target.end_triggered()
             place = target.schedule.place(target.pos)
         elif (
@@ -233,6 +235,7 @@ class _Step:
                 # this cycle recorded again from its warmup.
                 target.rewind = True
                 SESSION.cut(target, "a step raised")
+                SESSION.failed_try(target, sys.exc_info()[1])  # the exception in flight (None: not an exception)
             elif window is not None and (wall_ns < 0 or window.dropped):
                 # An interrupted step of a window, or a window given up meanwhile (a user's profiler
                 # started): drop the window, and record this cycle again from its warmup.

@@ -55,6 +55,10 @@ ABANDON_AFTER = 16
 #: in the next window's record), never queued without limit (repeat=0 on a fast step closes windows faster than
 #: a paced analysis reads them).
 MAX_PENDING = 4
+#: A scheduled window cut this many times in a row by a step that raised an exception (not an interrupt) is given up:
+#: each cut sends the cycle back to its warmup, so a step that fails one call in four kept the profiler recording for
+#: most of the run and never wrote a window. A whole window starts the count over, and so does a new run.
+MAX_CUT_TRIES = 3
 
 
 class _SignalsHeld:
@@ -156,6 +160,7 @@ class Target:
     __slots__ = (
         "_calls",
         "current",
+        "cut_tries",
         "deferred",
         "done",
         "driver",
@@ -227,6 +232,7 @@ class Target:
         self.rewind = False  # this cycle's window was dropped: its next step starts the cycle's warmup again
         self.current: Any = None  # the owner's step in progress (instrument._Step), None between steps
         self.warned_incomplete = False  # a window cut short is said once a run
+        self.cut_tries = 0  # scheduled windows cut in a row by a step that raised an exception (see MAX_CUT_TRIES)
         # calls whose window could not open or start because the profiler was taken (another target's window, a
         # profiler of the user's): each sent its cycle back to its warmup (said at exit if it never recorded)
         self.deferred = 0
@@ -456,6 +462,28 @@ class Session:
                 )
             return True
 
+    def failed_try(self, target: Target, error: BaseException | None) -> None:
+        """``target``'s scheduled window was just cut by a step that raised ``error``: after :data:`MAX_CUT_TRIES` such
+        cuts in a row its windows are given up (the idle path from now; a trigger's windows, which have a budget of
+        their own, still open), said once. An interrupt (``KeyboardInterrupt``, a cancelled task) is not counted: it
+        comes from outside the step, and the windows are recorded again after it."""
+        if target.saved is not None or not isinstance(error, Exception):
+            return
+        target.cut_tries += 1
+        if target.cut_tries < MAX_CUT_TRIES:
+            return
+        target.done = True
+        _emit.warning(
+            f"{target.name}'s window was cut {target.cut_tries} times in a row by a step that raised "
+            f"({type(error).__name__}): each try recorded again from its warmup, so autoprof gave up its windows "
+            "(no profiler records for it any more; a new run starts its schedule over)",
+            "window_given_up",
+            target=target.name,
+            window=target.window,
+            tries=target.cut_tries,
+            error=type(error).__name__,
+        )
+
     # -- window lifecycle (owner thread) -----------------------------------------------------------
     def open(self, target: Target, cfg: Config) -> Window | None:
         """Open a window for ``t`` (prepare the profiler), or find it open; None: deferred (another target's
@@ -579,6 +607,7 @@ class Session:
         stopped = time.perf_counter_ns()
         index = target.window
         target.window += 1
+        target.cut_tries = 0
         trigger = target.trigger if target.saved is not None else None
         if trigger is not None:
             target.triggered += 1
