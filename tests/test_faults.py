@@ -178,11 +178,11 @@ def test_ctrl_c_while_a_window_opens_does_not_disable_autoprof(records: Any, mon
     real = calibrate.cpu_peaks
     hits = {"n": 0}
 
-    def interrupted_calibration() -> Any:
+    def interrupted_calibration(*args: Any) -> Any:
         hits["n"] += 1
         if hits["n"] == 1:
             raise KeyboardInterrupt  # a SIGINT landing in the ~100 ms calibration
-        return real()
+        return real(*args)
 
     monkeypatch.setattr(calibrate, "cpu_peaks", interrupted_calibration)
 

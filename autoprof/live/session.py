@@ -518,7 +518,7 @@ class Session:
             cuda = torch.cuda.is_available()
             if cuda:
                 activities.append(ProfilerActivity.CUDA)
-            cpu_peaks = None if cuda else calibrate.cpu_peaks()
+            cpu_peaks = None if cuda else calibrate.cpu_peaks(SIGNALS_HELD)  # each timed run whole
             memory = cfg.profile_memory if target.profile_memory is None else target.profile_memory
             prof = profile(activities=activities, record_shapes=cfg.record_shapes, profile_memory=memory)
             with self._owning():  # signals held: a Ctrl-C comes once the window holds its prepared profiler
