@@ -184,3 +184,52 @@ def test_ctrl_c_held_down_from_the_first_call_calibrates_and_records_after(tmp_p
     assert got["calibrated"], got
     assert not got["on"] and got["foreign"] == 0 and got["windows"] >= 1, got
     assert "disableProfiler called" not in r.stderr and "Requested callback is not found" not in r.stderr, r.stderr[-2000:]
+
+
+# -- a pool forked while a window records -------------------------------------------------------------------------
+
+
+def test_a_pool_forked_while_a_window_records_says_so_not_a_profiler_of_yours(tmp_path: Path) -> None:
+    """docs/guarantees.md: a child forked while autoprof's window records inherits the parent's profiler state and
+    does not record. Its workers said so as "another torch.profiler is recording ... its annotations land in your
+    profile" (``foreign_profiler``), and at their end "found the profiler taken (another target's window, or a profiler
+    of the user's)": no profiler of the user's was there. Now each says what happened (``forked_in_window``)."""
+    r = run(
+        tmp_path,
+        """
+        import multiprocessing as mp
+        @autoprof(skip_first=0, wait=0, warmup=1, active=2)
+        def step(i):
+            return float(work())
+        def task(i):
+            for j in range(6):
+                step(j)
+            return os.getpid()
+        if __name__ == "__main__":
+            ctx = mp.get_context("fork")
+            pids = []
+            @autoprof(skip_first=0, wait=0, warmup=1, active=3, name="during")
+            def during(i):
+                if i == 2:  # the window records: its second active step
+                    with ctx.Pool(2) as p:
+                        pids.extend(p.map(task, range(4)))
+                return work()
+            for i in range(6):
+                during(i)
+            result({"pids": sorted(set(pids)), "me": os.getpid(), "during": [w["steps"] for w in windows("during")],
+                    "on": prof_on()})
+        """,
+        timeout=180,
+    )
+    ok(r)
+    got = r.result
+    assert got["during"] == [[1, 2, 3]] and not got["on"], got
+    workers = set(got["pids"])
+    assert len(workers) >= 1, got
+    said = [w for w in r.records if w.get("pid") in workers and w["event"] == "autoprof.warning"]
+    assert not [w for w in said if w["reason"] in ("foreign_profiler", "foreign_profiler_thread")], said
+    forked = [w["pid"] for w in said if w["reason"] == "forked_in_window"]
+    assert forked and len(forked) == len(set(forked)), said  # said, once a worker
+    for w in said:
+        if w["reason"] == "no_window":
+            assert "forked while its parent's window recorded" in w["message"] and "of the user's" not in w["message"], w

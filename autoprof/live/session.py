@@ -824,6 +824,16 @@ class Session:
         if not target.warned_foreign:
             target.warned_foreign = True
             target.warned_yield = True  # one warning per target for the user's profilers, whichever comes first
+            if _FORKED_RECORDING and profiler_recording():  # no profiler of the user's: the parent's state came along
+                _emit.warning(
+                    "this process was forked while autoprof's window recorded in its parent: torch's profiler state came "
+                    "along, enabled, and torch does not support profiling in a forked child, so autoprof opens no window "
+                    "here (fork before or after a window, or use the spawn or forkserver start method)",
+                    "forked_in_window",
+                    target=target.name,
+                    window=target.window,
+                )
+                return
             _emit.warning(
                 "another torch.profiler is recording (or prepared, in its warmup): autoprof does not start its own window "
                 "(a second profiler would silently wipe the first); its annotations land in your profile",
@@ -925,7 +935,12 @@ class Session:
             target.warned_incomplete = True
             calls = target.calls
             why = ""
-            if target.deferred:
+            if target.deferred and _FORKED_RECORDING:
+                why = (
+                    f"; {target.deferred} of its calls found the profiler taken: this process was forked while its "
+                    "parent's window recorded, and torch's profiler state came along"
+                )
+            elif target.deferred:
                 why = (
                     f"; {target.deferred} of its calls found the profiler taken (another target's window, or a profiler "
                     "of the user's: one records at a time in a process), each sending its cycle back to its warmup"
@@ -1201,9 +1216,11 @@ def _after_fork_in_child() -> None:
     profiler is not the child's), no queue of the parent's windows (their analysis thread did not come along),
     fresh locks (a lock held by another of the parent's threads at the fork would never be released). The
     child's own targets start their schedules over."""
-    global _POOL_WORKER, _FORKED_CHILD
+    global _POOL_WORKER, _FORKED_CHILD, _FORKED_RECORDING
     _POOL_WORKER = None  # a fork-context pool worker: asked again in the child
     _FORKED_CHILD = True
+    window = SESSION.window
+    _FORKED_RECORDING = window is not None and window.started and profiler_recording()
     _window.KEPT.clear()  # the parent's kept traces are its own page's
     SIGNALS_HELD.after_fork_in_child()
     session = SESSION
@@ -1231,6 +1248,10 @@ def _after_fork_in_child() -> None:
 
 #: This process is a forked child (its end-of-run page is named with its pid).
 _FORKED_CHILD = False
+#: This process was forked while its parent's autoprof window recorded: torch's profiler state came along (enabled,
+#: with no profiler of this process's behind it), so its targets find the profiler taken; said as that, not as a
+#: profiler of the user's.
+_FORKED_RECORDING = False
 
 
 def _in_multiprocessing_child(session: Session) -> None:
