@@ -233,3 +233,38 @@ def test_a_pool_forked_while_a_window_records_says_so_not_a_profiler_of_yours(tm
     for w in said:
         if w["reason"] == "no_window":
             assert "forked while its parent's window recorded" in w["message"] and "of the user's" not in w["message"], w
+
+
+def test_an_async_step_that_times_out_every_few_calls_is_given_up_too(tmp_path: Path) -> None:
+    """The same with ``asyncio.wait_for``: one call in four times out, so its task is cancelled inside the step
+    (``CancelledError``, not an ``Exception``). Before: the profiler recorded 150 of 200 calls, no window."""
+    r = run(
+        tmp_path,
+        """
+        import asyncio
+        recorded = [0]
+        @autoprof(name="a", skip_first=0, wait=0, warmup=1, active=3, repeat=1)
+        async def step(i):
+            if prof_on():
+                recorded[0] += 1
+            if i % 4 == 3:
+                await asyncio.Event().wait()  # never set: this call times out
+            return work()
+        async def main():
+            timeouts = 0
+            for i in range(200):
+                try:
+                    await asyncio.wait_for(step(i), timeout=0.01 if i % 4 == 3 else 600)
+                except asyncio.TimeoutError:
+                    timeouts += 1
+            return timeouts
+        timeouts = asyncio.run(main())
+        result({"timeouts": timeouts, "recorded": recorded[0], "on": prof_on(), "windows": windows("a"),
+                "given_up": [(w["tries"], w["error"]) for w in warns("window_given_up")]})
+        """,
+    )
+    ok(r)
+    got = r.result
+    assert got["timeouts"] == 50 and got["windows"] == [] and not got["on"], got
+    assert got["given_up"] == [[MAX_CUT_TRIES, "CancelledError"]], got
+    assert got["recorded"] <= MAX_CUT_TRIES * 3, got

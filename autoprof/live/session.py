@@ -55,9 +55,9 @@ ABANDON_AFTER = 16
 #: in the next window's record), never queued without limit (repeat=0 on a fast step closes windows faster than
 #: a paced analysis reads them).
 MAX_PENDING = 4
-#: A scheduled window cut this many times in a row by a step that raised an exception (not an interrupt) is given up:
-#: each cut sends the cycle back to its warmup, so a step that fails one call in four kept the profiler recording for
-#: most of the run and never wrote a window. A whole window starts the count over, and so does a new run.
+#: A scheduled window cut this many times in a row by a step that raised (an exception, a cancelled task; not a Ctrl-C)
+#: is given up: each cut sends the cycle back to its warmup, so a step that fails one call in four kept the profiler
+#: recording for most of the run and never wrote a window. A whole window starts the count over, and so does a new run.
 MAX_CUT_TRIES = 3
 
 
@@ -465,9 +465,10 @@ class Session:
     def failed_try(self, target: Target, error: BaseException | None) -> None:
         """``target``'s scheduled window was just cut by a step that raised ``error``: after :data:`MAX_CUT_TRIES` such
         cuts in a row its windows are given up (the idle path from now; a trigger's windows, which have a budget of
-        their own, still open), said once. An interrupt (``KeyboardInterrupt``, a cancelled task) is not counted: it
-        comes from outside the step, and the windows are recorded again after it."""
-        if target.saved is not None or not isinstance(error, Exception):
+        their own, still open), said once. A Ctrl-C (``KeyboardInterrupt``) is not counted: it comes from outside the
+        program, and the windows are recorded again after it; a cancelled task is (a timeout that cuts the same step
+        every few calls kept the profiler recording as an exception did)."""
+        if target.saved is not None or error is None or isinstance(error, KeyboardInterrupt):
             return
         target.cut_tries += 1
         if target.cut_tries < MAX_CUT_TRIES:
