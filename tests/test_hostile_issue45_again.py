@@ -268,3 +268,44 @@ def test_an_async_step_that_times_out_every_few_calls_is_given_up_too(tmp_path: 
     assert got["timeouts"] == 50 and got["windows"] == [] and not got["on"], got
     assert got["given_up"] == [[MAX_CUT_TRIES, "CancelledError"]], got
     assert got["recorded"] <= MAX_CUT_TRIES * 3, got
+
+
+TRIGGERED = """
+MODE = os.environ["MODE"]
+recorded = [0]
+@autoprof(name="t", trigger=True)
+def step(i):
+    if prof_on():
+        recorded[0] += 1
+    if i >= 300:
+        time.sleep(0.01)  # ten times slower and more from here
+    if (i < 100 and i % 4 == 3) or (MODE == "always" and i >= 300):
+        raise ValueError(i)
+    return work()
+import time
+for i in range(600):
+    try:
+        step(i)
+    except ValueError:
+        pass
+result({"recorded": recorded[0], "on": prof_on(),
+        "windows": [(w["steps"], w.get("trigger") is not None) for w in windows("t")],
+        "given_up": len(warns("window_given_up"))})
+"""
+
+
+@pytest.mark.parametrize("mode", ["later", "always"])
+def test_a_scheduled_window_given_up_leaves_the_trigger_on_within_its_budget(tmp_path: Path, mode: str) -> None:
+    """The scheduled window given up (its step raised one call in four for its first 100 calls), the run slows down
+    ten times from step 300: the trigger still catches it (``later``; it was refused while the given-up cycle read as
+    a warmup), and where every slow step raises too (``always``) its tries stay within ``trigger_budget`` (5%) and the
+    give-up is said once (it was said again for each try of the trigger's)."""
+    r = run(tmp_path, TRIGGERED, env={"MODE": mode}, timeout=300)
+    ok(r)
+    got = r.result
+    assert got["given_up"] == 1 and not got["on"], got
+    if mode == "later":
+        assert [w for w, triggered in got["windows"] if triggered and w[0] >= 300], got
+    else:
+        assert got["windows"] == [], got
+    assert got["recorded"] <= MAX_CUT_TRIES * 4 + 0.05 * 600 + 4, got  # the scheduled tries, then the trigger's budget

@@ -149,9 +149,7 @@ class _Step:
             target.rewind = False
             target.pos = target.schedule.warmup_start(target.pos)
         place = target.schedule.place(target.pos)
-        if target.done and target.saved is None:  # given up (its windows, or by autoprof): no window of its own
-            place = Place(Phase.DONE, False, False)
-        elif place.phase == Phase.DONE and target.saved is not None:  # a triggered window's schedule is over
+        if place.phase == Phase.DONE and target.saved is not None:  # a triggered window's schedule is over
             target.end_triggered()
             place = target.schedule.place(target.pos)
         elif (
@@ -162,6 +160,8 @@ class _Step:
             and not SESSION.retry_triggered(target)  # tried again after a try was cut: only within its budget
         ):
             place = target.schedule.place(target.pos)  # given up: the target's own schedule
+        if target.done and target.saved is None:  # given up (its windows, or by autoprof): no window of its own
+            place = Place(Phase.DONE, False, False)
         if place.phase in (Phase.DONE, Phase.WAIT):
             self._unprofiled(place.phase)
         else:

@@ -400,7 +400,7 @@ class Session:
         if watch is None:
             return False
         with self.lock:
-            own = target.schedule.place(target.pos).phase
+            own = Phase.DONE if target.done else target.schedule.place(target.pos).phase  # done: given up too
             busy = self.window is not None or profiler_recording() or self.foreign_prepared()
             if target.saved is not None or busy or own in (Phase.WARMUP, Phase.ACTIVE) or target.current is not None:
                 watch.refused()
@@ -468,7 +468,7 @@ class Session:
         their own, still open), said once. A Ctrl-C (``KeyboardInterrupt``) is not counted: it comes from outside the
         program, and the windows are recorded again after it; a cancelled task is (a timeout that cuts the same step
         every few calls kept the profiler recording as an exception did)."""
-        if target.saved is not None or error is None or isinstance(error, KeyboardInterrupt):
+        if target.saved is not None or target.done or error is None or isinstance(error, KeyboardInterrupt):
             return
         target.cut_tries += 1
         if target.cut_tries < MAX_CUT_TRIES:
