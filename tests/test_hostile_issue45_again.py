@@ -309,3 +309,33 @@ def test_a_scheduled_window_given_up_leaves_the_trigger_on_within_its_budget(tmp
     else:
         assert got["windows"] == [], got
     assert got["recorded"] <= MAX_CUT_TRIES * 4 + 0.05 * 600 + 4, got  # the scheduled tries, then the trigger's budget
+
+
+def test_a_driven_loop_whose_step_keeps_raising_is_given_up_after_a_few_tries(tmp_path: Path) -> None:
+    """The same with ``Steps`` (docs/trainers.md, a loop of your own): ``with steps.step(i):`` inside a ``try`` that goes
+    on, the block raising one step in four. Before: the profiler recorded 300 of 400 steps, no window."""
+    r = run(
+        tmp_path,
+        """
+        from autoprof.live.instrument import Steps
+        s = Steps("loop", skip_first=0, wait=0, warmup=1, active=3, repeat=0)
+        recorded, caught = 0, 0
+        for i in range(400):
+            try:
+                with s.step(i):
+                    recorded += prof_on()
+                    work()
+                    if i % 4 == 3:
+                        raise ValueError(i)
+            except ValueError:
+                caught += 1
+        s.stop()
+        result({"caught": caught, "recorded": recorded, "on": prof_on(), "windows": windows("loop"),
+                "given_up": [(w["tries"], w["error"]) for w in warns("window_given_up")]})
+        """,
+    )
+    ok(r)
+    got = r.result
+    assert got["caught"] == 100 and got["windows"] == [] and not got["on"], got
+    assert got["given_up"] == [[MAX_CUT_TRIES, "ValueError"]], got
+    assert got["recorded"] <= MAX_CUT_TRIES * 3, got

@@ -810,8 +810,10 @@ class Steps:
                 # another loop's run (a later trainer's) drives the target now: this one's stop (an earlier trainer
                 # torn down by the garbage collector, at whatever step of the new run it runs) ends only its own step
                 target = None
-            if failed and target is not None:
-                SESSION.cut(target, reason)  # first: a failed step's window is cut (said), never closed with that step
+            # first: a failed step's window is cut (said), never closed with that step; a loop that goes on after it
+            # (``with steps.step(n):`` in a try) tries that cycle again, a bounded number of times
+            if failed and target is not None and SESSION.cut(target, reason):
+                SESSION.failed_try(target, sys.exc_info()[1])
             try:
                 self._end(failed=failed)
             finally:
