@@ -339,3 +339,55 @@ def test_a_driven_loop_whose_step_keeps_raising_is_given_up_after_a_few_tries(tm
     assert got["caught"] == 100 and got["windows"] == [] and not got["on"], got
     assert got["given_up"] == [[MAX_CUT_TRIES, "ValueError"]], got
     assert got["recorded"] <= MAX_CUT_TRIES * 3, got
+
+
+# -- a pool forked while the background analysis writes a record --------------------------------------------------
+
+
+def test_a_pool_forked_while_another_thread_writes_a_record_does_not_hang(tmp_path: Path) -> None:
+    """A ``fork`` pool made while autoprof's background analysis was writing a record (repeat=0 one-step windows, a
+    pool made every few steps): a worker's first record waited forever on the lock that thread held at the fork (the
+    sink writer's, which the child inherited held), so ``pool.map`` never returned. Here a thread of the parent holds
+    the writer's lock and the pacer's across the fork, as the background thread does while it writes; the worker
+    records a window and returns."""
+    r = run(
+        tmp_path,
+        """
+        import multiprocessing as mp, threading
+        from autoprof.render import emit
+        from autoprof.live import _pace
+        @autoprof(skip_first=0, wait=0, warmup=1, active=2, name="child")
+        def child_step(i):
+            return work()
+        def task(i):
+            for j in range(5):
+                child_step(j)
+            with _pace.PACER:  # what a flush does
+                pass
+            return len(windows("child"))
+        if __name__ == "__main__":
+            ctx = mp.get_context("fork")
+            held, release = threading.Event(), threading.Event()
+            def writer():  # the background analysis, in the middle of writing a record
+                with emit._lock, _pace.PACER._lock:
+                    held.set()
+                    release.wait()
+            t = threading.Thread(target=writer)
+            t.start()
+            held.wait()
+            with ctx.Pool(1) as p:
+                r = p.map_async(task, range(1))
+                try:
+                    got = r.get(timeout=120)  # seconds when it works; before, never
+                except mp.TimeoutError:
+                    got = "hung"
+                release.set()
+                if got == "hung":
+                    p.terminate()
+            t.join()
+            result({"got": got})
+        """,
+        timeout=300,
+    )
+    ok(r)
+    assert r.result["got"] == [1], r.result
