@@ -180,7 +180,9 @@ def test_ctrl_c_held_down_from_the_first_call_calibrates_and_records_after(tmp_p
     r = run(tmp_path, STORM, env={"MODE": mode}, timeout=300)
     ok(r)
     got = r.result
-    assert got["interrupts"] >= 30, got  # the storm reached the loop
+    # the storm reached the loop (how often depends on the machine's load: Ctrl-Cs that come while autoprof holds them, in
+    # its profiler calls and each timed run of the calibration, are one, as Python's own pending signals are)
+    assert got["interrupts"] >= 5, got
     assert got["calibrated"], got
     assert not got["on"] and got["foreign"] == 0 and got["windows"] >= 1, got
     assert "disableProfiler called" not in r.stderr and "Requested callback is not found" not in r.stderr, r.stderr[-2000:]
@@ -391,3 +393,33 @@ def test_a_pool_forked_while_another_thread_writes_a_record_does_not_hang(tmp_pa
     )
     ok(r)
     assert r.result["got"] == [1], r.result
+
+
+def test_a_new_run_after_a_window_given_up_records_whole(tmp_path: Path) -> None:
+    """The give-up lasts a run: the loop's next run (``restart()``, a trainer's next ``fit``) starts its schedule over
+    and records its window whole."""
+    r = run(
+        tmp_path,
+        """
+        from autoprof.live.instrument import Steps
+        s = Steps("loop", skip_first=0, wait=0, warmup=1, active=3, repeat=1)
+        for i in range(40):
+            try:
+                with s.step(i):
+                    work()
+                    if i % 4 == 3:
+                        raise ValueError(i)
+            except ValueError:
+                pass
+        s.stop()
+        given_up = len(warns("window_given_up"))
+        s.restart()
+        for i in range(10):
+            with s.step(i):
+                work()
+        s.stop()
+        result({"given_up": given_up, "windows": [w["steps"] for w in windows("loop")], "on": prof_on()})
+        """,
+    )
+    ok(r)
+    assert r.result == {"given_up": 1, "windows": [[1, 2, 3]], "on": False}, r.result
