@@ -178,11 +178,11 @@ def test_ctrl_c_while_a_window_opens_does_not_disable_autoprof(records: Any, mon
     real = calibrate.cpu_peaks
     hits = {"n": 0}
 
-    def interrupted_calibration() -> Any:
+    def interrupted_calibration(*args: Any) -> Any:
         hits["n"] += 1
         if hits["n"] == 1:
             raise KeyboardInterrupt  # a SIGINT landing in the ~100 ms calibration
-        return real()
+        return real(*args)
 
     monkeypatch.setattr(calibrate, "cpu_peaks", interrupted_calibration)
 
@@ -619,9 +619,13 @@ def _chaos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, actions: list[Any]) 
             f(torch.ones(2))
         _check_invariants(t)
     autoprof.flush()
-    after = sink.read_text().count('"autoprof.window"')
+    text = sink.read_text()
+    after = text.count('"autoprof.window"')
     _FIRED.append(inj.fired)
-    assert after >= before + 2, (before, after, actions)
+    if '"window_given_up"' in text:  # its window was cut 3 times in a row by a step that raised: given up, said once
+        assert t.done and after == before and text.count('"window_given_up"') == 1, (before, after, actions)
+    else:
+        assert after >= before + 2, (before, after, actions)
 
 
 def test_real_sigints_at_random_moments_leave_autoprof_working(tmp_path: Path) -> None:
@@ -690,7 +694,11 @@ def test_real_sigints_at_random_moments_leave_autoprof_working(tmp_path: Path) -
     assert p.returncode == 0, err[-2000:]
     words = out.split()
     got = {words[i]: words[i + 1] for i in range(0, len(words) - 1, 2)}
-    assert int(got["interrupts"]) >= 20, out
+    # the storm reached the loop: signals that come while autoprof holds them (its profiler calls, each timed run of
+    # the CPU calibration: long on a loaded machine) are one interrupt when that call returns, as Python's own pending
+    # signals are, so the count depends on the machine's load (19-22 under a load of 8 on 2 cores, 80-90 before the
+    # calibration held its runs, when every one of them was interrupted and the calibration never advanced)
+    assert int(got["interrupts"]) >= 5, out
     assert got["depth"] == "0" and got["recording"] in ("False", "True"), out
     # 30 calls after the storm: a window every 3 calls (warmup + 2 recorded), so 9 or 10 new windows, each written
     # or, while the paced analysis is 4 windows behind, skipped and counted (a skipped cycle is 2 calls: up to 15)

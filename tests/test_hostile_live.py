@@ -1163,7 +1163,8 @@ def test_steps_calls_from_another_thread_change_nothing(tmp_path: Path, which: s
     assert r.result["r"] == "ok"
     assert r.result["windows"] == [[1, 2, 3]], r.result
     assert not r.result["on"]
-    assert all(w[0] == "wrong_thread" for w in r.result["warns"]), r.result["warns"]
+    # (a machine_busy warning says the test machine was busy: not the case's)
+    assert all(w[0] in ("wrong_thread", "machine_busy") for w in r.result["warns"]), r.result["warns"]
     assert r.stray_stderr() == []
 
 

@@ -72,3 +72,13 @@ def lower_thread_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
     except (AttributeError, OSError):
         pass
+
+
+def _after_fork_in_child() -> None:
+    """A forked child: a fresh lock (another thread of the parent may have held it at the fork) and no waiters."""
+    PACER._lock = threading.Lock()
+    PACER._waiters = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

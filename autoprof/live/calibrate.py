@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -37,65 +39,60 @@ class CpuPeaks:
 class Calibration:
     """The process's one calibration. Timings measured so far are kept across attempts: a calibration that
     is interrupted (a Ctrl-C, a SIGINT storm) resumes where it stopped instead of starting over, so it
-    completes even when no attempt could run it whole. A calibration that fails leaves no peaks (the
-    roofline then says it has none) and is not tried again."""
+    completes even when no attempt could run it whole. Each timed run (and each warm-up) is one step of that
+    progress, taken with signals held (``held``: Python's handlers wait until the run's timing is kept): a Ctrl-C
+    held down, a SIGINT every few ms, interrupted each 1024² matmul before it returned, so the calibration never
+    advanced and every call that opened a window spent itself on it. A calibration that fails leaves no peaks
+    (the roofline then says it has none) and is not tried again."""
 
     def __init__(self) -> None:
         self.timings: dict[str, list[float]] = {}
         self.result: CpuPeaks | None = None
         self.failed = False
 
-    def peaks(self) -> CpuPeaks | None:
+    def peaks(self, held: AbstractContextManager[Any] | None = None) -> CpuPeaks | None:
         """The peaks, measured on the first call (~0.1 s here) on the calling thread with torch's thread
         count, so no training work competes with it: the best of 5 timed runs (after a warm-up) of float32
-        matmuls at 512 and 1024, and of 7 copies of 32 MB (~1.3 ms each)."""
+        matmuls at 512 and 1024, and of 7 copies of 32 MB (~1.3 ms each). ``held``: entered around each run."""
         if self.result is None and not self.failed:
             try:
-                self.result = self._measure()
+                self.result = self._measure(held if held is not None else nullcontext())
             except Exception:
                 self.failed = True
         return self.result
 
-    def _measure(self) -> CpuPeaks | None:
+    def _measure(self, held: AbstractContextManager[Any]) -> CpuPeaks | None:
         for size in MATMUL_SIZES:
-            self._time_matmul(size, self.timings.setdefault(f"mm{size}", []))
+            rates = self.timings.setdefault(f"mm{size}", [])
+            if len(rates) <= MATMUL_RUNS:
+                left = torch.full((size, size), 0.5)  # values do not matter to the timing; filling is cheaper than randn
+                right = torch.full((size, size), 0.5)
+                self._time(held, rates, MATMUL_RUNS, 2 * size**3, torch.mm, left, right)
         copies = self.timings.setdefault("copy", [])
-        self._time_copy(copies)
-        runs = max((self.timings[f"mm{size}"] for size in MATMUL_SIZES), key=max)
+        if len(copies) <= COPY_RUNS:
+            src = torch.empty(COPY_FLOATS)
+            self._time(held, copies, COPY_RUNS, 2 * COPY_FLOATS * 4, torch.empty_like(src).copy_, src)
+        runs = max((self.timings[f"mm{size}"][1:] for size in MATMUL_SIZES), key=max)
         best = max(runs)
-        if not best or not max(copies):
+        if not best or not max(copies[1:]):
             self.failed = True
             return None
-        return CpuPeaks(best, max(copies), 1.0 - statistics.median(runs) / best)
+        return CpuPeaks(best, max(copies[1:]), 1.0 - statistics.median(runs) / best)
 
     @staticmethod
-    def _time_matmul(size: int, rates: list[float]) -> None:
-        if len(rates) >= MATMUL_RUNS:
-            return
-        left = torch.full((size, size), 0.5)  # values do not matter to the timing; filling is cheaper than randn
-        right = torch.full((size, size), 0.5)
-        torch.mm(left, right)
-        while len(rates) < MATMUL_RUNS:
-            t0 = time.perf_counter()
-            torch.mm(left, right)
-            rates.append(2 * size**3 / (time.perf_counter() - t0))
-
-    @staticmethod
-    def _time_copy(rates: list[float]) -> None:
-        if len(rates) >= COPY_RUNS:
-            return
-        src = torch.empty(COPY_FLOATS)
-        dst = torch.empty_like(src)
-        dst.copy_(src)
-        while len(rates) < COPY_RUNS:
-            t0 = time.perf_counter()
-            dst.copy_(src)
-            rates.append(2 * COPY_FLOATS * 4 / (time.perf_counter() - t0))
+    def _time(held: AbstractContextManager[Any], rates: list[float], runs: int, work: int, op: Any, *args: Any) -> None:
+        """``runs`` timed runs of ``op(*args)`` (``work`` FLOPs or bytes each) after a warm-up, into ``rates`` (its
+        first entry is the warm-up's); those already there are kept."""
+        while len(rates) < runs + 1:
+            with held:
+                t0 = time.perf_counter()
+                op(*args)
+                rates.append(work / (time.perf_counter() - t0))
 
 
 CALIBRATION = Calibration()
 
 
-def cpu_peaks() -> CpuPeaks | None:
+def cpu_peaks(held: AbstractContextManager[Any] | None = None) -> CpuPeaks | None:
     """The process's calibrated CPU peaks (see :meth:`Calibration.peaks`)."""
-    return CALIBRATION.peaks()
+    return CALIBRATION.peaks(held)

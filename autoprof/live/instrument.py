@@ -160,6 +160,8 @@ class _Step:
             and not SESSION.retry_triggered(target)  # tried again after a try was cut: only within its budget
         ):
             place = target.schedule.place(target.pos)  # given up: the target's own schedule
+        if target.done and target.saved is None:  # given up (its windows, or by autoprof): no window of its own
+            place = Place(Phase.DONE, False, False)
         if place.phase in (Phase.DONE, Phase.WAIT):
             self._unprofiled(place.phase)
         else:
@@ -233,6 +235,7 @@ class _Step:
                 # this cycle recorded again from its warmup.
                 target.rewind = True
                 SESSION.cut(target, "a step raised")
+                SESSION.failed_try(target, sys.exc_info()[1])  # the exception in flight (None: not an exception)
             elif window is not None and (wall_ns < 0 or window.dropped):
                 # An interrupted step of a window, or a window given up meanwhile (a user's profiler
                 # started): drop the window, and record this cycle again from its warmup.
@@ -809,8 +812,10 @@ class Steps:
                 # another loop's run (a later trainer's) drives the target now: this one's stop (an earlier trainer
                 # torn down by the garbage collector, at whatever step of the new run it runs) ends only its own step
                 target = None
-            if failed and target is not None:
-                SESSION.cut(target, reason)  # first: a failed step's window is cut (said), never closed with that step
+            # first: a failed step's window is cut (said), never closed with that step; a loop that goes on after it
+            # (``with steps.step(n):`` in a try) tries that cycle again, a bounded number of times
+            if failed and target is not None and SESSION.cut(target, reason):
+                SESSION.failed_try(target, sys.exc_info()[1])
             try:
                 self._end(failed=failed)
             finally:

@@ -55,6 +55,10 @@ ABANDON_AFTER = 16
 #: in the next window's record), never queued without limit (repeat=0 on a fast step closes windows faster than
 #: a paced analysis reads them).
 MAX_PENDING = 4
+#: A scheduled window cut this many times in a row by a step that raised (an exception, a cancelled task; not a Ctrl-C)
+#: is given up: each cut sends the cycle back to its warmup, so a step that fails one call in four kept the profiler
+#: recording for most of the run and never wrote a window. A whole window starts the count over, and so does a new run.
+MAX_CUT_TRIES = 3
 
 
 class _SignalsHeld:
@@ -156,6 +160,7 @@ class Target:
     __slots__ = (
         "_calls",
         "current",
+        "cut_tries",
         "deferred",
         "done",
         "driver",
@@ -227,6 +232,7 @@ class Target:
         self.rewind = False  # this cycle's window was dropped: its next step starts the cycle's warmup again
         self.current: Any = None  # the owner's step in progress (instrument._Step), None between steps
         self.warned_incomplete = False  # a window cut short is said once a run
+        self.cut_tries = 0  # scheduled windows cut in a row by a step that raised an exception (see MAX_CUT_TRIES)
         # calls whose window could not open or start because the profiler was taken (another target's window, a
         # profiler of the user's): each sent its cycle back to its warmup (said at exit if it never recorded)
         self.deferred = 0
@@ -395,7 +401,7 @@ class Session:
         if watch is None:
             return False
         with self.lock:
-            own = target.schedule.place(target.pos).phase
+            own = Phase.DONE if target.done else target.schedule.place(target.pos).phase  # done: given up too
             busy = self.window is not None or profiler_recording() or self.foreign_prepared()
             if target.saved is not None or busy or own in (Phase.WARMUP, Phase.ACTIVE) or target.current is not None:
                 watch.refused()
@@ -457,6 +463,29 @@ class Session:
                 )
             return True
 
+    def failed_try(self, target: Target, error: BaseException | None) -> None:
+        """``target``'s scheduled window was just cut by a step that raised ``error``: after :data:`MAX_CUT_TRIES` such
+        cuts in a row its windows are given up (the idle path from now; a trigger's windows, which have a budget of
+        their own, still open), said once. A Ctrl-C (``KeyboardInterrupt``) is not counted: it comes from outside the
+        program, and the windows are recorded again after it; a cancelled task is (a timeout that cuts the same step
+        every few calls kept the profiler recording as an exception did)."""
+        if target.saved is not None or target.done or error is None or isinstance(error, KeyboardInterrupt):
+            return
+        target.cut_tries += 1
+        if target.cut_tries < MAX_CUT_TRIES:
+            return
+        target.done = True
+        _emit.warning(
+            f"{target.name}'s window was cut {target.cut_tries} times in a row by a step that raised "
+            f"({type(error).__name__}): each try recorded again from its warmup, so autoprof gave up its windows "
+            "(no profiler records for it any more; a new run starts its schedule over)",
+            "window_given_up",
+            target=target.name,
+            window=target.window,
+            tries=target.cut_tries,
+            error=type(error).__name__,
+        )
+
     # -- window lifecycle (owner thread) -----------------------------------------------------------
     def open(self, target: Target, cfg: Config) -> Window | None:
         """Open a window for ``t`` (prepare the profiler), or find it open; None: deferred (another target's
@@ -491,7 +520,7 @@ class Session:
             cuda = torch.cuda.is_available()
             if cuda:
                 activities.append(ProfilerActivity.CUDA)
-            cpu_peaks = None if cuda else calibrate.cpu_peaks()
+            cpu_peaks = None if cuda else calibrate.cpu_peaks(SIGNALS_HELD)  # each timed run whole
             memory = cfg.profile_memory if target.profile_memory is None else target.profile_memory
             prof = profile(activities=activities, record_shapes=cfg.record_shapes, profile_memory=memory)
             with self._owning():  # signals held: a Ctrl-C comes once the window holds its prepared profiler
@@ -580,6 +609,7 @@ class Session:
         stopped = time.perf_counter_ns()
         index = target.window
         target.window += 1
+        target.cut_tries = 0
         trigger = target.trigger if target.saved is not None else None
         if trigger is not None:
             target.triggered += 1
@@ -800,6 +830,16 @@ class Session:
         if not target.warned_foreign:
             target.warned_foreign = True
             target.warned_yield = True  # one warning per target for the user's profilers, whichever comes first
+            if _FORKED_RECORDING and profiler_recording():  # no profiler of the user's: the parent's state came along
+                _emit.warning(
+                    "this process was forked while autoprof's window recorded in its parent: torch's profiler state came "
+                    "along, enabled, and torch does not support profiling in a forked child, so autoprof opens no window "
+                    "here (fork before or after a window, or use the spawn or forkserver start method)",
+                    "forked_in_window",
+                    target=target.name,
+                    window=target.window,
+                )
+                return
             _emit.warning(
                 "another torch.profiler is recording (or prepared, in its warmup): autoprof does not start its own window "
                 "(a second profiler would silently wipe the first); its annotations land in your profile",
@@ -901,7 +941,12 @@ class Session:
             target.warned_incomplete = True
             calls = target.calls
             why = ""
-            if target.deferred:
+            if target.deferred and _FORKED_RECORDING:
+                why = (
+                    f"; {target.deferred} of its calls found the profiler taken: this process was forked while its "
+                    "parent's window recorded, and torch's profiler state came along"
+                )
+            elif target.deferred:
                 why = (
                     f"; {target.deferred} of its calls found the profiler taken (another target's window, or a profiler "
                     "of the user's: one records at a time in a process), each sending its cycle back to its warmup"
@@ -1177,9 +1222,11 @@ def _after_fork_in_child() -> None:
     profiler is not the child's), no queue of the parent's windows (their analysis thread did not come along),
     fresh locks (a lock held by another of the parent's threads at the fork would never be released). The
     child's own targets start their schedules over."""
-    global _POOL_WORKER, _FORKED_CHILD
+    global _POOL_WORKER, _FORKED_CHILD, _FORKED_RECORDING
     _POOL_WORKER = None  # a fork-context pool worker: asked again in the child
     _FORKED_CHILD = True
+    window = SESSION.window
+    _FORKED_RECORDING = window is not None and window.started and profiler_recording()
     _window.KEPT.clear()  # the parent's kept traces are its own page's
     SIGNALS_HELD.after_fork_in_child()
     session = SESSION
@@ -1207,6 +1254,10 @@ def _after_fork_in_child() -> None:
 
 #: This process is a forked child (its end-of-run page is named with its pid).
 _FORKED_CHILD = False
+#: This process was forked while its parent's autoprof window recorded: torch's profiler state came along (enabled,
+#: with no profiler of this process's behind it), so its targets find the profiler taken; said as that, not as a
+#: profiler of the user's.
+_FORKED_RECORDING = False
 
 
 def _in_multiprocessing_child(session: Session) -> None:

@@ -443,10 +443,12 @@ def write_summary() -> None:
 
 def _after_fork_in_child() -> None:
     """A forked child summarises its own records (not its parent's again) and writes its own ``autoprof.run`` record
-    (same run id, its own pid) before its first; fresh locks (another thread of the parent may have held one)."""
-    global _run_lock
+    (same run id, its own pid) before its first; fresh locks (another thread of the parent may have held one: the
+    background analysis writing a record as a pool forked left the child's first record waiting forever)."""
+    global _run_lock, _lock
     TALLY.__init__()  # type: ignore[misc]
     _run_lock = threading.RLock()
+    _lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
