@@ -130,6 +130,11 @@ _UNRECORDED_ADVICE = (
     "Most of the step runs nothing the profiler records (Python that calls no op, sleeps, waits on other processes): "
     "wrap the step's parts in autoprof.section, or profile it with torch.profiler's with_stack=True, to see where it goes."
 )
+_HELD_ADVICE = (
+    "The ops run far slower than their work explains: compare torch.get_num_threads() with the cores free for this "
+    "process (intra-op threads spin against other work on a busy machine), look for other processes and for "
+    "allocation in the step, and profile again on a quiet machine before changing the model."
+)
 _HOST_WORK_ADVICE = (
     "The host's own CPU work (ops that launch nothing on the device: decoding, preprocessing, math on CPU tensors) "
     "leaves the device idle: move it off the step's path (into DataLoader workers, num_workers>0, or a separate "
@@ -831,8 +836,8 @@ class HostReading:
     op_calls: int = 0
     small_calls: int = 0  # op calls whose work is below the call floor (costed below it, uncosted within it, metadata)
     flops: float = 0.0
-    #: Costed op calls' time beyond ``WORK_CREDIT`` times their roofline time (in the overhead: something other than
-    #: their FLOPs or bytes held them), and the op that spent the most of it.
+    #: Costed op calls' time beyond ``WORK_CREDIT`` times their roofline time, and small calls' beyond ``HELD_CALL_NS``
+    #: each (in the overhead: something other than their FLOPs or bytes held them), and the op with the most of it.
     slow_ns: int = 0
     slow_op: str = ""
     ideal_ns: float = 0.0  # time the costed work would take at the peaks
@@ -874,6 +879,12 @@ class HostReading:
         d = shares.pop("descheduled", 0.0)
         own = 1 - d
         return {k: v / own for k, v in shares.items()} if own > 0 else shares
+
+    @property
+    def held_ns(self) -> int:
+        """The overhead that is op calls held past their work (``slow_ns``, less the machine's share of it as the
+        rest of the step loses it): not the framework's per-call cost."""
+        return min(int(self.slow_ns * (1 - self.busy_machine)), self.overhead_ns)
 
     @property
     def busy_machine(self) -> float:
@@ -980,6 +991,10 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
                 reading.work_time_ns += st.time_ns
             else:
                 reading.small_calls += st.calls
+                beyond = st.time_ns - st.calls * HELD_CALL_NS  # a small call far past a call's fixed cost is held
+                if beyond > 0:
+                    reading.slow_ns += beyond
+                    slowest[st.name] = slowest.get(st.name, 0) + beyond
         reading.slow_op = max(slowest, key=slowest.__getitem__, default="")
         for calls, spent in roof.by_kind.values():  # per name: [calls, time]
             reading.op_calls += calls
@@ -1078,9 +1093,24 @@ def _descheduled(trace: Trace, reading: HostReading) -> None:
     reading.descheduled_ns = d
 
 
+#: A small op call (its work below a call's fixed cost) that takes longer than this is held by something other than
+#: its work (threads contending for the cores, allocation): its time past it is no per-call framework cost.
+HELD_CALL_NS = WORK_CREDIT * CALL_FLOOR_NS
+#: Overhead that is at least this much op calls held past their work is no framework overhead: the window is mixed
+#: (a 64×64 matmul taking 6 ms a call while torch's intra-op threads fight other work read "overhead-bound: batch
+#: work into fewer ops or try torch.compile").
+HELD_LEADS = 0.5
+
 #: A CPU window is judged on the step's own time (less what the machine kept its thread waiting for a CPU) when that
 #: is at least this share of the step; below it, the machine took the step and the verdict is ``mixed``.
 OWN_TIME_MIN = 0.25
+
+
+def _held(reading: HostReading) -> bool:
+    """Whether overhead leads the step's own time and is mostly op calls held past their work (``HELD_LEADS``)."""
+    sh = reading.own_shares()
+    lead = max(sh, key=sh.__getitem__) if sh else ""
+    return lead == "overhead" and reading.overhead_ns > 0 and reading.held_ns >= HELD_LEADS * reading.overhead_ns
 
 
 def _nothing_recorded(reading: HostReading) -> bool:
@@ -1099,6 +1129,8 @@ def _judge(reading: HostReading) -> tuple[str, str | None]:
     (lead, top), (_, second) = ranked[0], ranked[1]
     if top < LEADS or top < MARGIN * second:
         return MIXED, None
+    if lead == "overhead" and reading.held_ns >= HELD_LEADS * reading.overhead_ns:
+        return MIXED, None  # op calls held far past their work: neither the framework's cost nor the ops' math
     if lead != "work":
         return {"input": INPUT_BOUND, "sync": SYNC_BOUND, "communication": COMMUNICATION_BOUND, "overhead": OVERHEAD_BOUND}[lead], None
     return work_verdict(reading.compute_ns, reading.memory_ns, reading.unknown_ns)
@@ -1134,7 +1166,11 @@ def _cpu_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: Conf
         note = _input_note(trace, win, evidence)
         if note:  # data prepared in the step, not only waited for from the DataLoader
             msg = msg.replace("waiting for data (enumerate(DataLoader))", "preparing data") + note
-    advice = _UNRECORDED_ADVICE if verdict == MIXED and _nothing_recorded(reading) else _CPU_ADVICE[verdict]
+    advice = _CPU_ADVICE[verdict]
+    if verdict == MIXED and _nothing_recorded(reading):
+        advice = _UNRECORDED_ADVICE
+    elif verdict == MIXED and _held(reading):
+        advice = _HELD_ADVICE
     return Finding(RULE, verdict, severity, msg, advice, evidence)
 
 
@@ -1267,6 +1303,13 @@ def _cpu_text(verdict: str, reading: HostReading, bound: str | None = None) -> s
         return (
             f"mixed (CPU): the machine was busy: the steps' thread waited for a CPU {reading.busy_machine:.0%} of the step "
             f"({parts}; {duration(w)} of steps): too little of the program's own time to judge"
+        )
+    if _held(reading):
+        sh = reading.own_shares()
+        return (
+            f"mixed (CPU): op calls take far longer than their work needs: {percent(reading.held_ns, w - reading.descheduled_ns)} "
+            f"of the step's own time (most in {reading.slow_op}), held by something other than their FLOPs or bytes "
+            f"(threads contending for the cores, allocation): not framework overhead; op work takes {sh['work']:.0%}"
         )
     if _nothing_recorded(reading):
         return (
