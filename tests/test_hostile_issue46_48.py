@@ -210,19 +210,28 @@ def test_two_windows_of_one_thread_in_one_file_are_not_read_as_one_with_the_gap(
     assert f.evidence["device_busy_share"] > 0.9, f.message
 
 
-def test_overhead_the_message_blames_on_small_op_calls_has_small_op_calls(tmp_path: Path) -> None:
-    from autoprof.config import Config
-
+def _mm_steps(tmp_path: Path, step_us: int, calls: int, call_us: int, size: int = 64) -> Path:
+    """Three CPU steps of ``step_us`` µs, each ``calls`` ``aten::mm`` of ``size``² taking ``call_us`` µs, 45 µs apart."""
     events: list[dict[str, Any]] = []
     for k in range(3):
         b = 1_000_000 + k * 10_000
         events.append(
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": b, "dur": 10_000, "pid": 1, "tid": 1, "args": {}}
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": b, "dur": step_us, "pid": 1, "tid": 1, "args": {}}
         )
-        args = {"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]}
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": b + 10, "dur": 9900, "pid": 1, "tid": 1, "args": args})
-    path = tmp_path / "slow_mm.json"
+        args = {"Input Dims": [[size, size], [size, size]], "Input type": ["float", "float"]}
+        for j in range(calls):
+            events.append(
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": b + 10 + j * 45, "dur": call_us, "pid": 1, "tid": 1, "args": args}
+            )
+    path = tmp_path / "mm.json"
     path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_overhead_the_message_blames_on_small_op_calls_has_small_op_calls(tmp_path: Path) -> None:
+    from autoprof.config import Config
+
+    path = _mm_steps(tmp_path, 10_000, 1, 9_900)
     config = Config(peaks={"flops_per_s": 5e10, "bytes_per_s": 1e10})  # the matmul's work: 10 µs, above a call's floor
     (f,) = [f for f in autoprof.analyze(str(path), config=config, workers=0, jobs=1) if f.rule == "bound_regime"]
     # an op held past its work by something else (issue 49: threads contending for the cores) is no framework overhead
@@ -236,16 +245,7 @@ def test_a_small_matmul_held_by_contending_threads_is_not_framework_overhead(tmp
     # overhead, with advice to batch or compile. Its work at the peak is ~1 µs (a small call), its time 6 ms a call.
     from autoprof.config import Config
 
-    events: list[dict[str, Any]] = []
-    for k in range(3):
-        b = 1_000_000 + k * 10_000
-        events.append(
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": b, "dur": 6_500, "pid": 1, "tid": 1, "args": {}}
-        )
-        args = {"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]}
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": b + 10, "dur": 6_000, "pid": 1, "tid": 1, "args": args})
-    path = tmp_path / "held_mm.json"
-    path.write_text(json.dumps({"traceEvents": events}))
+    path = _mm_steps(tmp_path, 6_500, 1, 6_000)
     config = Config(peaks={"flops_per_s": 3e11, "bytes_per_s": 5e10})
     (f,) = [f for f in autoprof.analyze(str(path), config=config, workers=0, jobs=1) if f.rule == "bound_regime"]
     assert f.evidence["small_op_call_count"] == 3
@@ -257,19 +257,7 @@ def test_small_calls_at_their_usual_cost_stay_framework_overhead(tmp_path: Path)
     # the same matmuls at 20 µs a call (dispatch, allocation: a call's fixed cost) with Python between them
     from autoprof.config import Config
 
-    events: list[dict[str, Any]] = []
-    for k in range(3):
-        b = 1_000_000 + k * 10_000
-        events.append(
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": b, "dur": 1_000, "pid": 1, "tid": 1, "args": {}}
-        )
-        for j in range(20):
-            args = {"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]}
-            events.append(
-                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": b + 10 + j * 45, "dur": 20, "pid": 1, "tid": 1, "args": args}
-            )
-    path = tmp_path / "small_mm.json"
-    path.write_text(json.dumps({"traceEvents": events}))
+    path = _mm_steps(tmp_path, 1_000, 20, 20)
     config = Config(peaks={"flops_per_s": 3e11, "bytes_per_s": 5e10})
     (f,) = [f for f in autoprof.analyze(str(path), config=config, workers=0, jobs=1) if f.rule == "bound_regime"]
     assert f.verdict == "overhead-bound" and "60 of the window's 60 op calls" in f.message, f.message
