@@ -5,6 +5,8 @@ its steps found without a decorator.
   ``<script>.step``): the step runs from the end of one optimizer step to the end of the next (the batch's fetch, the
   forward, the backward and the optimizer). The step ends outside torch's own ``Optimizer.step#...`` annotation
   (:func:`install_optimizer_clock` wraps torch's wrapper of each optimizer class, made when its first optimizer is built).
+- A loop with no optimizer (evaluation, inference): each batch of the first DataLoader that yields ends a step
+  (:func:`install_loader_clock`), until an optimizer steps.
 - The Hugging Face Trainer and Lightning: when the script imports them, each ``Trainer`` gets the integration that
   exists (``AutoprofCallback`` for the Trainer, ``profiler=AutoprofProfiler()`` for Lightning, unless it has a
   profiler of its own), and the optimizer clock stands aside: the trainer's steps are its steps.
@@ -48,6 +50,7 @@ class OptimizerClock:
         self.ticks = 0
         self._thread: int | None = None  # the thread of the optimizer's steps
         self._owner: Callable[[], Any] | None = None
+        self._loader: Callable[[], Any] | None = None  # the dataset of the first DataLoader that yields, no optimizer yet
 
     def tick(self, optimizer: Any) -> None:
         if not self.enabled:
@@ -64,15 +67,33 @@ class OptimizerClock:
         self.steps.end()  # Steps never raises: a failure is one record, then only the idle path
         self.steps.begin()
 
+    def loader_tick(self, dataset: Any) -> None:
+        """A batch of a DataLoader over ``dataset`` was fetched: with no optimizer stepping (an evaluation or inference
+        loop), each batch of the first DataLoader that yields ends a step (the batch's fetch comes at the end of the
+        step before it: the step runs from one batch to the next); once an optimizer steps, its steps are the steps."""
+        if not self.enabled or self._owner is not None:
+            return
+        if self._loader is None:
+            try:
+                self._loader = weakref.ref(dataset)
+            except TypeError:
+                self._loader = lambda: dataset
+        elif self._loader() is not dataset:
+            return
+        self.ticks += 1
+        self._thread = threading.get_ident()
+        self.steps.end()
+        self.steps.begin()
+
     def stop(self) -> None:
         """The script ended: its loop's run stops, on the loop's thread (a loop run in a thread of its own that has
         ended is left to the session's end of run: a step cannot be stopped from another thread). No step found
         (no optimizer stepped, no trainer was built, no target of the script's own was called): said once."""
         if self.enabled and self.ticks == 0 and not _other_targets(self.steps.name):
             _emit.warning(
-                f"autoprof run found no step to profile in {self.script}: no torch.optim optimizer stepped and no "
-                "Hugging Face or Lightning Trainer was built; decorate the step function with @autoprof (or drive "
-                "autoprof.Steps) to profile it",
+                f"autoprof run found no step to profile in {self.script}: no torch.optim optimizer stepped, no "
+                "DataLoader yielded a batch and no Hugging Face or Lightning Trainer was built; decorate the step "
+                "function with @autoprof (or drive autoprof.Steps) to profile it",
                 "no_step",
                 target=self.steps.name,
                 window=None,
@@ -113,6 +134,28 @@ def install_optimizer_clock(clock: OptimizerClock) -> Callable[[], None]:
 
     def undo() -> None:
         Optimizer.profile_hook_step = torch_wrapper  # type: ignore[method-assign]
+
+    return undo
+
+
+def install_loader_clock(clock: OptimizerClock) -> Callable[[], None]:
+    """Wrap the DataLoader iterators' ``__next__`` (``torch.utils.data.dataloader._BaseDataLoaderIter``, every
+    DataLoader's) so each batch, once fetched, ticks ``clock`` (:meth:`OptimizerClock.loader_tick`). Returns the undo."""
+    from torch.utils.data import dataloader
+
+    cls = dataloader._BaseDataLoaderIter
+    original = cls.__dict__["__next__"]
+
+    @functools.wraps(original)
+    def next_batch(self: Any) -> Any:
+        out = original(self)  # the end of the data (StopIteration) is no batch: no tick
+        clock.loader_tick(getattr(self, "_dataset", None))
+        return out
+
+    cls.__next__ = next_batch  # type: ignore[method-assign]
+
+    def undo() -> None:
+        cls.__next__ = original  # type: ignore[method-assign]
 
     return undo
 
@@ -231,7 +274,8 @@ def run_script(script: str, args: Sequence[str], schedule: dict[str, Any], name:
             raise
     target = name or f"{os.path.splitext(os.path.basename(script))[0]}.step"
     clock = OptimizerClock(Steps(target, **schedule), script)
-    undo = install_optimizer_clock(clock)
+    undo_optimizer = install_optimizer_clock(clock)
+    undo_loader = install_loader_clock(clock)
     install_trainer_hooks(clock, schedule)
     sys.argv = [script, *args]
     main = types.ModuleType("__main__")
@@ -254,4 +298,5 @@ def run_script(script: str, args: Sequence[str], schedule: dict[str, Any], name:
         raise
     finally:
         clock.stop()
-        undo()
+        undo_loader()
+        undo_optimizer()

@@ -184,3 +184,32 @@ def test_an_unmodified_hugging_face_trainer_script_gets_the_integration(tmp_path
     windows = [r for r in _records(sink) if r["event"] == "autoprof.window"]
     assert windows and {w["target"] for w in windows} == {"GPT2LMHeadModel.training_step"}
     assert all(w.get("framework") == "transformers" for w in windows)
+
+
+EVAL = """
+import sys, torch
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+model = torch.nn.Linear(16, 4)
+loader = DataLoader(TensorDataset(torch.randn(96, 16)), batch_size=8)
+total = 0.0
+with torch.no_grad():
+    for _ in range(2):  # two passes over the data: the first DataLoader's batches are the steps
+        for (x,) in loader:
+            total += float(model(x).sum())
+print("total", round(total, 4))
+"""
+
+
+def test_a_loop_with_no_optimizer_steps_at_each_batch_of_its_dataloader(tmp_path: Path) -> None:
+    # issue 48: a plain loop's steps are found without a decorator: each optimizer step, or a DataLoader's batch
+    (tmp_path / "evaluate.py").write_text(EVAL)
+    alone = _python(tmp_path, "evaluate.py")
+    sink = tmp_path / "r.jsonl"
+    run = _python(tmp_path, "-m", "autoprof", "run", "--sink", str(sink), "--skip-first", "1", "evaluate.py")
+    assert alone.returncode == run.returncode == 0, run.stderr
+    assert run.stdout == alone.stdout  # what the script computes is unchanged
+    recs = _records(sink)
+    windows = [r for r in recs if r["event"] == "autoprof.window" and r["target"] == "evaluate.step"]
+    assert windows and all(len(w["steps"]) >= 1 for w in windows), [r.get("message") for r in recs]
+    assert not [r for r in recs if r.get("reason") == "no_step"]
