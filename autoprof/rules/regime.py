@@ -1238,18 +1238,18 @@ def _cpu_message(verdict: str, reading: HostReading, bound: str | None = None) -
 
 def _overhead_text(reading: HostReading, sh: dict[str, float]) -> str:
     """An overhead-bound CPU window's message: what its overhead is made of. Python and dispatch, and the op calls
-    whose work is below a call's fixed cost where there are such; the time costed ops spend beyond ``WORK_CREDIT``
-    times their roofline (they run below 5% of it: held by something other than their FLOPs or bytes) where that is
-    a part worth naming (a tenth of the overhead)."""
+    whose work is below a call's fixed cost where there are such; the time op calls are held past their work
+    (:attr:`HostReading.held_ns`: held by something other than their FLOPs or bytes) where that is a part worth
+    naming (a tenth of the overhead)."""
     own = reading.window_ns - reading.descheduled_ns
     overhead = reading.overhead_ns
-    slow = min(reading.slow_ns, overhead)
+    slow = reading.held_ns
     parts = []
     if slow >= 0.1 * overhead and reading.slow_op:
         parts.append(
-            f"op calls running below {1 / WORK_CREDIT:.0%} of their roofline take {percent(slow, own)} beyond their work "
-            f"(most in {reading.slow_op}: held by something other than their FLOPs or bytes, such as threads contending for "
-            "the cores or allocation)"
+            f"op calls held far past their work (below {1 / WORK_CREDIT:.0%} of their roofline, or small calls over "
+            f"{HELD_CALL_NS // 1000} µs) take {percent(slow, own)} (most in {reading.slow_op}: held by something other than "
+            "their FLOPs or bytes, such as threads contending for the cores or allocation)"
         )
     if reading.small_calls:
         rest = (
