@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers' models come from c
 # took 8–25 ms, enough to flip the live verdicts (issue 22, item 9). With one thread the step's own work stays
 # what it is on a quiet machine.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# A Ctrl-C the suite's Pythons send themselves must reach them. A test command started in the background by a
+# non-interactive shell (``pytest ... &`` in a script or an agent's tool, with no job control) inherits SIGINT ignored:
+# Python then installs no KeyboardInterrupt handler, and every Python a test starts inherits SIGINT ignored too, so a
+# script's own ``os.kill(os.getpid(), SIGINT)`` did nothing, with or without autoprof (exit 0 after its sleep, not -2;
+# 0 interrupts seen in the Ctrl-C storms). Python's own handler here is reset to the default by each exec: the tests'
+# Pythons start as they would from a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parent.parent
 

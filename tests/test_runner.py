@@ -97,6 +97,28 @@ def test_a_script_that_fails_exits_as_it_would_without_autoprof(plain: Path, fla
     assert _records(sink)[-1]["ended"] == ended
 
 
+SUITE_IN_THE_BACKGROUND = """
+import signal, subprocess, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a non-interactive shell starts `pytest ... &`
+sys.path.insert(0, sys.argv[1])
+import conftest  # what pytest imports before any test
+ctrl_c = "import os, signal; os.kill(os.getpid(), signal.SIGINT); print('ignored')"
+print(subprocess.run([sys.executable, "-c", ctrl_c], capture_output=True, text=True, timeout=120).returncode)
+"""
+
+
+def test_the_suites_pythons_get_their_ctrl_c_even_when_the_suite_was_started_with_sigint_ignored() -> None:
+    """The Ctrl-C tests above (and tests/test_text.py's, tests/test_faults.py's storms) need a SIGINT to reach the Python
+    that sends it. Run in the background by a non-interactive shell, the suite inherited SIGINT ignored and so did its
+    Pythons: the script exited 0 after its sleep, with and without autoprof (a Ctrl-C "lost under load"). conftest puts
+    Python's handler back, which each exec resets to the default."""
+    done = subprocess.run(
+        [sys.executable, "-c", SUITE_IN_THE_BACKGROUND, str(REPO / "tests")], capture_output=True, text=True, env=_env(), timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "-2", done.stdout  # killed by its SIGINT, as from a terminal
+
+
 def test_a_zipapp_runs_as_python_runs_it(tmp_path: Path) -> None:
     with zipfile.ZipFile(tmp_path / "app.pyz", "w") as z:
         z.writestr("__main__.py", "import sys\nprint('zip', sys.argv)\n")
