@@ -460,7 +460,9 @@ def test_a_fifo_sink_nobody_reads_does_not_block(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     took = time.monotonic() - t0
     assert out.returncode == 0 and "returned" in out.stdout, out.stderr
-    assert took < 25, took  # one bounded wait (about 1 s), not a hang
+    # one bounded wait (about 1 s), not a hang: a hang meets the 120 s timeout; the bound is loose because a loaded
+    # machine took 30 s to start torch and run six steps (found running the README's test command beside busy work)
+    assert took < 100, took
     notes = [x for x in out.stderr.splitlines() if x.startswith("autoprof:")]
     assert any("dropped while it takes no data" in x for x in notes), out.stderr
     assert any("could not be written" in x and "dropped" in x for x in notes), out.stderr
