@@ -22,7 +22,7 @@ from autoprof.rules._common import device_step_ns, shape_of, short_kernel_name, 
 from autoprof.rules.sync import profiler_flush_ns
 from autoprof.trace import chrome, live, remote
 from autoprof.trace.chrome import TraceError
-from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace, gc_paused
+from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace, gc_paused, step_cpu_of
 
 
 def analyze_trace(
@@ -145,7 +145,7 @@ def step_cpu(trace: Trace) -> list[tuple[int, int]]:
     """Each step's thread CPU time and run-queue wait (ns; the wait -1 where not known), in the order of the trace's
     steps, from a live window's ``step_cpu`` metadata (issue 49); empty where the trace has none, or its readings are
     not one per step."""
-    meta = chrome.step_cpu_of(trace.metadata.get("step_cpu"))
+    meta = step_cpu_of(trace.metadata.get("step_cpu"))
     if meta is None or len(meta["cpu_ns"]) != len(trace.steps):
         return []
     return list(zip(meta["cpu_ns"], meta["runqueue_ns"], strict=True))

@@ -83,6 +83,7 @@ from autoprof.trace.model import (
     USER_ANNOTATION_CODE,
     Trace,
     split_processes,
+    step_cpu_of,
 )
 
 RULE = "bound_regime"
@@ -1044,17 +1045,10 @@ def _family_work(trace: Trace, reading: HostReading, calls: list[tuple[int, str]
 
 
 def _step_cpu(trace: Trace) -> tuple[list[int], list[int], list[int]] | None:
-    """A live window's per-step wall time, thread CPU time and run-queue wait (its metadata's ``step_cpu``; a kept
-    trace's ``autoprof_step_cpu``), or None where not recorded or malformed."""
-    step_cpu = trace.metadata.get("step_cpu")
-    if not isinstance(step_cpu, dict):
-        return None
-    walls, cpus, waits = step_cpu.get("wall_ns"), step_cpu.get("cpu_ns"), step_cpu.get("runqueue_ns")
-    if not (isinstance(walls, list) and isinstance(cpus, list) and isinstance(waits, list)) or not walls:
-        return None
-    if not (len(walls) == len(cpus) == len(waits)) or not all(type(v) is int for v in (*walls, *cpus, *waits)):
-        return None
-    return walls, cpus, waits
+    """A live window's per-step wall time, thread CPU time and run-queue wait (:func:`step_cpu_of` of its metadata's
+    ``step_cpu``), or None where not recorded or malformed."""
+    got = step_cpu_of(trace.metadata.get("step_cpu"))
+    return None if got is None else (got["wall_ns"], got["cpu_ns"], got["runqueue_ns"])
 
 
 def runqueue_share(trace: Trace) -> float | None:

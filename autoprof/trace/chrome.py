@@ -28,7 +28,7 @@ from autoprof.trace.inputs import (
     iter_trace_inputs,
     open_regular_file,
 )
-from autoprof.trace.model import Trace, TraceBuilder, gc_paused, untrusted_int
+from autoprof.trace.model import Trace, TraceBuilder, gc_paused, step_cpu_of, untrusted_int
 
 __all__ = [
     "TRACE_SUFFIXES",
@@ -94,24 +94,6 @@ def _apply_metadata(builder: TraceBuilder, doc: dict[str, Any]) -> None:
         host = doc.get("autoprof_" + key)
         if type(host) is int and host > 0:
             builder.metadata[key] = host
-
-
-def step_cpu_of(value: Any) -> dict[str, list[int]] | None:
-    """A kept window's ``autoprof_step_cpu`` as the trace metadata's ``step_cpu`` (each recorded step's ``wall_ns``,
-    thread ``cpu_ns`` and ``runqueue_ns``, -1 where the run-queue wait is not known); None unless it is three lists of
-    integers of one length (at most 1,000,000 steps), the wall and CPU times not negative."""
-    if not isinstance(value, dict):
-        return None
-    lists = [value.get(k) for k in ("wall_ns", "cpu_ns", "runqueue_ns")]
-    if not all(isinstance(v, list) for v in lists):
-        return None
-    walls, cpus, waits = lists
-    assert isinstance(walls, list) and isinstance(cpus, list) and isinstance(waits, list)
-    if not walls or len(walls) > 1_000_000 or not len(walls) == len(cpus) == len(waits):
-        return None
-    if not all(type(v) is int for v in (*walls, *cpus, *waits)) or any(v < 0 for v in (*walls, *cpus)) or any(w < -1 for w in waits):
-        return None
-    return {"wall_ns": list(walls), "cpu_ns": list(cpus), "runqueue_ns": list(waits)}
 
 
 def _target_of(doc: dict[str, Any], target: str | None) -> str | None:

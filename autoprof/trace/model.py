@@ -840,3 +840,21 @@ def split_processes(trace: Trace, pids: Iterable[Any]) -> list[Trace]:
             getattr(b, col).extend(src[k] for k in memory)
         parts.append(b.build(trace.target))
     return parts
+
+
+def step_cpu_of(value: Any) -> dict[str, list[int]] | None:
+    """A live window's per-step CPU readings (its metadata's ``step_cpu``; a kept window's ``autoprof_step_cpu``): each
+    recorded step's ``wall_ns``, thread ``cpu_ns`` and ``runqueue_ns`` (-1 where the run-queue wait is not known); None
+    unless it is three lists of integers of one length (at most 1,000,000 steps), the wall and CPU times not negative."""
+    if not isinstance(value, dict):
+        return None
+    lists = [value.get(k) for k in ("wall_ns", "cpu_ns", "runqueue_ns")]
+    if not all(isinstance(v, list) for v in lists):
+        return None
+    walls, cpus, waits = lists
+    assert isinstance(walls, list) and isinstance(cpus, list) and isinstance(waits, list)
+    if not walls or len(walls) > 1_000_000 or not len(walls) == len(cpus) == len(waits):
+        return None
+    if not all(type(v) is int for v in (*walls, *cpus, *waits)) or any(v < 0 for v in (*walls, *cpus)) or any(w < -1 for w in waits):
+        return None
+    return {"wall_ns": list(walls), "cpu_ns": list(cpus), "runqueue_ns": list(waits)}
