@@ -543,7 +543,7 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
     evidence.update(host_own_work_us=us(own), host_own_work_share=share(own, window), host_own_work_ops=reading.host_own_ops)
     verdict, msg = _device_judge(reading, by_call)
     advice = _ADVICE.get(verdict, "")
-    if verdict == MIXED and _unrecorded(reading) and reading.blocked_ns < SYNC_SHARE_MIN * window:
+    if verdict == MIXED and _unrecorded(reading):
         advice = _UNRECORDED_ADVICE
     if verdict == INPUT_BOUND:
         msg += _input_note(trace, win, evidence)
@@ -622,10 +622,22 @@ def _between_note(between: int, inp: int) -> str:
     return f" ({percent(between, inp)} of it between the steps: the loop fetches each batch before its step begins)"
 
 
+def _machine_took(r: DeviceReading) -> bool:
+    """Whether the machine kept the steps' thread waiting for a CPU over ``1 - OWN_TIME_MIN`` of the window, the host
+    not waiting in synchronizing calls (``SYNC_SHARE_MIN``) meanwhile."""
+    return r.descheduled_ns > (1 - OWN_TIME_MIN) * r.window_ns and r.blocked_ns < SYNC_SHARE_MIN * r.window_ns
+
+
 def _unrecorded(r: DeviceReading) -> bool:
     """Whether the window is mostly time the profiler did not record: the host works less than ``RECORDED_MIN`` of
-    it and the device is busy less than that (its time goes where the profiler does not look)."""
-    return r.active_ns < RECORDED_MIN * r.window_ns and r.busy_ns < RECORDED_MIN * r.device_window_ns
+    it and the device is busy less than that (its time goes where the profiler does not look), neither waits in
+    synchronizing calls nor the machine's taking the thread explaining it."""
+    return (
+        r.active_ns < RECORDED_MIN * r.window_ns
+        and r.busy_ns < RECORDED_MIN * r.device_window_ns
+        and r.blocked_ns < SYNC_SHARE_MIN * r.window_ns
+        and not _machine_took(r)
+    )
 
 
 def _device_judge(r: DeviceReading, by_call: dict[str, int]) -> tuple[str, str]:
@@ -653,12 +665,12 @@ def _device_judge(r: DeviceReading, by_call: dict[str, int]) -> tuple[str, str]:
         return DEVICE_BOUND, f"the device is busy {percent(own, on_device)} of the window, the host {percent(active, window)}"
     # The host's larger share names it: waiting in synchronizing calls longer than it works is sync-bound.
     synced = r.blocked_ns >= SYNC_SHARE_MIN * window
-    if r.descheduled_ns > (1 - OWN_TIME_MIN) * window and not synced:  # the machine took the host's side
+    if _machine_took(r):  # the machine took the host's side
         return MIXED, (
             f"mixed: the machine was busy: the steps' thread waited for a CPU {percent(r.descheduled_ns, window)} of the "
             f"window; the device is busy {percent(busy, on_device)}, the host works {percent(active, window)} of its own time"
         )
-    if not synced and _unrecorded(r):  # neither side's recorded work fills the window
+    if _unrecorded(r):  # neither side's recorded work fills the window
         return MIXED, (
             f"mixed: the host works {percent(active, window)} of the window and the device is busy {percent(busy, on_device)}: "
             f"{percent(window - max(active, r.blocked_ns + r.input_ns), window)} of the window is time the profiler did not "
@@ -1123,8 +1135,8 @@ def _judge(reading: HostReading) -> tuple[str, str | None]:
     (lead, top), (_, second) = ranked[0], ranked[1]
     if top < LEADS or top < MARGIN * second:
         return MIXED, None
-    if lead == "overhead" and reading.held_ns >= HELD_LEADS * reading.overhead_ns:
-        return MIXED, None  # op calls held far past their work: neither the framework's cost nor the ops' math
+    if _held(reading):  # op calls held far past their work: neither the framework's cost nor the ops' math
+        return MIXED, None
     if lead != "work":
         return {"input": INPUT_BOUND, "sync": SYNC_BOUND, "communication": COMMUNICATION_BOUND, "overhead": OVERHEAD_BOUND}[lead], None
     return work_verdict(reading.compute_ns, reading.memory_ns, reading.unknown_ns)
