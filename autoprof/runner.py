@@ -55,17 +55,9 @@ class OptimizerClock:
     def tick(self, optimizer: Any) -> None:
         if not self.enabled:
             return
-        if self._owner is None:
-            try:
-                self._owner = weakref.ref(optimizer)
-            except TypeError:  # not an object a weak reference can name: held for the run
-                self._owner = lambda: optimizer
-        elif self._owner() is not optimizer:
-            return
-        self.ticks += 1
-        self._thread = threading.get_ident()
-        self.steps.end()  # Steps never raises: a failure is one record, then only the idle path
-        self.steps.begin()
+        self._owner, first = _first(self._owner, optimizer)
+        if first:
+            self._step()
 
     def loader_tick(self, dataset: Any) -> None:
         """A batch of a DataLoader over ``dataset`` was fetched: with no optimizer stepping (an evaluation or inference
@@ -73,16 +65,14 @@ class OptimizerClock:
         step before it: the step runs from one batch to the next); once an optimizer steps, its steps are the steps."""
         if not self.enabled or self._owner is not None:
             return
-        if self._loader is None:
-            try:
-                self._loader = weakref.ref(dataset)
-            except TypeError:
-                self._loader = lambda: dataset
-        elif self._loader() is not dataset:
-            return
+        self._loader, first = _first(self._loader, dataset)
+        if first:
+            self._step()
+
+    def _step(self) -> None:
         self.ticks += 1
         self._thread = threading.get_ident()
-        self.steps.end()
+        self.steps.end()  # Steps never raises: a failure is one record, then only the idle path
         self.steps.begin()
 
     def stop(self) -> None:
@@ -100,6 +90,17 @@ class OptimizerClock:
             )
         if self._thread is None or self._thread == threading.get_ident():
             self.steps.stop("the script ended")
+
+
+def _first(held: Callable[[], Any] | None, obj: Any) -> tuple[Callable[[], Any], bool]:
+    """The first object that ticks owns the clock: ``held`` (a reference to it, None before the first tick) and
+    whether ``obj`` is it (a weak reference where the object takes one, else held for the run)."""
+    if held is not None:
+        return held, held() is obj
+    try:
+        return weakref.ref(obj), True
+    except TypeError:  # not an object a weak reference can name: held for the run
+        return (lambda: obj), True
 
 
 def _other_targets(name: str) -> bool:
