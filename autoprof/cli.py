@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
 from autoprof import __version__
@@ -489,27 +490,17 @@ def _analysis_setup(args: argparse.Namespace) -> tuple[Config, Any, Any]:
 RUN_USAGE = "autoprof run [OPTIONS] SCRIPT [ARGS...]"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="autoprof", description="Find out why a PyTorch program is slow.")
-    parser.add_argument("--version", action="version", version=f"autoprof {__version__}")
-    sub = parser.add_subparsers(dest="command")
-    common = _analysis_options()
-    analyze_cmd = sub.add_parser(
-        "analyze", parents=[common], help="analyze saved torch.profiler chrome traces (.json, .json.gz, or a directory)"
-    )
-    analyze_cmd.add_argument("paths", nargs="+", metavar="PATH")
-    analyze_cmd.add_argument("--json", action="store_true", help="print JSON records, one per line (the live path's records)")
-    analyze_cmd.add_argument("--fail-on", choices=SEVERITIES, default=None, help="exit 1 when a finding at or above this severity exists")
-    analyze_cmd.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    diff_cmd = sub.add_parser(
-        "diff",
-        parents=[common],
-        help="what changed between two runs (trace files, per-rank directories, or kept trace_dirs); several BASE runs are "
-        "pooled into one baseline",
-    )
-    diff_cmd.add_argument("paths", nargs="+", metavar="BASE... NEW", help="the base run(s), then the new run")
-    diff_cmd.add_argument("--json", action="store_true", help="print one autoprof.diff record per rank, one per line")
-    diff_cmd.add_argument(
+def _analyze_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("paths", nargs="+", metavar="PATH")
+    cmd.add_argument("--json", action="store_true", help="print JSON records, one per line (the live path's records)")
+    cmd.add_argument("--fail-on", choices=SEVERITIES, default=None, help="exit 1 when a finding at or above this severity exists")
+    cmd.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+
+def _diff_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("paths", nargs="+", metavar="BASE... NEW", help="the base run(s), then the new run")
+    cmd.add_argument("--json", action="store_true", help="print one autoprof.diff record per rank, one per line")
+    cmd.add_argument(
         "--fail-on-regression",
         type=_percent,
         default=None,
@@ -517,77 +508,114 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="exit 1 when the step time got worse by more than PCT percent with --confidence (the interval's low end is "
         "above PCT); 2 when that cannot be evaluated: no steps on a side, too few steps for the interval",
     )
-    diff_cmd.add_argument(
+    cmd.add_argument(
         "--confidence",
         type=_confidence,
         default=0.95,
         metavar="C",
         help="the confidence of the step time's and the ops' intervals (default 0.95)",
     )
-    diff_cmd.add_argument(
+    cmd.add_argument(
         "--fail-on-new",
         choices=SEVERITIES,
         default=None,
         help="exit 1 when a finding at or above this severity appeared (2 when that cannot be known: a trace without "
         "events, a rule that failed)",
     )
-    diff_cmd.add_argument("--top", type=_top, default=10, metavar="N", help="ops and kernels listed per kind of change (default 10)")
-    report_cmd = sub.add_parser("report", parents=[common], help="one self-contained HTML page about saved traces (needs autoprof[report])")
-    report_cmd.add_argument("paths", nargs="+", metavar="PATH")
-    report_cmd.add_argument("-o", "--output", default="autoprof-report.html", metavar="FILE", help="the page to write")
-    show_cmd = sub.add_parser(
-        "show",
-        help="print records files (a sink: JSON lines, several runs and ranks) as text, by run, rank, target and window",
-    )
-    show_cmd.add_argument("paths", nargs="+", metavar="FILE", help="records files (JSON lines); - reads standard input")
-    show_cmd.add_argument("--json", action="store_true", help="print the records' own lines, unchanged, in file order")
-    show_cmd.add_argument("--rule", action="append", default=[], metavar="RULE", help="only the findings of this rule (repeatable)")
-    show_cmd.add_argument("--level", choices=show.LEVELS, default=None, help="only records at or above this level")
-    show_cmd.add_argument(
+    cmd.add_argument("--top", type=_top, default=10, metavar="N", help="ops and kernels listed per kind of change (default 10)")
+
+
+def _report_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("paths", nargs="+", metavar="PATH")
+    cmd.add_argument("-o", "--output", default="autoprof-report.html", metavar="FILE", help="the page to write")
+
+
+def _show_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("paths", nargs="+", metavar="FILE", help="records files (JSON lines); - reads standard input")
+    cmd.add_argument("--json", action="store_true", help="print the records' own lines, unchanged, in file order")
+    cmd.add_argument("--rule", action="append", default=[], metavar="RULE", help="only the findings of this rule (repeatable)")
+    cmd.add_argument("--level", choices=show.LEVELS, default=None, help="only records at or above this level")
+    cmd.add_argument(
         "--last",
         type=_whole(1, "a number of windows"),
         default=None,
         metavar="N",
         help="only each target's last N windows (per run and rank)",
     )
-    show_cmd.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    run_cmd = sub.add_parser(
-        "run",
-        help="run a training script unmodified (its own arguments after it), its steps found without a decorator: "
-        "autoprof run [OPTIONS] SCRIPT [ARGS...]",
-        usage=RUN_USAGE,
-    )
+    cmd.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+
+def _run_arguments(cmd: argparse.ArgumentParser) -> None:
     for key in SCHEDULE_KEYS:
         counts = "a number of windows" if key == "repeat" else "a number of steps"
-        run_cmd.add_argument(f"--{key.replace('_', '-')}", type=_whole(0, counts), default=None, metavar="N")
-    run_cmd.add_argument("--trigger", action="store_true", default=None, help="also open a window when steps turn slow")
-    run_cmd.add_argument("--name", default=None, help="the plain loop's target (default: SCRIPT's name.step)")
-    run_cmd.add_argument("--trace-dir", default=None, metavar="DIR", help="keep each window's trace in DIR")
-    run_cmd.add_argument("--report", action="store_true", default=None, help="with --trace-dir: an HTML report at the end")
-    run_cmd.add_argument("--sink", default=None, metavar="FILE", help="append the records (JSON lines) to FILE")
-    run_cmd.add_argument("--format", choices=FORMATS, default=None, help="records as text or JSON lines (default auto)")
-    run_cmd.add_argument("script", metavar="SCRIPT", help="the training script (a Python file), run as python runs it")
-    script_args = run_cmd.add_argument(
+        cmd.add_argument(f"--{key.replace('_', '-')}", type=_whole(0, counts), default=None, metavar="N")
+    cmd.add_argument("--trigger", action="store_true", default=None, help="also open a window when steps turn slow")
+    cmd.add_argument("--name", default=None, help="the plain loop's target (default: SCRIPT's name.step)")
+    cmd.add_argument("--trace-dir", default=None, metavar="DIR", help="keep each window's trace in DIR")
+    cmd.add_argument("--report", action="store_true", default=None, help="with --trace-dir: an HTML report at the end")
+    cmd.add_argument("--sink", default=None, metavar="FILE", help="append the records (JSON lines) to FILE")
+    cmd.add_argument("--format", choices=FORMATS, default=None, help="records as text or JSON lines (default auto)")
+    cmd.add_argument("script", metavar="SCRIPT", help="the training script (a Python file), run as python runs it")
+    script_args = cmd.add_argument(
         "args", nargs=argparse.REMAINDER, default=[], metavar="ARGS", help="the script's own arguments (its sys.argv[1:])"
     )
     script_args.required = False  # argparse counts a REMAINDER as required: with no SCRIPT it would ask for ARGS too
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``autoprof`` command, registered once in :data:`COMMANDS`: its name, its help line, what adds its own
+    arguments to its parser, and its handler (the parsed arguments in, the exit status out)."""
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    handler: Callable[[argparse.Namespace], int]
+    #: It reads trace files: the options of how they are analyzed (:func:`_analysis_options`) are its too.
+    analysis: bool = False
+    #: Its own usage line; an argument it does not know is then reported with it (argparse would print the top level's).
+    usage: str | None = None
+    #: A batch command: run with the cyclic collector off, Ctrl-C exit 130 and a closed pipe exit 141. Not one
+    #: (``run``): the script's own exceptions and exit status pass through, unchanged.
+    batch: bool = True
+
+
+def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser, and each registered command's own (by name)."""
+    parser = argparse.ArgumentParser(prog="autoprof", description="Find out why a PyTorch program is slow.")
+    parser.add_argument("--version", action="version", version=f"autoprof {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    common = _analysis_options()
+    own = {}
+    for command in COMMANDS:
+        cmd = sub.add_parser(command.name, parents=[common] if command.analysis else [], help=command.help, usage=command.usage)
+        command.arguments(cmd)
+        own[command.name] = cmd
+    return parser, own
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, own = _parsers()
+    by_name = {command.name: command for command in COMMANDS}
     try:
         args, extra = parser.parse_known_args(argv)
-        if extra:  # run's own usage for an option of run's it does not know (argparse would print the top level's)
-            (run_cmd if args.command == "run" else parser).error(f"unrecognized arguments: {' '.join(extra)}")
+        if extra:
+            command = by_name.get(args.command)
+            (own[command.name] if command is not None and command.usage else parser).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as e:
         return int(e.code or 0)
-    if args.command not in ("analyze", "diff", "report", "show", "run"):
+    command = by_name.get(args.command)
+    if command is None:
         parser.print_usage(sys.stderr)
         return 2
-    if args.command == "run":
-        return _run(args)  # the script's own exceptions and exit status pass through, unchanged
+    if not command.batch:
+        return command.handler(args)
     # A short-lived process that builds millions of small objects and no reference cycles: the cyclic
     # collector would only re-walk them (reference counting still frees everything).
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        return {"analyze": _analyze, "diff": _diff, "report": _report, "show": _show_records}[args.command](args)
+        return command.handler(args)
     except KeyboardInterrupt:
         sys.stderr.write("autoprof: interrupted\n")
         return 130
@@ -738,6 +766,49 @@ def _show_records(args: argparse.Namespace) -> int:
     if entries and not kept:
         err.write("autoprof: no record matches the filters\n")
     return 2 if problems else 0
+
+
+#: Every command, in the order ``autoprof --help`` lists them: a new command is one entry here (with its arguments'
+#: function and its handler).
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "analyze",
+        "analyze saved torch.profiler chrome traces (.json, .json.gz, or a directory)",
+        _analyze_arguments,
+        _analyze,
+        analysis=True,
+    ),
+    Command(
+        "diff",
+        "what changed between two runs (trace files, per-rank directories, or kept trace_dirs); several BASE runs are "
+        "pooled into one baseline",
+        _diff_arguments,
+        _diff,
+        analysis=True,
+    ),
+    Command(
+        "report",
+        "one self-contained HTML page about saved traces (needs autoprof[report])",
+        _report_arguments,
+        _report,
+        analysis=True,
+    ),
+    Command(
+        "show",
+        "print records files (a sink: JSON lines, several runs and ranks) as text, by run, rank, target and window",
+        _show_arguments,
+        _show_records,
+    ),
+    Command(
+        "run",
+        "run a training script unmodified (its own arguments after it), its steps found without a decorator: "
+        "autoprof run [OPTIONS] SCRIPT [ARGS...]",
+        _run_arguments,
+        _run,
+        usage=RUN_USAGE,
+        batch=False,
+    ),
+)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,14 +6,15 @@ No torch import here: reading the configuration must stay cheap and safe at impo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from autoprof.findings import declaration_problem
 
@@ -31,102 +32,6 @@ DEFAULT_WARMUP = 1
 DEFAULT_ACTIVE = 3
 DEFAULT_REPEAT = 1
 
-SCHEDULE_KEYS = ("wait", "warmup", "active", "repeat", "skip_first")
-#: The trigger's options (a window when a step is slower than the run's own normal, see :mod:`autoprof.live.trigger`):
-#: process-wide through ``configure()``, and per target through ``@autoprof(...)``.
-TRIGGER_KEYS = (
-    "trigger",
-    "trigger_factor",
-    "trigger_mads",
-    "trigger_history",
-    "trigger_min_steps",
-    "trigger_budget",
-    "trigger_interval",
-    "trigger_floor_ms",
-)
-
-
-class ConfigError(ValueError):
-    """A bad option: the message is one line that names the option and what it accepts."""
-
-
-@dataclass(frozen=True)
-class Config:
-    """Process-wide settings. Change them with :func:`autoprof.configure`."""
-
-    enabled: bool = True
-    #: Where records go: None → JSON lines on stderr; a path → JSON lines appended to that file.
-    sink: str | None = None
-    #: A host logger (structlog BoundLogger or stdlib ``logging.Logger``) that receives the records instead.
-    logger: Any = None
-    #: How autoprof's own writer writes the records: "auto" (text for a person when they go to stderr and stderr is a
-    #: terminal, else JSON lines), "json" (always JSON lines) or "console" (always text).
-    format: str = "auto"
-    #: Keep each window as a gzipped chrome trace in this directory.
-    trace_dir: str | None = None
-    record_shapes: bool = True
-    #: Record the allocator's events in windows (``torch.profiler.profile(profile_memory=True)``): the memory
-    #: verdicts (``memory_peak``, ``allocator_churn``, ``memory_creep``) read them. Off by default: it doubles a
-    #: window's events.
-    profile_memory: bool = False
-    skip_first: int = DEFAULT_SKIP_FIRST
-    wait: int = DEFAULT_WAIT
-    warmup: int = DEFAULT_WARMUP
-    active: int = DEFAULT_ACTIVE
-    repeat: int = DEFAULT_REPEAT
-    #: Analyze windows on a background thread (the training thread only stops the profiler).
-    background: bool = True
-    top_ops: int = 10
-    #: Ranks that record windows (None: all). Other ranks pay only the idle cost.
-    ranks: tuple[int, ...] | None = None
-    #: How long the comparing rank waits for the other ranks' window summaries (background thread).
-    cross_rank_timeout_s: float = 30.0
-    #: Roofline peaks override: {"flops_per_s": ..., "bytes_per_s": ...} (else the GPU table / CPU calibration).
-    peaks: dict[str, float] | None = None
-    #: Findings about a share of the window (communication, unfused adds, a final sync, batched matmuls) below
-    #: this share are not emitted: a finding about nothing is noise in a log pipeline.
-    noise_floor: float = 0.01
-    #: At the end of the run, write an HTML report of the traces kept in ``trace_dir`` next to them
-    #: (``autoprof-report.rank<R>.html``; needs ``autoprof[report]``).
-    report: bool = False
-    #: A user's own rules (callables declared with ``autoprof.rule``), run after the built-in ones, live and offline.
-    rules: tuple[Any, ...] = ()
-    #: Open a window by itself when a step is slower than the target's own normal (off by default: a run's windows
-    #: stay the schedule's unless asked). The options below tune it.
-    trigger: bool = False
-    #: A slow step is at least this many times the baseline's median ...
-    trigger_factor: float = 2.0
-    #: ... and this many MADs (median absolute deviations) above it ...
-    trigger_mads: float = 6.0
-    #: ... and this many milliseconds above it (below, a window could not show the difference).
-    trigger_floor_ms: float = 1.0
-    #: The baseline is the median and MAD of this many recent unprofiled steps.
-    trigger_history: int = 50
-    #: Steps of history before any trigger.
-    trigger_min_steps: int = 20
-    #: Triggered windows record (warmup and active) at most this share of the target's steps.
-    trigger_budget: float = 0.05
-    #: Steps at least between two triggered windows.
-    trigger_interval: int = 200
-
-    def replace(self, **changes: Any) -> Config:
-        """A copy with ``changes``, each as its field's check (:data:`CHECKS`) returns it; raises
-        :class:`ConfigError` (one line) on an unknown or bad option."""
-        changes = {str.__str__(key): value for key, value in changes.items()}  # a str subclass's hash is its own
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
-        if unknown:
-            raise ConfigError(f"unknown option(s): {', '.join(sorted(k if k.isidentifier() else _show(k) for k in unknown))}")
-        cfg = dataclasses.replace(self, **{key: _accepted(key, value) for key, value in changes.items()})
-        cfg.validate()
-        return cfg
-
-    def validate(self) -> None:
-        """Every option, checked by the one validator per field (:data:`CHECKS`, which the environment's values pass
-        too); the first bad one raises :class:`ConfigError` with one line."""
-        for f in dataclasses.fields(self):
-            _accepted(f.name, getattr(self, f.name))
-
-
 #: Upper bounds: a value past them is a mistake, not a wish (``active=10**100`` would record forever and hold
 #: every event in memory). ``active`` bounds how many steps one window holds in memory.
 MAX_ACTIVE = 1000
@@ -139,17 +44,12 @@ MAX_TRIGGER_FACTOR = 1000.0
 MAX_TRIGGER_MADS = 1000.0
 MAX_TRIGGER_FLOOR_MS = 3_600_000.0
 MAX_TRIGGER_HISTORY = 10_000
-#: (low, high) of each numeric trigger option.
-TRIGGER_RANGES: dict[str, tuple[float, float]] = {
-    "trigger_factor": (1.0, MAX_TRIGGER_FACTOR),
-    "trigger_mads": (0.0, MAX_TRIGGER_MADS),
-    "trigger_floor_ms": (0.0, MAX_TRIGGER_FLOOR_MS),
-    "trigger_budget": (0.0, 1.0),
-    "trigger_history": (5, MAX_TRIGGER_HISTORY),
-    "trigger_min_steps": (3, MAX_COUNT),
-    "trigger_interval": (0, MAX_COUNT),
-}
-_TRIGGER_INTS = ("trigger_history", "trigger_min_steps", "trigger_interval")
+
+FORMATS = ("auto", "json", "console")
+
+
+class ConfigError(ValueError):
+    """A bad option: the message is one line that names the option and what it accepts."""
 
 
 def _plain_int(v: Any) -> int | None:
@@ -189,11 +89,47 @@ def _show(v: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _reject(key: str, value: Any) -> ConfigError:
+    return ConfigError(f"{key} must be {ACCEPTS[key]}, not {_show(value)}")
+
+
+# The checks: each takes (the option's name, a value) and returns the value as the config holds it (a plain int,
+# float or str; ranks a sorted tuple; a path a str; rules a tuple), or raises ConfigError with one line.
+
+
 def _check_int(key: str, value: Any, low: int, high: int) -> int:
     n = _plain_int(value)
     if n is None or not low <= n <= high:
         raise ConfigError(f"{key} must be an integer from {low} to {high}, not {_show(value)}")
     return n
+
+
+def _check_bool(key: str, value: Any) -> bool:
+    if type(value) is not bool:
+        raise _reject(key, value)
+    return value
+
+
+def _check_path(key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    text = _plain_str(value)
+    if text is None and issubclass(type(value), os.PathLike):
+        text = _plain_str(os.fspath(value))  # a bytes path is not one; a __fspath__ that raises: _accepted
+    if text is None or not text.strip() or "\0" in text:
+        raise _reject(key, value)
+    try:
+        # Where it is given (the environment: where the run started): a later os.chdir (Hydra's) moves nothing.
+        return os.path.abspath(text)
+    except OSError:  # the working directory is gone: as given
+        return text
+
+
+def _check_format(key: str, value: Any) -> str:
+    text = _plain_str(value)
+    if text not in FORMATS:
+        raise _reject(key, value)
+    return text
 
 
 def _is_logger(obj: Any) -> bool:
@@ -205,64 +141,27 @@ def _is_logger(obj: Any) -> bool:
         return False
 
 
-def check_schedule_value(key: str, value: Any) -> int:
-    low = 1 if key == "active" else 0  # repeat=0: windows forever
-    return _check_int(key, value, low, MAX_ACTIVE if key == "active" else MAX_COUNT)
+def _check_logger(key: str, value: Any) -> Any:
+    if value is not None and not _is_logger(value):
+        raise _reject(key, value)
+    return value
 
 
-def _reject(key: str, value: Any) -> ConfigError:
-    return ConfigError(f"{key} must be {ACCEPTS[key]}, not {_show(value)}")
-
-
-def _check_bool(key: str) -> Any:
-    def check(value: Any) -> bool:
-        if type(value) is not bool:
-            raise _reject(key, value)
-        return value
-
-    return check
-
-
-def _check_schedule(key: str) -> Any:
-    def check(value: Any) -> int:
-        return check_schedule_value(key, value)
-
-    return check
-
-
-def _check_path(key: str) -> Any:
-    def check(value: Any) -> str | None:
-        if value is None:
-            return None
-        text = _plain_str(value)
-        if text is None and issubclass(type(value), os.PathLike):
-            text = _plain_str(os.fspath(value))  # a bytes path is not one; a __fspath__ that raises: _accepted
-        if text is None or not text.strip() or "\0" in text:
-            raise _reject(key, value)
-        try:
-            # Where it is given (the environment: where the run started): a later os.chdir (Hydra's) moves nothing.
-            return os.path.abspath(text)
-        except OSError:  # the working directory is gone: as given
-            return text
-
-    return check
-
-
-def _check_ranks(value: Any) -> tuple[int, ...] | None:
+def _check_ranks(key: str, value: Any) -> tuple[int, ...] | None:
     if value is None:
         return None
     if not issubclass(type(value), (tuple, list, set, frozenset)):
-        raise _reject("ranks", value)
+        raise _reject(key, value)
     ranks = set()
     for r in tuple(value):
         n = _plain_int(r)
         if n is None or not 0 <= n <= MAX_RANK:
-            raise _reject("ranks", value)
+            raise _reject(key, value)
         ranks.add(n)
     return tuple(sorted(ranks))
 
 
-def _check_peaks(value: Any) -> dict[str, float] | None:
+def _check_peaks(key: str, value: Any) -> dict[str, float] | None:
     if value is None:
         return None
     items = list(dict.items(value)) if issubclass(type(value), dict) else []
@@ -272,122 +171,369 @@ def _check_peaks(value: Any) -> dict[str, float] | None:
         if name is not None and x is not None and x > 0:
             peaks[name] = x
     if len(items) != 2 or set(peaks) != {"flops_per_s", "bytes_per_s"}:
-        raise _reject("peaks", value)
+        raise _reject(key, value)
     return peaks
 
 
-def _check_noise_floor(value: Any) -> float:
-    x = _plain_float(value)
-    if x is None or not 0 <= x <= MAX_NOISE_FLOOR:
-        raise _reject("noise_floor", value)
-    return x
-
-
-def _check_timeout(value: Any) -> float:
-    x = _plain_float(value)
-    if x is None or not 0 <= x <= MAX_CROSS_RANK_TIMEOUT_S:
-        raise _reject("cross_rank_timeout_s", value)
-    return x
-
-
-def _check_trigger_number(key: str) -> Any:
-    low, high = TRIGGER_RANGES[key]
-
-    def check(value: Any) -> float | int:
-        if key in _TRIGGER_INTS:
-            return _check_int(key, value, int(low), int(high))
-        x = _plain_float(value)
-        if x is None or not low <= x <= high:
-            raise _reject(key, value)
-        return x
-
-    return check
-
-
-def _check_logger(value: Any) -> Any:
-    if value is not None and not _is_logger(value):
-        raise _reject("logger", value)
-    return value
-
-
-FORMATS = ("auto", "json", "console")
-
-
-def _check_format(value: Any) -> str:
-    text = _plain_str(value)
-    if text not in FORMATS:
-        raise _reject("format", value)
-    return text
-
-
-def _check_top_ops(value: Any) -> int:
-    return _check_int("top_ops", value, 0, MAX_TOP_OPS)
-
-
-def _check_rules(value: Any) -> tuple[Any, ...]:
+def _check_rules(key: str, value: Any) -> tuple[Any, ...]:
     if not issubclass(type(value), (tuple, list)):
-        raise _reject("rules", value)
+        raise _reject(key, value)
     rules = tuple(value)
     seen: set[str] = set()
     for fn in rules:
         rule_id = _plain_str(getattr(fn, "rule_id", None))
         if not callable(fn) or rule_id is None or not issubclass(type(getattr(fn, "verdicts", None)), tuple):
-            raise ConfigError(f"rules: {_show(fn)} is not a rule: declare it with @autoprof.rule(id, verdicts=...)")
+            raise ConfigError(f"{key}: {_show(fn)} is not a rule: declare it with @autoprof.rule(id, verdicts=...)")
         # the declaration as @autoprof.rule checks it: an id set or changed by hand (a built-in one, an undotted one)
         # is refused here too, not only when the rule runs
         problem = declaration_problem(rule_id, getattr(fn, "verdicts", None))
         if problem is not None:
-            raise ConfigError(f"rules: {problem}")
+            raise ConfigError(f"{key}: {problem}")
         if rule_id in seen:
-            raise ConfigError(f"rules: two rules have the id {_show(rule_id)}")
+            raise ConfigError(f"{key}: two rules have the id {_show(rule_id)}")
         seen.add(rule_id)
     return rules
 
 
-#: What each field accepts, as its ConfigError says: "<field> must be <this>, not <the value>".
-ACCEPTS: dict[str, str] = {
-    **{key: "True or False" for key in ("enabled", "record_shapes", "profile_memory", "background", "report", "trigger")},
-    **{key: f"an integer from {1 if key == 'active' else 0} to {MAX_ACTIVE if key == 'active' else MAX_COUNT}" for key in SCHEDULE_KEYS},
-    "top_ops": f"an integer from 0 to {MAX_TOP_OPS}",
-    "sink": "a non-empty path or None",
-    "format": "'auto', 'json' or 'console'",
-    "trace_dir": "a non-empty path or None",
-    "logger": "a logging.Logger or a structlog logger (callable info, warning and error)",
-    "ranks": f"a list of integers from 0 to {MAX_RANK}, or None",
-    "peaks": "{'flops_per_s': F, 'bytes_per_s': B} with finite numbers > 0, or None",
-    "noise_floor": f"a share of the window from 0 to {MAX_NOISE_FLOOR}",
-    "cross_rank_timeout_s": f"a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}",
-    "rules": "a list of rules (callables declared with autoprof.rule)",
-    "trigger_factor": f"a number from 1 to {MAX_TRIGGER_FACTOR:g} (times the median step)",
-    "trigger_mads": f"a number from 0 to {MAX_TRIGGER_MADS:g} (MADs above the median step)",
-    "trigger_floor_ms": f"a number of milliseconds from 0 to {MAX_TRIGGER_FLOOR_MS:g}",
-    "trigger_budget": "a share of the steps from 0 to 1",
-    **{key: f"an integer from {int(TRIGGER_RANGES[key][0])} to {int(TRIGGER_RANGES[key][1])}" for key in _TRIGGER_INTS},
-}
+def _parse_ranks(raw: str) -> tuple[int, ...] | None:
+    if raw.strip().lower() == "all":
+        return None
+    return tuple(sorted({int(x) for x in raw.split(",") if x.strip()}))
 
+
+@dataclass(frozen=True)
+class Kind:
+    """What values an option takes: its check, the words its :class:`ConfigError` says it accepts ("<option> must
+    be <accepts>, not <the value>"), and how its environment variable's text is read (``None``: a boolean, read
+    by :func:`parse_bool`). ``low``/``high``: a numeric option's range."""
+
+    accepts: str
+    check: Callable[[str, Any], Any]
+    parse: Callable[[str], Any] | None
+    low: float | None = None
+    high: float | None = None
+
+
+BOOLEAN = Kind("True or False", _check_bool, None)
+PATH = Kind("a non-empty path or None", _check_path, lambda text: text)  # the text as given: a path may end in a space
+
+
+def integer(low: int, high: int) -> Kind:
+    """A whole number from ``low`` to ``high`` (not a bool)."""
+
+    def check(key: str, value: Any) -> int:
+        return _check_int(key, value, low, high)
+
+    return Kind(f"an integer from {low} to {high}", check, lambda text: int(text.strip()), low, high)
+
+
+def number(low: float, high: float, accepts: str) -> Kind:
+    """A finite number from ``low`` to ``high`` (an int or a float, not a bool), held as a float."""
+
+    def check(key: str, value: Any) -> float:
+        x = _plain_float(value)
+        if x is None or not low <= x <= high:
+            raise _reject(key, value)
+        return x
+
+    return Kind(accepts, check, lambda text: float(text.strip()), low, high)
+
+
+@dataclass(frozen=True)
+class Option:
+    """The one declaration of an option, held in its :class:`Config` field's metadata (see :func:`option`)."""
+
+    kind: Kind
+    #: One line for people: the options table of docs/options.md and ``configure``'s docstring.
+    doc: str
+    #: Its environment variable (None: none); ``negated``: the variable switches the option off (``AUTOPROF_DISABLE``).
+    env: str | None = None
+    negated: bool = False
+    #: What ``configure()`` takes when wider than what the config holds (a path-like, any collection of ranks): the
+    #: type of its line in :class:`Options`.
+    takes: str | None = None
+    #: The default as docs/options.md shows it, when its value does not say it well ("stderr", "all").
+    shown: str | None = None
+    #: A schedule option (also a keyword of ``@autoprof(...)`` and of the trainer integrations, per target).
+    schedule: bool = False
+    #: The trigger reads it (also a keyword of ``@autoprof(...)``, per target, over ``configure()``'s).
+    trigger: bool = False
+
+
+_T = TypeVar("_T")
+
+
+def option(
+    default: _T,
+    kind: Kind,
+    doc: str,
+    *,
+    env: str | None = None,
+    negated: bool = False,
+    takes: str | None = None,
+    shown: str | None = None,
+    schedule: bool = False,
+    trigger: bool = False,
+) -> _T:
+    """A :class:`Config` field and everything about its option, declared once: its default, what it takes and its
+    check (``kind``), its environment variable, its line of docs, and whether it is a schedule or trigger option.
+    The lists that read options (:data:`CHECKS`, :data:`ACCEPTS`, :data:`ENV`, :data:`SCHEDULE_KEYS`,
+    :data:`TRIGGER_KEYS`, :class:`Options`, docs/options.md) are made from these."""
+    declared = Option(kind, doc, env, negated, takes, shown, schedule, trigger)
+    return dataclasses.field(default=default, metadata={"option": declared})
+
+
+@dataclass(frozen=True)
+class Config:
+    """Process-wide settings. Change them with :func:`autoprof.configure`. Each field is one option, declared once
+    with :func:`option` (its check, environment variable and docs line sit in the field's metadata)."""
+
+    enabled: bool = option(
+        True,
+        BOOLEAN,
+        "off: decorating returns the original function; decorated calls pass straight through",
+        env="AUTOPROF_DISABLE",
+        negated=True,
+        shown="on",
+    )
+    sink: str | None = option(
+        None,
+        PATH,
+        "append the records as JSON lines to this file instead of stderr (a relative path is of the directory where "
+        "it is given, the run's start for the environment variable, so a later `os.chdir`, Hydra's, moves nothing). A "
+        "sink that takes no data (a FIFO nobody reads, a full pipe) costs the program at most one 1 s wait per stall: "
+        "records are then dropped, with one stderr line, and counted at exit",
+        env="AUTOPROF_LOG",
+        takes="str | PathLike[str] | None",
+        shown="stderr",
+    )
+    format: str = option(
+        "auto",
+        Kind("'auto', 'json' or 'console'", _check_format, lambda text: text.strip().lower()),
+        "`auto`: text for a person when the records go to stderr and it is a terminal, else JSON lines; `json`: "
+        "always JSON lines; `console`: always text (also into a sink file)",
+        env="AUTOPROF_FORMAT",
+    )
+    logger: Any = option(  # noqa: RUF009 (option() is a dataclasses.field)
+        None,
+        Kind("a logging.Logger or a structlog logger (callable info, warning and error)", _check_logger, None),
+        "send records into your structlog logger (through your processors) or stdlib `logging.Logger` (message = "
+        'the JSON line, `extra={"autoprof": record}`) instead',
+    )
+    trace_dir: str | None = option(
+        None,
+        PATH,
+        "keep each window (a relative path: of where it is given, as `sink`'s) as "
+        "`<target>.window<N>.rank<R>.pt.trace.json.gz` (opens in Perfetto; `autoprof analyze` reads it with the live "
+        "verdicts). `<target>` is the name percent-encoded (`kept/step` → `kept%2Fstep`; one name, one file; long "
+        "names keep a prefix and a hash)",
+        env="AUTOPROF_TRACE_DIR",
+        takes="str | PathLike[str] | None",
+    )
+    record_shapes: bool = option(
+        True, BOOLEAN, "record input shapes (the fusion, FLOP and bmm rules need them)", env="AUTOPROF_RECORD_SHAPES"
+    )
+    profile_memory: bool = option(
+        False,
+        BOOLEAN,
+        "record the allocator's events in windows (`torch.profiler`'s `profile_memory`) for the memory verdicts "
+        "(`memory_peak`, `allocator_churn`, `memory_creep`; see [memory.md](memory.md)); off by default: it doubles "
+        "a window's events; also a decorator option, `@autoprof(profile_memory=True)`",
+        env="AUTOPROF_PROFILE_MEMORY",
+    )
+    wait: int = option(
+        DEFAULT_WAIT,
+        integer(0, MAX_COUNT),
+        "schedule: steps waited (after `skip_first`) before each window's warmup",
+        env="AUTOPROF_WAIT",
+        schedule=True,
+    )
+    warmup: int = option(
+        DEFAULT_WARMUP,
+        integer(0, MAX_COUNT),
+        "schedule: steps profiled and thrown away before each window's recorded steps (the profiler's first step carries start-up cost)",
+        env="AUTOPROF_WARMUP",
+        schedule=True,
+    )
+    active: int = option(
+        DEFAULT_ACTIVE,
+        integer(1, MAX_ACTIVE),
+        "schedule: steps each window records (a window holds its steps' events in memory)",
+        env="AUTOPROF_ACTIVE",
+        schedule=True,
+    )
+    repeat: int = option(
+        DEFAULT_REPEAT,
+        integer(0, MAX_COUNT),
+        "schedule: windows per target (0: windows forever)",
+        env="AUTOPROF_REPEAT",
+        schedule=True,
+    )
+    skip_first: int = option(
+        DEFAULT_SKIP_FIRST,
+        integer(0, MAX_COUNT),
+        "schedule: calls skipped first (the cold first call: lazy init, autotuning, allocator growth)",
+        env="AUTOPROF_SKIP_FIRST",
+        schedule=True,
+    )
+    background: bool = option(
+        True,
+        BOOLEAN,
+        "analyze windows on the background thread (false: on the calling thread; the training thread only stops the profiler)",
+        env="AUTOPROF_BACKGROUND",
+    )
+    top_ops: int = option(10, integer(0, MAX_TOP_OPS), "rows of `top_ops` in window records")
+    ranks: tuple[int, ...] | None = option(
+        None,
+        Kind(f"a list of integers from 0 to {MAX_RANK}, or None", _check_ranks, _parse_ranks),
+        "ranks that record windows (the variable: `0,3`, or `all`); the others pay only the idle cost",
+        env="AUTOPROF_RANKS",
+        takes="tuple[int, ...] | list[int] | set[int] | frozenset[int] | None",
+        shown="all",
+    )
+    cross_rank_timeout_s: float = option(
+        30.0,
+        number(0, MAX_CROSS_RANK_TIMEOUT_S, f"a number of seconds from 0 to {MAX_CROSS_RANK_TIMEOUT_S:g}"),
+        "how long the comparing rank waits (on the background thread) for the other ranks' window summaries",
+        env="AUTOPROF_CROSS_RANK_TIMEOUT",
+    )
+    peaks: dict[str, float] | None = option(  # noqa: RUF009 (option() is a dataclasses.field)
+        None,
+        Kind("{'flops_per_s': F, 'bytes_per_s': B} with finite numbers > 0, or None", _check_peaks, None),
+        "roofline peaks override (else the GPU table, or the CPU's calibration)",
+        shown="table / calibration",
+    )
+    noise_floor: float = option(
+        0.01,
+        number(0, MAX_NOISE_FLOOR, f"a share of the window from 0 to {MAX_NOISE_FLOOR}"),
+        "findings about a share of the window (NCCL communication, unfused bias adds, a final sync, batched matmuls) "
+        "below this share are not emitted: a finding about nothing is noise in a log pipeline",
+        env="AUTOPROF_NOISE_FLOOR",
+    )
+    report: bool = option(
+        False,
+        BOOLEAN,
+        "with `trace_dir`: at the end of the run, write `autoprof-report.rank<R>.html` of the traces this process kept, "
+        "next to them (a forked child's: `autoprof-report.rank<R>.pid<pid>.html`; see `autoprof report` in "
+        "[offline.md](offline.md); needs `autoprof[report]`, else one error record)",
+        env="AUTOPROF_REPORT",
+    )
+    rules: tuple[Any, ...] = option(
+        (),
+        Kind("a list of rules (callables declared with autoprof.rule)", _check_rules, None),
+        "your own rules (callables declared with `autoprof.rule`), run after the built-in ones, live and offline; "
+        "each call at most 10 s, on a read-only trace; also an option of the trainer integrations",
+        takes="Sequence[Any]",
+        shown="none",
+    )
+    trigger: bool = option(
+        False,
+        BOOLEAN,
+        "open a window by itself when steps turn slower than the run's own normal (see [trigger.md](trigger.md)); off "
+        "by default: a run's windows stay the schedule's unless asked; also a decorator option, like every `trigger_*`",
+        env="AUTOPROF_TRIGGER",
+        trigger=True,
+    )
+    trigger_factor: float = option(
+        2.0,
+        number(1, MAX_TRIGGER_FACTOR, f"a number from 1 to {MAX_TRIGGER_FACTOR:g} (times the median step)"),
+        "a slow step is at least this many times the baseline's median step (and `trigger_mads` MADs and `trigger_floor_ms` above it)",
+        env="AUTOPROF_TRIGGER_FACTOR",
+        trigger=True,
+    )
+    trigger_mads: float = option(
+        6.0,
+        number(0, MAX_TRIGGER_MADS, f"a number from 0 to {MAX_TRIGGER_MADS:g} (MADs above the median step)"),
+        "a slow step is at least this many MADs (median absolute deviations) above the baseline's median step",
+        env="AUTOPROF_TRIGGER_MADS",
+        trigger=True,
+    )
+    trigger_history: int = option(
+        50,
+        integer(5, MAX_TRIGGER_HISTORY),
+        "the baseline is the median and MAD of this many recent unprofiled steps",
+        env="AUTOPROF_TRIGGER_HISTORY",
+        trigger=True,
+    )
+    trigger_min_steps: int = option(
+        20, integer(3, MAX_COUNT), "steps of history before any trigger", env="AUTOPROF_TRIGGER_MIN_STEPS", trigger=True
+    )
+    trigger_budget: float = option(
+        0.05,
+        number(0, 1, "a share of the steps from 0 to 1"),
+        "triggered windows record (warmup and active) at most this share of the target's steps",
+        env="AUTOPROF_TRIGGER_BUDGET",
+        trigger=True,
+    )
+    trigger_interval: int = option(
+        200,
+        integer(0, MAX_COUNT),
+        "steps at least between two triggered windows: the next starts at least this many steps after one whose "
+        "slowdown lasted (see [trigger.md](trigger.md))",
+        env="AUTOPROF_TRIGGER_INTERVAL",
+        trigger=True,
+    )
+    trigger_floor_ms: float = option(
+        1.0,
+        number(0, MAX_TRIGGER_FLOOR_MS, f"a number of milliseconds from 0 to {MAX_TRIGGER_FLOOR_MS:g}"),
+        "a slow step is at least this many milliseconds above the baseline's median step (below, a window could not show the difference)",
+        env="AUTOPROF_TRIGGER_FLOOR_MS",
+        trigger=True,
+    )
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with ``changes``, each as its field's check (:data:`CHECKS`) returns it; raises
+        :class:`ConfigError` (one line) on an unknown or bad option."""
+        changes = {str.__str__(key): value for key, value in changes.items()}  # a str subclass's hash is its own
+        unknown = set(changes) - set(OPTIONS)
+        if unknown:
+            raise ConfigError(f"unknown option(s): {', '.join(sorted(k if k.isidentifier() else _show(k) for k in unknown))}")
+        cfg = dataclasses.replace(self, **{key: _accepted(key, value) for key, value in changes.items()})
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        """Every option, checked by the one validator per field (:data:`CHECKS`, which the environment's values pass
+        too); the first bad one raises :class:`ConfigError` with one line."""
+        for key in OPTIONS:
+            _accepted(key, getattr(self, key))
+
+
+# Everything below is read from the fields' declarations: nothing here names an option.
+
+#: Each option's declaration, by name, in field order.
+OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in dataclasses.fields(Config)}
+#: The schedule's options, per target (``@autoprof(...)``, the trainer integrations); the same process-wide.
+SCHEDULE_KEYS = tuple(key for key, opt in OPTIONS.items() if opt.schedule)
+#: The trigger's options (a window when a step is slower than the run's own normal, see :mod:`autoprof.live.trigger`):
+#: process-wide through ``configure()``, and per target through ``@autoprof(...)``.
+TRIGGER_KEYS = tuple(key for key, opt in OPTIONS.items() if opt.trigger)
+#: What each field accepts, as its ConfigError says: "<field> must be <this>, not <the value>".
+ACCEPTS: dict[str, str] = {key: opt.kind.accepts for key, opt in OPTIONS.items()}
 #: The one validator of each field, shared by :meth:`Config.validate` (``configure()``) and :func:`from_env`: a
 #: value either passes here wherever it comes from, or never reaches a config. Each returns the value as the
 #: config holds it (a plain int, float or str; ranks a sorted tuple; a path a str; rules a tuple).
-CHECKS: dict[str, Any] = {
-    "enabled": _check_bool("enabled"),
-    "record_shapes": _check_bool("record_shapes"),
-    "profile_memory": _check_bool("profile_memory"),
-    "background": _check_bool("background"),
-    "report": _check_bool("report"),
-    "trigger": _check_bool("trigger"),
-    **{key: _check_trigger_number(key) for key in TRIGGER_RANGES},
-    "rules": _check_rules,
-    **{key: _check_schedule(key) for key in SCHEDULE_KEYS},
-    "sink": _check_path("sink"),
-    "format": _check_format,
-    "trace_dir": _check_path("trace_dir"),
-    "logger": _check_logger,
-    "top_ops": _check_top_ops,
-    "ranks": _check_ranks,
-    "peaks": _check_peaks,
-    "noise_floor": _check_noise_floor,
-    "cross_rank_timeout_s": _check_timeout,
+CHECKS: dict[str, Callable[[Any], Any]] = {key: functools.partial(opt.kind.check, key) for key, opt in OPTIONS.items()}
+#: (low, high) of each numeric trigger option.
+TRIGGER_RANGES: dict[str, tuple[float, float]] = {
+    key: (opt.kind.low, opt.kind.high)
+    for key, opt in OPTIONS.items()
+    if opt.trigger and opt.kind.low is not None and opt.kind.high is not None
 }
+#: Environment variable -> (field, parser of its text), for the options that are not booleans. A parsed value
+#: passes the field's check in :data:`CHECKS` like any value given to ``configure()``; one that does not warns once
+#: and keeps the default.
+ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
+    opt.env: (key, opt.kind.parse) for key, opt in OPTIONS.items() if opt.env is not None and opt.kind.parse is not None
+}
+#: Environment variable -> field, for the booleans (read by :func:`parse_bool`; a negated one switches it off).
+_BOOL_ENV: dict[str, str] = {opt.env: key for key, opt in OPTIONS.items() if opt.env is not None and opt.kind.parse is None}
+
+
+def check_schedule_value(key: str, value: Any) -> int:
+    """A schedule option's value (``@autoprof(active=...)``), checked as ``configure()`` checks it."""
+    checked: int = CHECKS[key](value)
+    return checked
 
 
 def _accepted(key: str, value: Any) -> Any:
@@ -440,42 +586,20 @@ def parse_bool(name: str, raw: str | None, default: bool) -> bool:
     return default
 
 
-def _parse_ranks(raw: str) -> tuple[int, ...] | None:
-    if raw.strip().lower() == "all":
-        return None
-    return tuple(sorted({int(x) for x in raw.split(",") if x.strip()}))
-
-
-#: Environment variable -> (field, parser of its text). A parsed value passes the field's check in :data:`CHECKS`
-#: like any value given to ``configure()``; one that does not warns once and keeps the default.
-ENV: dict[str, tuple[str, Any]] = {
-    "AUTOPROF_LOG": ("sink", str),
-    "AUTOPROF_FORMAT": ("format", str.lower),
-    "AUTOPROF_TRACE_DIR": ("trace_dir", str),
-    "AUTOPROF_RANKS": ("ranks", _parse_ranks),
-    "AUTOPROF_CROSS_RANK_TIMEOUT": ("cross_rank_timeout_s", float),
-    "AUTOPROF_NOISE_FLOOR": ("noise_floor", float),
-    **{f"AUTOPROF_{key.upper()}": (key, int) for key in SCHEDULE_KEYS},
-    **{f"AUTOPROF_{key.upper()}": (key, int if key in _TRIGGER_INTS else float) for key in TRIGGER_RANGES},
-}
-_BOOL_ENV = {
-    "AUTOPROF_RECORD_SHAPES": "record_shapes",
-    "AUTOPROF_PROFILE_MEMORY": "profile_memory",
-    "AUTOPROF_BACKGROUND": "background",
-    "AUTOPROF_REPORT": "report",
-    "AUTOPROF_TRIGGER": "trigger",
-}
-
-
 def from_env(env: dict[str, str] | os._Environ[str] | None = None) -> Config:
-    """The configuration the environment asks for. Each value passes the same validator as ``configure()``'s
-    (:data:`CHECKS`); a bad one warns once (at the user's line) and keeps the default."""
+    """The configuration the environment asks for (each option's ``env`` in its declaration). Each value passes the
+    same validator as ``configure()``'s (:data:`CHECKS`); a bad one warns once (at the user's line) and keeps the
+    default."""
     environ = os.environ if env is None else env
-    defaults = Config()
-    values: dict[str, Any] = {"enabled": not parse_bool("AUTOPROF_DISABLE", environ.get("AUTOPROF_DISABLE"), False)}
-    for name, key in _BOOL_ENV.items():
-        values[key] = parse_bool(name, environ.get(name), getattr(defaults, key))
-    for name, (key, parse) in ENV.items():
+    values: dict[str, Any] = {}
+    for key, opt in OPTIONS.items():
+        name = opt.env
+        if name is None:
+            continue
+        default = _DEFAULTS[key]
+        if opt.kind.parse is None:  # a boolean
+            values[key] = parse_bool(name, environ.get(name), default != opt.negated) != opt.negated
+            continue
         raw = environ.get(name)
         text = _plain_str(raw)
         if raw is None or (text is not None and text.strip() == ""):
@@ -483,11 +607,14 @@ def from_env(env: dict[str, str] | os._Environ[str] | None = None) -> Config:
         try:
             if text is None:
                 raise ValueError("not text")
-            values[key] = _accepted(key, parse(text.strip()) if parse is not str else text)
+            values[key] = _accepted(key, opt.kind.parse(text))
         except Exception as e:  # its parser's ValueError, OverflowError, ...: any is a warning, never an exception
             reason = str(e) if isinstance(e, ConfigError) else f"{key} cannot be read from it"
-            _warn_once(name, f"{name}={_show(raw)} is rejected ({reason}); using the default ({_show(getattr(defaults, key))})")
+            _warn_once(name, f"{name}={_show(raw)} is rejected ({reason}); using the default ({_show(default)})")
     return Config(**values)
+
+
+_DEFAULTS: dict[str, Any] = {key: getattr(Config(), key) for key in OPTIONS}
 
 
 class _Switch:
@@ -508,9 +635,12 @@ SWITCH = _Switch()
 
 
 class Options(TypedDict, total=False):
-    """The keyword arguments :func:`configure` takes (for type checkers; each is a :class:`Config` field, and
-    ``sink``/``trace_dir`` also take a path, ``ranks`` any collection of ints)."""
+    """The keyword arguments :func:`configure` takes (for type checkers): one line per :class:`Config` field, made
+    from the field's declaration (its type, or the wider one ``configure()`` takes: ``sink`` and ``trace_dir`` a
+    path, ``ranks`` any collection of ints); ``python tests/test_options.py --write`` writes them, and that test
+    checks them."""
 
+    # generated from Config's declarations: do not edit by hand
     enabled: bool
     sink: str | PathLike[str] | None
     format: str
@@ -518,11 +648,11 @@ class Options(TypedDict, total=False):
     trace_dir: str | PathLike[str] | None
     record_shapes: bool
     profile_memory: bool
-    skip_first: int
     wait: int
     warmup: int
     active: int
     repeat: int
+    skip_first: int
     background: bool
     top_ops: int
     ranks: tuple[int, ...] | list[int] | set[int] | frozenset[int] | None
@@ -534,23 +664,19 @@ class Options(TypedDict, total=False):
     trigger: bool
     trigger_factor: float
     trigger_mads: float
-    trigger_floor_ms: float
     trigger_history: int
     trigger_min_steps: int
     trigger_budget: float
     trigger_interval: int
+    trigger_floor_ms: float
+    # end of the generated lines
 
 
 def configure(**options: Unpack[Options]) -> Config:
     """Change process-wide settings; returns the new :class:`Config`.
 
-    Options (:class:`Options`): ``enabled``, ``sink`` (path), ``format`` (``"auto"``, ``"json"``, ``"console"``),
-    ``logger``, ``trace_dir``, ``record_shapes``,
-    ``profile_memory``, ``background``, ``top_ops``, ``ranks``, ``cross_rank_timeout_s``, ``peaks``, ``noise_floor``, ``report``, ``rules``
-    (a user's own rules, declared with ``autoprof.rule``), the schedule
-    defaults ``skip_first``, ``wait``, ``warmup``, ``active``, ``repeat``, and the trigger's (a window when a step is
-    slow): ``trigger``, ``trigger_factor``, ``trigger_mads``, ``trigger_floor_ms``, ``trigger_history``,
-    ``trigger_min_steps``, ``trigger_budget``, ``trigger_interval``.
+    Each keyword is a :class:`Config` field (typed by :class:`Options`; docs/options.md lists each with its
+    environment variable and default): its name and what it accepts, below.
     Raises :class:`ConfigError` (a ``ValueError``) with one line on a bad option; nothing changes then.
     """
     cfg = SWITCH.config.replace(**options)  # each field's check makes a path a str, ranks and rules tuples
@@ -558,9 +684,18 @@ def configure(**options: Unpack[Options]) -> Config:
     return cfg
 
 
+def _option_lines() -> str:
+    """``configure``'s docstring's list of options, one line each, from their declarations."""
+    return "\n".join(f"    ``{key}``: {opt.kind.accepts}." for key, opt in OPTIONS.items())
+
+
+if configure.__doc__ is not None:  # None under python -OO
+    configure.__doc__ = configure.__doc__.rstrip() + "\n\n    Options:\n\n" + _option_lines() + "\n"
+
+
 def _reset_for_tests() -> None:  # pragma: no cover - used by the test-suite only
     _warned.clear()
     SWITCH.set(from_env())
 
 
-__all__ = ["SWITCH", "TRIGGER_KEYS", "Config", "ConfigError", "configure", "from_env", "parse_bool"]
+__all__ = ["SWITCH", "TRIGGER_KEYS", "Config", "ConfigError", "configure", "from_env", "option", "parse_bool"]

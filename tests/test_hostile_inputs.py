@@ -11,7 +11,6 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -584,11 +583,3 @@ def test_an_environment_value_that_is_not_text_warns(name: str) -> None:
         env: dict[str, Any] = {name: 3}
         cfg = from_env(env)
     assert cfg == config.Config()
-
-
-def _iter_fields() -> Iterator[str]:  # kept for symmetry with the CHECKS test in test_config.py
-    yield from _FIELDS
-
-
-def test_every_field_has_a_check_and_an_accepts_line() -> None:
-    assert set(_iter_fields()) == set(config.CHECKS) == set(config.ACCEPTS)
