@@ -90,6 +90,31 @@ def test_the_pipeline_reads_views_in_the_worker_that_loads_the_file(tmp_path: Pa
     assert [a.summary for a in there] == [a.summary for a in here]
 
 
+def test_each_part_is_built_only_when_asked_and_a_wrong_name_is_one_line(tmp_path: Path) -> None:
+    f = _trace(tmp_path / "a.json.gz")
+    (page_only,) = engine.analyze_files([f], jobs=1, parts={"page"})
+    assert page_only.page is not None and page_only.profile is None
+    (profile_only,) = engine.analyze_files([f], jobs=1, parts=[engine.Part.PROFILE])
+    assert profile_only.profile is not None and profile_only.page is None
+    assert page_only.findings == profile_only.findings  # the parts change nothing of the rest
+    with pytest.raises(ValueError, match=r"^parts: 'pages' is not a part of an Analysis \(the parts: 'profile', 'page'\)$"):
+        engine.analyze_files([f], jobs=1, parts={"pages"})
+
+
+def test_the_former_views_and_page_names_still_work_with_a_warning(tmp_path: Path) -> None:
+    f = _trace(tmp_path / "a.json.gz")
+    with pytest.warns(DeprecationWarning, match="engine.Views is deprecated"):
+        views = engine.Views(diff=True, page=htmlreport.file_report)
+    with pytest.warns(DeprecationWarning, match="file_report is deprecated"):
+        (old,) = engine.analyze_files([f], jobs=1, views=views)  # the former keyword, the former page reader
+    (new,) = engine.analyze_files([f], jobs=1, parts={"profile", "page"})
+    assert old.profile == new.profile and old.page == new.page and new.page is not None
+    with pytest.warns(DeprecationWarning, match="FileReport is deprecated"):
+        assert htmlreport.FileReport is engine.Analysis
+    with pytest.warns(DeprecationWarning, match="page_of is deprecated"):
+        assert htmlreport.page_of(new) is new
+
+
 def test_the_report_in_python_reads_in_this_process_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``htmlreport.write``/``reports`` (``autoprof.report``, the end-of-run report) start no process unless asked."""
     from autoprof.analysis import _fleet

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import pickle
 import re
 import shutil
 import struct
@@ -291,6 +292,31 @@ def _rows(page: str, kind: str) -> list[list[str]]:
     body = table.group(1).split("<tbody>")[1]
     cells = [re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S) for row in body.split("</tr>") if "<td" in row]
     return [[html.unescape(re.sub(r"<[^>]+>", "", c)) for c in row] for row in cells]
+
+
+def test_the_page_is_drawn_from_the_analyses_alone(tmp_path: Path) -> None:
+    """The renderer reads each file's Analysis and nothing else: analyses that crossed a pickle (as a worker returns
+    them, no trace with them) draw the same page; one without its page part is a line, not a guess."""
+    trace_file = tmp_path / "t.json"
+    s = _cpu_steps()
+    trace_file.write_text(json.dumps({"traceEvents": s.events, **s.meta}))
+    reps = htmlreport.reports([trace_file])
+    assert reps[0].page is not None and reps[0].page.breakdown
+    assert htmlreport.render(pickle.loads(pickle.dumps(reps))) == htmlreport.render(reps)
+    (bare,) = engine.analyze_files([trace_file], jobs=1)  # no parts asked
+    (row,) = _rows(htmlreport.render([bare]), "summary")
+    assert row == [str(trace_file), f"{trace_file}: not read for the page"]
+
+
+def test_the_live_side_writes_the_page_through_one_entry(tmp_path: Path) -> None:
+    from autoprof.render import write_page
+
+    trace_file = tmp_path / "t.json"
+    s = _cpu_steps()
+    trace_file.write_text(json.dumps({"traceEvents": s.events, **s.meta}))
+    write_page([trace_file], tmp_path / "r.html")
+    (row,) = _rows((tmp_path / "r.html").read_text(), "summary")
+    assert row[0] == str(trace_file) and row[2] != "–"  # a regime verdict, drawn
 
 
 def test_the_sections_are_on_the_page_as_a_tree_with_analyzes_figures(tmp_path: Path) -> None:

@@ -397,6 +397,7 @@ def iter_inputs(
 ) -> Generator[Analysis, None, None]:
     """:func:`iter_files` on inputs already listed (trace files, and the errors that stopped a path's listing): one
     :class:`Analysis` each, in their order (the one pipeline ``analyze``, ``diff`` and ``report`` read files through)."""
+    asked(parts)  # a name that is no part: one line before any file is read
     if config is None:
         config = SWITCH.config  # e.g. peaks set with autoprof.configure(peaks=...)
     good = [f for f in inputs if not isinstance(f, TraceError)]
