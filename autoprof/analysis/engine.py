@@ -251,8 +251,8 @@ PageReader = Callable[[Trace, Sequence[Finding], Config], Any]
 @dataclass(frozen=True)
 class Views:
     """Deprecated (a ``DeprecationWarning``): ask for the parts instead, ``parts={"profile", "page"}`` (:class:`Part`).
-    ``diff`` asks for the ``profile`` part; ``page`` for the ``page`` part, the reader's own result in its place
-    when it is not the former ``htmlreport.file_report``."""
+    ``diff`` asks for the ``profile`` part; ``page`` for the ``page`` part, as that reader reads it (the former
+    ``htmlreport.file_report`` reads the same :class:`~autoprof.analysis.page.Page` as :func:`page_of`)."""
 
     diff: bool = False
     page: PageReader | None = None
