@@ -714,7 +714,7 @@ def _report(args: argparse.Namespace) -> int:
     for r in reps:
         if r.error is not None:
             err.write(f"autoprof: {r.error}\n")
-        for failure in r.failures:  # on the page too
+        for failure in r.failure_lines:  # on the page too
             err.write(f"autoprof: {r.path}: {failure}\n")
     err.write(f"autoprof: wrote {args.output} ({len(reps) - len(bad)} trace(s))\n")
     return 2 if bad else 0

@@ -63,7 +63,7 @@ def _main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
 
 def test_one_analysis_carries_what_each_command_reads(tmp_path: Path) -> None:
     f = _trace(tmp_path / "a.json.gz")
-    (a,) = engine.analyze_files([f], jobs=1, views=engine.Views(diff=True, page=htmlreport.file_report))
+    (a,) = engine.analyze_files([f], jobs=1, parts={"profile", "page"})
     trace = chrome.load(f, workers=0)
     findings, _ = engine.analyze_trace(trace)
     assert engine.FileResult is engine.Analysis  # the former name still works
@@ -71,9 +71,9 @@ def test_one_analysis_carries_what_each_command_reads(tmp_path: Path) -> None:
     assert [x.rule for x in a.findings] == [x.rule for x in findings]
     # what the diff compares and what the page draws, read from the same loaded trace as the findings
     assert a.profile == engine.profile_of(trace, findings, str(f))
-    page = htmlreport.file_report(trace, findings)
-    assert a.page is not None and a.page.step_ns == page.step_ns and a.page.top_ops == page.top_ops
-    # without views, neither is read (a file's analysis stays what analyze needs)
+    page = engine.page_of(trace, findings)
+    assert a.page == page and a.page.breakdown and a.page.top_ops
+    # without parts, neither is read (a file's analysis stays what analyze needs)
     (plain,) = engine.analyze_files([f], jobs=1)
     assert plain.profile is None and plain.page is None and plain.findings == a.findings
     with pytest.raises(TypeError):
@@ -82,12 +82,37 @@ def test_one_analysis_carries_what_each_command_reads(tmp_path: Path) -> None:
 
 def test_the_pipeline_reads_views_in_the_worker_that_loads_the_file(tmp_path: Path) -> None:
     files = [_trace(tmp_path / f"r{k}.json.gz", op_us=1_000 + 500 * k) for k in range(2)]
-    views = engine.Views(diff=True, page=htmlreport.file_report)
-    here = engine.analyze_files(files, jobs=1, views=views)
-    there = engine.analyze_files(files, jobs=2, views=views)  # two fresh processes
+    parts = {engine.Part.PROFILE, engine.Part.PAGE}
+    here = engine.analyze_files(files, jobs=1, parts=parts)
+    there = engine.analyze_files(files, jobs=2, parts=parts)  # two fresh processes
     assert [a.profile for a in there] == [a.profile for a in here]
-    assert [a.page.steps for a in there] == [a.page.steps for a in here]
+    assert [a.page for a in there] == [a.page for a in here] and all(a.page is not None for a in here)
     assert [a.summary for a in there] == [a.summary for a in here]
+
+
+def test_each_part_is_built_only_when_asked_and_a_wrong_name_is_one_line(tmp_path: Path) -> None:
+    f = _trace(tmp_path / "a.json.gz")
+    (page_only,) = engine.analyze_files([f], jobs=1, parts={"page"})
+    assert page_only.page is not None and page_only.profile is None
+    (profile_only,) = engine.analyze_files([f], jobs=1, parts=[engine.Part.PROFILE])
+    assert profile_only.profile is not None and profile_only.page is None
+    assert page_only.findings == profile_only.findings  # the parts change nothing of the rest
+    with pytest.raises(ValueError, match=r"^parts: 'pages' is not a part of an Analysis \(the parts: 'profile', 'page'\)$"):
+        engine.analyze_files([f], jobs=1, parts={"pages"})
+
+
+def test_the_former_views_and_page_names_still_work_with_a_warning(tmp_path: Path) -> None:
+    f = _trace(tmp_path / "a.json.gz")
+    with pytest.warns(DeprecationWarning, match="engine.Views is deprecated"):
+        views = engine.Views(diff=True, page=htmlreport.file_report)
+    with pytest.warns(DeprecationWarning, match="file_report is deprecated"):
+        (old,) = engine.analyze_files([f], jobs=1, views=views)  # the former keyword, the former page reader
+    (new,) = engine.analyze_files([f], jobs=1, parts={"profile", "page"})
+    assert old.profile == new.profile and old.page == new.page and new.page is not None
+    with pytest.warns(DeprecationWarning, match="FileReport is deprecated"):
+        assert htmlreport.FileReport is engine.Analysis
+    with pytest.warns(DeprecationWarning, match="page_of is deprecated"):
+        assert htmlreport.page_of(new) is new
 
 
 def test_the_report_in_python_reads_in_this_process_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -184,7 +209,7 @@ def test_a_failing_rule_is_in_every_output(tmp_path: Path, broken_rules: Path, c
     # the report's reading (the page draws rep.failures: tests/test_hostile_commands.py renders it with plotly)
     config = cli._user_rules(["brokenrules:RULES"])
     (rep,) = htmlreport.reports([a], config, jobs=1)
-    assert rep.error is None and rep.failures == [FAILURE]
+    assert rep.error is None and rep.failure_lines == [FAILURE]
 
 
 def test_a_failing_rule_is_in_the_diff_read_in_parallel(broken_rules: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,7 @@ options' own messages. Small synthetic traces, the commands run in this process 
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -237,7 +238,7 @@ def test_a_hostile_name_costs_a_capped_length_on_the_page(tmp_path: Path) -> Non
     plain = htmlreport.write([_write(tmp_path / "plain.json", doc("aten::op", "gemm", "aten::nonzero"))], tmp_path / "p.html")
     hostile = [_write(tmp_path / "hostile.json", doc("aten::" + "q" * n, "k" * n, "h" * n))]
     (rep,) = htmlreport.write(hostile, tmp_path / "h.html")
-    assert rep.error is None and rep.kernels and rep.strip and plain[0].kernels
+    assert rep.error is None and rep.page and rep.page.kernels and rep.page.strip and plain[0].page and plain[0].page.kernels
     page = (tmp_path / "h.html").read_text()
     cap = 200  # what one name may cost
     for ch in "qkh":
@@ -246,9 +247,9 @@ def test_a_hostile_name_costs_a_capped_length_on_the_page(tmp_path: Path) -> Non
     assert "…" in page
     growth = len(page) - len((tmp_path / "p.html").read_text())
     assert growth < 20 * cap * 3  # a few occurrences of each name at the cap, not 100k characters each
-    assert all(len(o["name"]) <= cap for o in rep.top_ops) and all(len(k["name"]) <= cap for k in rep.kernels)
+    assert all(len(o["name"]) <= cap for o in rep.page.top_ops) and all(len(k["name"]) <= cap for k in rep.page.kernels)
     # a finding whose message names such an op (a user's rule, say) is cut the same way
-    rep.findings.append({**rep.findings[0], "message": f"slow: {'m' * n} here", "advice": "a " + "v" * n})
+    rep.findings.append(dataclasses.replace(rep.findings[0], message=f"slow: {'m' * n} here", advice="a " + "v" * n))
     again = htmlreport.render([rep])
     assert "m" * cap not in again and "v" * cap not in again and "m" * (cap // 2) in again
 

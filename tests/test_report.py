@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import pickle
 import re
 import shutil
 import struct
@@ -13,14 +14,18 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO, shared_trace
 from synth import Synth, cpu_rank_doc, prefetching_trainer_gpu
 
 import autoprof
+from autoprof.analysis import engine
+from autoprof.analysis.page import Page, _joined, _thinned
 from autoprof.analysis.sections import section_times, section_tree
 from autoprof.render import htmlreport
+from autoprof.rules._common import view
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 
@@ -42,15 +47,15 @@ def _cpu_steps() -> Synth:
 def test_a_cpu_steps_time_split_by_where_it_went() -> None:
     trace = _cpu_steps().trace()
     findings, _ = autoprof.analysis.engine.analyze_trace(trace, None)
-    rep = htmlreport.file_report(trace, findings)
-    assert [s["number"] for s in rep.steps] == [0, 1]
-    parts = rep.steps[0]["parts_ms"]
+    rep = engine.page_of(trace, findings)
+    assert [s["number"] for s in rep.breakdown] == [0, 1]
+    parts = rep.breakdown[0]["parts_ms"]
     assert parts["input"] == pytest.approx(3.0)
     assert parts["sync"] == 0 and parts["communication"] == 0
     on_ops = parts["compute-bound ops"] + parts["memory-bound ops"] + parts["other op work"]
     assert on_ops == pytest.approx(1.0)
     assert parts["host overhead"] == pytest.approx(6.0)  # the rest of the 10 ms step
-    assert sum(parts.values()) == pytest.approx(rep.steps[0]["wall_ms"])
+    assert sum(parts.values()) == pytest.approx(rep.breakdown[0]["wall_ms"])
     assert rep.strip == [] and not rep.on_device  # no device: no activity strip
     assert rep.top_ops[0]["name"] == "aten::mm"
 
@@ -64,7 +69,7 @@ def test_a_device_strip_labels_its_largest_gap_with_what_the_host_did() -> None:
     s.launch("elementwise_kernel", 700, 800, 50)
     trace = s.trace()
     findings, _ = autoprof.analysis.engine.analyze_trace(trace, None)
-    rep = htmlreport.file_report(trace, findings)
+    rep = engine.page_of(trace, findings)
     assert rep.on_device and rep.device == "A100 80GB SXM"
     (row,) = rep.strip
     assert row["busy"] == [[0.1, 0.3], [0.8, 0.85]]
@@ -85,8 +90,8 @@ def test_ranks_get_bars_with_the_straggler_marked(tmp_path: Path) -> None:
     _rank_file(tmp_path, 0, 8_000)  # waits for rank 1
     _rank_file(tmp_path, 1, 200)  # the straggler: it waits least
     reps = htmlreport.reports([tmp_path])
-    stragglers = [f for r in reps for f in r.findings if f["rule"] == "straggler_ranks"]
-    assert stragglers and stragglers[0]["evidence"]["straggler_ranks"] == [1]
+    stragglers = [f for r in reps for f in r.findings if f.rule == "straggler_ranks"]
+    assert stragglers and stragglers[0].evidence["straggler_ranks"] == [1]
     go, _pio, _po = htmlreport._plotly()
     fig = htmlreport._ranks_figure(go, reps)
     assert fig is not None
@@ -249,8 +254,8 @@ def test_a_large_real_traces_page_stays_under_5_mb(tmp_path: Path) -> None:
 
 def test_a_strip_with_too_many_spans_closes_its_smallest_gaps() -> None:
     spans = [(0, 1), (2, 3), (10, 11), (11, 12), (20, 21)]
-    assert htmlreport._joined(spans, 3) == [(0, 3), (10, 12), (20, 21)]
-    assert htmlreport._joined(spans, 9) == spans
+    assert _joined(spans, 3) == [(0, 3), (10, 12), (20, 21)]
+    assert _joined(spans, 9) == spans
 
 
 # -- sections, evidence, shares, roofs (issue 32) ---------------------------------------------------------------
@@ -287,6 +292,31 @@ def _rows(page: str, kind: str) -> list[list[str]]:
     body = table.group(1).split("<tbody>")[1]
     cells = [re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S) for row in body.split("</tr>") if "<td" in row]
     return [[html.unescape(re.sub(r"<[^>]+>", "", c)) for c in row] for row in cells]
+
+
+def test_the_page_is_drawn_from_the_analyses_alone(tmp_path: Path) -> None:
+    """The renderer reads each file's Analysis and nothing else: analyses that crossed a pickle (as a worker returns
+    them, no trace with them) draw the same page; one without its page part is a line, not a guess."""
+    trace_file = tmp_path / "t.json"
+    s = _cpu_steps()
+    trace_file.write_text(json.dumps({"traceEvents": s.events, **s.meta}))
+    reps = htmlreport.reports([trace_file])
+    assert reps[0].page is not None and reps[0].page.breakdown
+    assert htmlreport.render(pickle.loads(pickle.dumps(reps))) == htmlreport.render(reps)
+    (bare,) = engine.analyze_files([trace_file], jobs=1)  # no parts asked
+    (row,) = _rows(htmlreport.render([bare]), "summary")
+    assert row == [str(trace_file), f"{trace_file}: not read for the page"]
+
+
+def test_the_live_side_writes_the_page_through_one_entry(tmp_path: Path) -> None:
+    from autoprof.render import write_page
+
+    trace_file = tmp_path / "t.json"
+    s = _cpu_steps()
+    trace_file.write_text(json.dumps({"traceEvents": s.events, **s.meta}))
+    write_page([trace_file], tmp_path / "r.html")
+    (row,) = _rows((tmp_path / "r.html").read_text(), "summary")
+    assert row[0] == str(trace_file) and row[2] != "–"  # a regime verdict, drawn
 
 
 def test_the_sections_are_on_the_page_as_a_tree_with_analyzes_figures(tmp_path: Path) -> None:
@@ -358,7 +388,7 @@ def test_the_op_and_kernel_tables_give_each_ones_share_of_the_window(tmp_path: P
     s.launch("sm80_gemm", 20, 100, 250)
     s.launch("elementwise_kernel", 700, 800, 50)
     kernels = _rows(_page(tmp_path, s), "kernels")
-    window = htmlreport.view(s.trace()).device_window_ns / 1e3
+    window = view(s.trace()).device_window_ns / 1e3
     assert kernels[0][:3] == ["sm80_gemm", "250.0", f"{250 / window:.1%}"]
     assert float(kernels[1][2].rstrip("%")) == pytest.approx(100 * 50 / window, abs=0.05)
 
@@ -369,7 +399,7 @@ def test_the_roofline_draws_the_roofs_of_the_dtypes_the_ops_used_and_says_when_p
         s.op("aten::add", k * 10_000 + 6_000, 2, dims=[[1], [1], []], types=["double", "double", "Scalar"])
     trace = s.trace()
     findings, _ = autoprof.analysis.engine.analyze_trace(trace, None)
-    rep = htmlreport.file_report(trace, findings)
+    rep = engine.page_of(trace, findings)
     assert rep.roofline is not None and {o["dtype"] for o in rep.roofline["ops"]} == {"fp32", "fp64"}
     assert [d for d, _ in htmlreport.roof_dtypes(rep.roofline["ops"])] == ["fp32"]
     go, _pio, _po = htmlreport._plotly()
@@ -391,7 +421,7 @@ def test_a_mixed_precision_roofline_draws_each_dtypes_roof_and_a_datasheet_peak_
         {"dtype": "fp64", "time_us": 2.0, "above_peak": False},
     ]
     assert htmlreport.roof_dtypes(ops) == [("bf16", 0.6), ("fp32", 0.38)]
-    rep = htmlreport.FileReport("x", roofline={"peak": "H200 SXM", "source": "datasheet", "ops": ops})
+    rep = Page(roofline={"peak": "H200 SXM", "source": "datasheet", "ops": ops})
     assert htmlreport.roofline_notes(rep) == [
         "1 op(s) in fp64 are plotted without their roof (under 5% of the op time each).",
         "1 op(s) plot above the roof: their data sat in caches the datasheet's memory bandwidth does not see."
@@ -436,7 +466,7 @@ def test_memory_is_drawn_over_the_step_of_the_peak_with_the_holders_named(tmp_pa
     s = _memory_steps()
     trace = s.trace()
     findings, _ = autoprof.analysis.engine.analyze_trace(trace, None)
-    rep = htmlreport.file_report(trace, findings)
+    rep = engine.page_of(trace, findings)
     (m,) = rep.memory
     assert m["device"] == "cuda:0" and m["step"] == 1 and m["peak_bytes"] == 48 * MIB and m["step_ms"] == 1.0
     assert m["ms"] == [0.0, 0.12, 0.31, 0.8, 0.9, 1.0] and m["bytes"] == [0, 40 * MIB, 48 * MIB, 40 * MIB, 0, 0]
@@ -450,14 +480,14 @@ def test_memory_is_drawn_over_the_step_of_the_peak_with_the_holders_named(tmp_pa
 def test_a_trace_without_memory_events_has_no_memory_chart(tmp_path: Path) -> None:
     s = _cpu_steps()
     trace = s.trace()
-    assert htmlreport.file_report(trace, autoprof.analysis.engine.analyze_trace(trace, None)[0]).memory == []
+    assert engine.page_of(trace, autoprof.analysis.engine.analyze_trace(trace, None)[0]).memory == []
     page = _page(tmp_path, s)
     assert "Memory over the step" not in page and 'id="memory0_' not in page
 
 
 def test_a_long_memory_series_is_thinned_keeping_its_peak() -> None:
     points = [(float(i), (i * 7919) % 1000) for i in range(10_000)] + [(10_000.0, 5000)]
-    thin = htmlreport._thinned(points, 200)
+    thin = _thinned(points, 200)
     assert len(thin) <= 202 and thin[0] == points[0] and thin[-1] == points[-1] and (10_000.0, 5000) in thin
     assert [t for t, _ in thin] == sorted(t for t, _ in thin)
 
@@ -465,7 +495,7 @@ def test_a_long_memory_series_is_thinned_keeping_its_peak() -> None:
 # -- the same story as the verdict (issue 48 item 5) ------------------------------------------------------------------
 
 
-def _input_bound_page(tmp: Path) -> tuple[htmlreport.FileReport, str, Path]:
+def _input_bound_page(tmp: Path) -> tuple[Page, list[dict[str, Any]], str, Path]:
     """A trainer's three 1 ms steps on a GPU, each batch fetched for 3 ms before its step begins (between the steps):
     75% of each step's period waits for data, and none of it lies inside a step."""
     s = prefetching_trainer_gpu(3000)
@@ -475,21 +505,22 @@ def _input_bound_page(tmp: Path) -> tuple[htmlreport.FileReport, str, Path]:
     trace_file.write_text(json.dumps({"traceEvents": s.events, **s.meta}))
     out = tmp / "input.html"
     autoprof.report(trace_file, out)
-    return htmlreport.file_report(trace, findings), out.read_text(), out
+    return engine.page_of(trace, findings), [f.to_record() for f in findings], out.read_text(), out
 
 
 def test_an_input_bound_runs_chart_shows_the_fetch_between_its_steps_and_the_step_period(tmp_path: Path) -> None:
-    rep, page, _ = _input_bound_page(tmp_path)
-    reg = next(f for f in rep.findings if f["rule"] == "bound_regime")
+    rep, found, page, _ = _input_bound_page(tmp_path)
+    reg = next(f for f in found if f["rule"] == "bound_regime")
     assert reg["verdict"] == "input-bound" and reg["evidence"]["input_period_share"] == pytest.approx(3000 / 4020, abs=1e-3)
-    first = rep.steps[0]
+    first = rep.breakdown[0]
     assert first["wall_ms"] == 1.0 and first["period_ms"] == 4.02  # the step alone, and its start to the next's
     parts = first["parts_ms"]
     assert parts["input"] == pytest.approx(3.0)  # the fetch before step 1 lies in step 0's period
     assert parts["compute-bound ops"] == pytest.approx(0.8)
     assert sum(parts.values()) == pytest.approx(first["period_ms"])  # the bar is the period, whole
     assert parts["input"] / first["period_ms"] == pytest.approx(reg["evidence"]["input_period_share"], abs=1e-3)
-    assert rep.steps[-1]["period_ms"] is None and sum(rep.steps[-1]["parts_ms"].values()) == pytest.approx(rep.steps[-1]["wall_ms"])
+    last = rep.breakdown[-1]
+    assert last["period_ms"] is None and sum(last["parts_ms"].values()) == pytest.approx(last["wall_ms"])
     # the verdicts table: the step time beside the step period
     (row,) = _rows(page, "summary")
     assert row[2:4] == ["input-bound", "1.00"] and row[4] == "4.02", row
@@ -508,7 +539,7 @@ def test_an_input_bound_runs_chart_shows_the_fetch_between_its_steps_and_the_ste
 
 
 def test_no_raw_evidence_key_and_no_calibrated_without_its_meaning(tmp_path: Path) -> None:
-    _rep, page, _ = _input_bound_page(tmp_path)
+    _rep, _found, page, _ = _input_bound_page(tmp_path)
     raw = _rows(page, "evidence-raw")
     assert raw and all(len(r) == 3 and r[2].strip() and r[2] != r[0] for r in raw), raw
     meanings = {r[0]: r[2] for r in raw}
@@ -524,7 +555,7 @@ def test_no_raw_evidence_key_and_no_calibrated_without_its_meaning(tmp_path: Pat
 
 
 def test_an_input_bound_page_in_a_browser_draws_the_input_and_the_step_period(tmp_path: Path) -> None:
-    _rep, page, out = _input_bound_page(tmp_path)
+    _rep, _found, page, out = _input_bound_page(tmp_path)
     _no_external_reference(page)
     dom, console, shot = _browse(out, tmp_path)
     assert console == [], console

@@ -6,14 +6,16 @@ import dataclasses
 import operator
 import os
 import warnings
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager, closing, nullcontext
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Protocol, TypeVar
+from enum import Enum
+from typing import Any, Protocol, TypeVar, cast
 
-from autoprof.analysis import _fleet, ranks
+from autoprof.analysis import _fleet, page, ranks
 from autoprof.analysis.compare import Diff, OpTime, Profile, check_confidence, compare
+from autoprof.analysis.page import Page
 from autoprof.analysis.sections import section_times
 from autoprof.config import SWITCH, Config, user_stacklevel
 from autoprof.findings import Finding, RuleFailureWarning, shown
@@ -177,13 +179,13 @@ def profiles(
         if not found:
             listed.append((run, TraceError(str(path) or "(no input)", "no trace files found")))
     out: list[Profile] = []
-    analyses = iter_inputs([f for _, f in listed], config, workers=workers, jobs=jobs, executor=executor, views=Views(diff=True))
+    analyses = iter_inputs([f for _, f in listed], config, workers=workers, jobs=jobs, executor=executor, parts={Part.PROFILE})
     with closing(analyses):
         for (run, _), analysis in zip(listed, analyses):
             if analysis.exc is not None:
                 raise analysis.exc
             profile = analysis.profile
-            assert profile is not None  # asked for (Views.diff)
+            assert profile is not None  # asked for (Part.PROFILE)
             profile.failures = analysis.failure_lines
             profile.run = run
             out.append(profile)
@@ -231,26 +233,72 @@ def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
     return [{"name": trace.names[nid], "self_cpu_us": round(t / 1000, 3), "calls": calls[nid]} for nid, t in top]
 
 
-#: What the report reads of a loaded trace, in the process that loaded it (:func:`autoprof.render.htmlreport.file_report`).
+class Part(str, Enum):
+    """A typed part of an :class:`Analysis` that only some commands read, built only when asked (``parts=``), in the
+    process that loads the trace (the trace never travels; the part is small and picklable): ``profile``, what the
+    diff compares (:class:`~autoprof.analysis.compare.Profile`); ``page``, what the HTML page draws
+    (:class:`~autoprof.analysis.page.Page`). A plain string names one too: ``parts={"page"}``."""
+
+    PROFILE = "profile"
+    PAGE = "page"
+
+
+#: What the report read of a loaded trace, in the process that loaded it, before the page became a part
+#: (``Views.page``, deprecated): any module-level function of the trace, its findings and the config.
 PageReader = Callable[[Trace, Sequence[Finding], Config], Any]
 
 
 @dataclass(frozen=True)
 class Views:
-    """What a command reads of each trace beyond the :class:`Analysis`'s own fields, while the trace is loaded (in
-    the process that loads it): ``diff``, the comparison's :class:`~autoprof.analysis.compare.Profile`; ``page``, the
-    report's page reader (a module-level function: it travels to the workers by name)."""
+    """Deprecated (a ``DeprecationWarning``): ask for the parts instead, ``parts={"profile", "page"}`` (:class:`Part`).
+    ``diff`` asks for the ``profile`` part; ``page`` for the ``page`` part, as that reader reads it (the former
+    ``htmlreport.file_report`` reads the same :class:`~autoprof.analysis.page.Page` as :func:`page_of`)."""
 
     diff: bool = False
     page: PageReader | None = None
+
+    def __post_init__(self) -> None:
+        warnings.warn(
+            "autoprof.analysis.engine.Views is deprecated: pass parts={'profile', 'page'} instead",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+
+    @property
+    def parts(self) -> frozenset[Part]:
+        """The parts these views ask for."""
+        return frozenset([Part.PROFILE] * self.diff + [Part.PAGE] * (self.page is not None))
+
+
+#: What asks for an :class:`Analysis`'s parts: their names (:class:`Part` or plain strings), or the former :class:`Views`.
+Parts = Collection[Part | str] | Views
+
+
+def asked(parts: Parts | None) -> frozenset[Part]:
+    """The parts ``parts`` asks for; ``ValueError`` (one line) on a name that is no part."""
+    if parts is None:
+        return frozenset()
+    if isinstance(parts, Views):
+        return parts.parts
+    if isinstance(parts, str):
+        parts = [parts]
+    out = set()
+    for name in parts:
+        try:
+            out.add(Part(name))
+        except ValueError:
+            known = ", ".join(repr(p.value) for p in Part)
+            raise ValueError(f"parts: {shown(name)} is not a part of an Analysis (the parts: {known})") from None
+    return frozenset(out)
 
 
 @dataclass
 class Analysis:
     """One trace's analysis, the one result every command renders (``analyze``'s table and records, ``diff``,
     ``report``): its findings and the rules that failed on it, its steps, top ops, sections and window summary, or the
-    error that stopped it; and, when asked (:class:`Views`), what the diff compares (``profile``) and what the page
-    draws (``page``). Small and picklable whatever the trace's size: a worker process returns it."""
+    error that stopped it; and its typed parts, each built only when asked (``parts=``, :class:`Part`): what the diff
+    compares (``profile``) and what the page draws (``page``). Small and picklable whatever the trace's size: a
+    worker process returns it."""
 
     path: str
     _: KW_ONLY
@@ -266,8 +314,13 @@ class Analysis:
     top_ops: list[dict[str, Any]] = field(default_factory=list)
     sections: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)  # window_summary(): device step times, flush, regime
-    profile: Profile | None = None  # Views.diff: the comparison's reading (its findings: the file's, before cross_rank)
-    page: Any = None  # Views.page: what the page reader returned (an htmlreport.FileReport)
+    profile: Profile | None = None  # the "profile" part: the comparison's reading (its findings: the file's, before cross_rank)
+    page: Page | None = None  # the "page" part: what the HTML page draws beyond these fields
+
+    @property
+    def problem(self) -> str | None:
+        """The error that stopped the file, without the file's name (None: read, or no such error)."""
+        return self.exc.problem if self.exc is not None else None
 
     @property
     def failure_lines(self) -> list[str]:
@@ -297,14 +350,15 @@ def analyze_files(
     workers: int | None = None,
     jobs: int | None = None,
     executor: Executor | None = None,
+    parts: Parts | None = None,
     views: Views | None = None,
 ) -> list[Analysis]:
     """Analyze trace files or directories of them (paths or fsspec URLs). Bad inputs become results with ``error``
     set; the good ones are still analyzed. ``progress(label)`` wraps each file's load when files are read one
     after another (the CLI shows a note on a terminal). ``workers``: helper processes for one large file (see
     :func:`autoprof.trace.chrome.load`; 0 = none); ``jobs``, ``executor``: files in parallel (:func:`iter_files`);
-    ``views``: what else to read of each trace (:class:`Views`)."""
-    results = list(iter_files(paths, config, progress, workers, jobs, executor, views))
+    ``parts``: the typed parts to build of each trace (:class:`Part`; ``views``, deprecated: a :class:`Views`)."""
+    results = list(iter_files(paths, config, progress, workers, jobs, executor, views if views is not None else parts))
     cross_rank(results)
     return results
 
@@ -316,6 +370,7 @@ def iter_files(
     workers: int | None = None,
     jobs: int | None = None,
     executor: Executor | None = None,
+    parts: Parts | None = None,
     views: Views | None = None,
 ) -> Iterator[Analysis]:
     """Each file's :class:`Analysis`, in input order (the cross-rank comparison is :func:`cross_rank`'s, once all a job's ranks
@@ -327,7 +382,8 @@ def iter_files(
     single file: one after another, here).
     The two levels share the CPUs: files first (they parallelise perfectly, a file's helpers only its parse), then
     what is left: each file's ``workers`` default to 0 unless every job has two CPUs or more."""
-    yield from iter_inputs([f for path in paths for f in _inputs(path)], config, progress, workers, jobs, executor, views)
+    parts = views if views is not None else parts  # the former keyword (deprecated)
+    yield from iter_inputs([f for path in paths for f in _inputs(path)], config, progress, workers, jobs, executor, parts)
 
 
 def iter_inputs(
@@ -337,10 +393,11 @@ def iter_inputs(
     workers: int | None = None,
     jobs: int | None = None,
     executor: Executor | None = None,
-    views: Views | None = None,
+    parts: Parts | None = None,
 ) -> Generator[Analysis, None, None]:
     """:func:`iter_files` on inputs already listed (trace files, and the errors that stopped a path's listing): one
     :class:`Analysis` each, in their order (the one pipeline ``analyze``, ``diff`` and ``report`` read files through)."""
+    asked(parts)  # a name that is no part: one line before any file is read
     if config is None:
         config = SWITCH.config  # e.g. peaks set with autoprof.configure(peaks=...)
     good = [f for f in inputs if not isinstance(f, TraceError)]
@@ -357,10 +414,10 @@ def iter_inputs(
                 yield Analysis(f.path, error=str(f), exc=f)
                 continue
             with progress(str(f)) if progress else nullcontext():
-                result = analyze_one(str(f), config, workers, None, views)
+                result = analyze_one(str(f), config, workers, None, parts)
             yield result
         return
-    yield from _in_parallel(inputs, good, config, workers, n, executor, shipped, views)
+    yield from _in_parallel(inputs, good, config, workers, n, executor, shipped, parts)
 
 
 def _in_parallel(
@@ -371,7 +428,7 @@ def _in_parallel(
     jobs: int,
     executor: Executor | None,
     shipped: Shipped | None = None,
-    views: Views | None = None,
+    parts: Parts | None = None,
 ) -> Iterator[Analysis]:
     """:func:`iter_files` with files analyzed by ``executor`` (or a local :class:`~autoprof.analysis._fleet.FilePool`); the
     user's rules travel as ``shipped`` (by import path, see :func:`autoprof.rules.ship`), not in the config."""
@@ -383,7 +440,7 @@ def _in_parallel(
     pool = executor if executor is not None else _fleet.FilePool(min(jobs, len(good)))
     done = False
     try:
-        futures = [pool.submit(analyze_one, str(f), portable, workers, shipped, views) for f in good]
+        futures = [pool.submit(analyze_one, str(f), portable, workers, shipped, parts) for f in good]
         pending = iter(futures)
         for f in inputs:
             if isinstance(f, TraceError):
@@ -412,12 +469,12 @@ def _in_parallel(
 
 
 def analyze_one(
-    path: str, config: Config, workers: int | None = None, rules: Shipped | None = None, views: Views | None = None
+    path: str, config: Config, workers: int | None = None, rules: Shipped | None = None, parts: Parts | None = None
 ) -> Analysis:
     """One trace file (a path or an fsspec URL), loaded and analyzed: the task a worker runs for a file (it reads
     the file itself; the result is small and picklable whatever the trace's size). ``rules``: the user's rules as
     :func:`autoprof.rules.ship` sent them (they replace ``config.rules``); one that cannot be imported here is one
-    failure of this file's, not the file's error. ``views``: what else to read of the trace (:class:`Views`)."""
+    failure of this file's, not the file's error. ``parts``: the typed parts to build of the trace (:class:`Part`)."""
     unshipped: list[tuple[str, BaseException]] = []
     if rules is not None:
         found, unshipped = rules.resolve()
@@ -429,7 +486,7 @@ def analyze_one(
     except Exception as e:  # MemoryError (a gzip bomb), a loader's bug: this file's one line, the others go on
         err = chrome.failed_load(path, e)
         return Analysis(path, error=str(err), exc=err)
-    return analysis_of(trace, config, path, unshipped, views)
+    return analysis_of(trace, config, path, unshipped, parts)
 
 
 def analysis_of(
@@ -437,18 +494,20 @@ def analysis_of(
     config: Config,
     path: str,
     failed_before: Sequence[tuple[str, BaseException]] = (),
-    views: Views | None = None,
+    parts: Parts | None = None,
     *,
     tick: Callable[[], None] | None = None,
     numbers: Sequence[int] | None = None,
+    views: Views | None = None,
 ) -> Analysis:
     """A loaded trace's :class:`Analysis`, a file's or a live window's: the rules run (``failed_before``: failures
     that came first, a user's rule that could not be imported; ``tick``: the live pacer's, between rules), then what
-    the records, the table and the asked ``views`` read of it (``numbers``: a live window's step numbers, for its
-    summary's per-step device times)."""
+    the records and the table read of it, and the typed ``parts`` asked for (``numbers``: a live window's step
+    numbers, for its summary's per-step device times)."""
+    parts = views if views is not None else parts  # the former keyword (deprecated)
+    want = asked(parts)
     findings, failures = analyze_trace(trace, config, tick)
     failures = [*failed_before, *failures]
-    views = views or Views()
     return Analysis(
         path,
         rank=trace.rank,
@@ -461,9 +520,21 @@ def analysis_of(
         top_ops=top_ops(trace, config.top_ops if config is not None else Config().top_ops),
         sections=section_times(trace),
         summary=window_summary(trace, findings, numbers),
-        profile=profile_of(trace, findings, path) if views.diff else None,
-        page=views.page(trace, findings, config) if views.page is not None else None,
+        profile=profile_of(trace, findings, path) if Part.PROFILE in want else None,
+        page=_page(trace, findings, config, parts) if Part.PAGE in want else None,
     )
+
+
+def _page(trace: Trace, findings: Sequence[Finding], config: Config, parts: Parts | None) -> Page:
+    """The ``page`` part (a former ``Views.page`` reader's own result in its place)."""
+    reader = parts.page if isinstance(parts, Views) else None
+    return cast(Page, reader(trace, findings, config)) if reader is not None else page_of(trace, findings, config)
+
+
+def page_of(trace: Trace, findings: Sequence[Finding], config: Config | None = None) -> Page:
+    """A trace's ``page`` part (:class:`~autoprof.analysis.page.Page`): what the HTML page draws of it, read while it
+    is loaded (``findings``: the rules' on it, before the cross-rank comparison)."""
+    return page.build(trace, findings, config, top_ops(trace, page.MAX_ROWS), step_periods_ms(trace))
 
 
 def _inputs(path: str | os.PathLike[str]) -> Iterator[str | os.PathLike[str] | TraceError]:
@@ -492,7 +563,7 @@ def _load(f: str | os.PathLike[str], workers: int | None) -> Trace:
 
 
 class PerFile(Protocol):
-    """What :func:`one_job` reads of a file's result (an :class:`Analysis`, the report's ``FileReport``)."""
+    """What :func:`one_job` reads of a file's result (an :class:`Analysis`)."""
 
     rank: int
     error: str | None

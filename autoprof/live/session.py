@@ -1016,9 +1016,9 @@ def write_report() -> str | None:
     child = f".pid{os.getpid()}" if _FORKED_CHILD else ""
     out = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{_emit.dist_info()[0]}{child}.html")
     try:
-        from autoprof.render import htmlreport
+        from autoprof.render import write_page
 
-        htmlreport.write(kept, out, cfg)
+        write_page(kept, out, cfg)
     except Exception as e:
         _emit.error(f"could not write the report {out}: {e}", "report", e, target=None, window=None)
         return None

@@ -1,15 +1,14 @@
 """``autoprof report`` and ``autoprof.report``: one self-contained HTML page per run, from the same engine and findings as ``analyze``.
 
-Two halves. :func:`file_report` reads one analyzed trace into a :class:`FileReport`: plain numbers and strings
-(picklable, small whatever the trace's size): the findings, the roofline's ops and roofs, each step's time by
-where it went, the device's busy spans per step with the largest gaps labelled, the top ops and kernels.
-:func:`render` draws those with plotly (the optional extra ``autoprof[report]``) into one HTML file with
-plotly.js embedded: no CDN, no request, it opens from disk in any browser.
+Each trace is one :class:`~autoprof.analysis.engine.Analysis` from the engine's pipeline, its ``page`` part asked for
+(:class:`~autoprof.analysis.page.Page`, read where the trace is loaded: the roofline's ops and roofs, each step's time
+by where it went, the device's busy spans per step with the largest gaps labelled, memory, the top ops and kernels).
+This module measures nothing: :func:`render` draws the analyses with plotly (the optional extra ``autoprof[report]``)
+into one HTML file with plotly.js embedded: no CDN, no request, it opens from disk in any browser.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import html
 import json
@@ -17,52 +16,39 @@ import os
 import re
 import secrets
 import statistics
+import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from typing import Any
 
 from autoprof.analysis import engine, ranks
-from autoprof.analysis.sections import section_tree
+from autoprof.analysis.engine import Analysis, Part
+from autoprof.analysis.page import (  # noqa: F401 - the page's limits, also read here by their former names
+    GAPS_LABELLED,
+    MAX_MEMORY_DEVICES,
+    MAX_MEMORY_POINTS,
+    MAX_OPS,
+    MAX_ROWS,
+    MAX_SPANS,
+    MAX_STEPS,
+    MAX_STRIP_STEPS,
+    NAME_CAP,
+    PARTS,
+    Page,
+    short,
+)
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules import memory, regime, roofline
-from autoprof.rules._common import clip, merge, subtract, total, view
+from autoprof.rules import memory, regime
 from autoprof.rules._peaks import CPU_PEAK_NAME
 from autoprof.trace import chrome, remote
 from autoprof.trace.chrome import TraceError
-from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, KERNEL_CODE, Trace
+from autoprof.trace.model import Trace
 
-#: What a report keeps per trace, whatever its size (the page stays small: plotly.js is most of it).
-MAX_OPS = 120  # roofline points
-MAX_ROWS = 50  # rows of the ops and kernels tables
-MAX_STEPS = 64  # steps in the breakdown
-MAX_SPANS = 150  # busy spans per step in the activity strip (closer ones are joined)
-MAX_STRIP_STEPS = 16  # steps in the activity strip: spread over the window, first and last included
-GAPS_LABELLED = 3  # per step
-MAX_MEMORY_POINTS = 2000  # per device in the memory chart (each bucket keeps its highest and lowest level)
-MAX_MEMORY_DEVICES = 8
 HOLDERS_LABELLED = 3  # ops named beside the peak (all the finding's holders in its hover text)
-#: What one name (an op, a kernel, its shapes) may cost on the page: longer ones end in an ellipsis, in the tables,
-#: the hover text and the labels alike (a trace's names are untrusted: one of 100k characters would weigh 100 KB
-#: wherever it appears).
-NAME_CAP = 200
 #: What one free text (a finding's message or advice, an error) may cost: each word at most ``NAME_CAP``.
 TEXT_CAP = 2000
 SEVERITY_ORDER = ("critical", "error", "warning", "info")
-#: Where a step's period goes (its start to the next step's start), in the stack's order (bottom first): the
-#: waits (also between the steps: a trainer fetches the next batch there), the ops' work, the rest of the step (the
-#: host's overhead), and the rest of the time between the steps.
-PARTS = (
-    "input",
-    "sync",
-    "communication",
-    "compute-bound ops",
-    "memory-bound ops",
-    "other op work",
-    "host overhead",
-    "loop between steps",
-)
 #: The chart's stack, bottom first: the step's own work and overhead up to about its step time, then the waits, then
 #: the rest of the period (a trainer's fetch between the steps sits between the step time and the period).
 STACK = (
@@ -88,38 +74,6 @@ PART_WORDS = {
 }
 
 
-@dataclass
-class FileReport:
-    """What the page shows of one trace file (or why it shows nothing)."""
-
-    path: str
-    rank: int = 0
-    world_size: int = 1
-    error: str | None = None  # one line naming the file
-    problem: str | None = None  # the error, without the file's name
-    device: str | None = None  # the device (or CPU) the roofline's peak is for
-    on_device: bool = False
-    findings: list[dict[str, Any]] = field(default_factory=list)  # Finding.to_record()s
-    roofline: dict[str, Any] | None = None  # peak (flops per dtype, bytes/s) and ops
-    roofline_missing: str | None = None
-    steps: list[dict[str, Any]] = field(default_factory=list)  # number, wall_ms, period_ms, parts_ms
-    strip: list[dict[str, Any]] = field(default_factory=list)  # number, busy [[start, end] ms], gaps
-    top_ops: list[dict[str, Any]] = field(default_factory=list)
-    kernels: list[dict[str, Any]] = field(default_factory=list)
-    sections: list[dict[str, Any]] = field(default_factory=list)  # sections.section_tree(): depth-first, with depth
-    step_ns: list[int] = field(default_factory=list)
-    period_ms: list[float] = field(default_factory=list)  # each step's period (start to next start; the last has none)
-    memory: list[dict[str, Any]] = field(default_factory=list)  # per device: the peak step's allocated memory over time
-    rank_summary: ranks.RankSummary | None = None  # what the cross-rank comparison reads of this rank (per-rank bars)
-    failures: list[str] = field(default_factory=list)  # "rule X failed: ..." for each rule that raised on this trace
-
-
-def short(text: Any, cap: int = NAME_CAP) -> str:
-    """``text`` (a name) as the page shows it: at most ``cap`` characters, the last an ellipsis when cut."""
-    shown = str(text)
-    return shown if len(shown) <= cap else shown[: cap - 1] + "…"
-
-
 _LONG_WORD = re.compile(rf"\S{{{NAME_CAP + 1},}}")
 
 
@@ -127,258 +81,6 @@ def clipped(text: Any) -> str:
     """A free text (a message naming ops, an error) as the page shows it: each word as :func:`short` cuts a name,
     the whole at most ``TEXT_CAP`` characters."""
     return short(_LONG_WORD.sub(lambda m: short(m.group()), str(text)), TEXT_CAP)
-
-
-def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None = None) -> FileReport:
-    """One analyzed trace, read for the page."""
-    rep = FileReport(trace.source or "", trace.rank, trace.world_size)
-    rep.findings = [f.to_record() for f in findings]  # free text: cut where the page shows it (clipped)
-    win = view(trace)
-    rep.on_device = bool(win.device_busy)
-    rep.step_ns = [s.dur_ns for s in trace.steps]
-    rep.period_ms = [p for p in engine.step_periods_ms(trace) or [] if p is not None]
-    rep.rank_summary = ranks.summary_from(trace.rank, rep.step_ns, list(findings))
-    roof = roofline.analyze(trace, config)
-    if roof is None:
-        rep.roofline_missing = "no roofline: no peak is known for this trace's device (autoprof.configure(peaks=...) gives one)"
-    else:
-        rep.device = roof.peak.name
-        ops = sorted(roof.ops.values(), key=lambda s: -s.time_ns)[:MAX_OPS]
-        rep.roofline = {
-            "peak": roof.peak.name,
-            "flops": dict(roof.peak.flops),
-            "bytes_per_s": roof.peak.bytes_per_s,
-            "source": roof.peak.source,
-            "ops": [_point(s.record(roof.peak, roof.peak.flops_for(s.dtype) or 0.0)) for s in ops],
-        }
-        if not ops:
-            rep.roofline_missing = "no roofline points: no op in this trace has shapes the cost models read"
-    rep.steps = _breakdown(trace, roof)
-    rep.strip = _strip(trace) if rep.on_device else []
-    start, end = trace.span_ns()  # the window's wall time (the steps', or the whole trace's without steps)
-    wall_us = (end - start) / 1e3
-    rep.top_ops = [
-        {**o, "name": short(o["name"]), "share": round(o["self_cpu_us"] / wall_us, 4) if wall_us > 0 else None}
-        for o in engine.top_ops(trace, MAX_ROWS)
-    ]
-    rep.kernels = _kernels(trace)
-    rep.sections = [{**r, "name": short(r["name"])} for r in section_tree(trace)]
-    rep.memory = _memory(trace, findings)
-    return rep
-
-
-def _memory(trace: Trace, findings: Sequence[Finding]) -> list[dict[str, Any]]:
-    """Per device with allocator events (``profile_memory``): allocated memory (above the window's start, as
-    ``memory_peak`` counts it) over the step that holds the device's peak, ms from the step's start, and the ops
-    alive at the peak (``memory_peak``'s holders; none where the peak was too small for a finding)."""
-    peaks = memory.step_peaks(trace)
-    if not peaks:
-        return []
-    mem = memory.memory_of(trace)
-    found = {f.evidence.get("device"): f for f in findings if f.rule == memory.RULE_PEAK}
-    out = []
-    for dev in mem.devices[:MAX_MEMORY_DEVICES]:
-        series = [p or 0 for p in peaks.get(dev.name, [])]
-        if not series:
-            continue
-        top = max(range(len(series)), key=series.__getitem__)
-        step = trace.steps[top]
-        dts = [mem.ts[k] for k in dev.events]
-        points = [(0.0, dev.level_before(dts, step.start_ns))]
-        points += [((mem.ts[k] - step.start_ns) / 1e6, dev.levels[pos]) for pos, k in enumerate(dev.events) if mem.step_of[k] == top]
-        points.append((step.dur_ns / 1e6, dev.level_before(dts, step.end_ns)))
-        peak_ms = points[max(range(len(points)), key=lambda j: points[j][1])][0]  # the first moment at the peak
-        points = _thinned(points, MAX_MEMORY_POINTS)
-        f = found.get(dev.name)
-        holders = [{"op": short(h["op"]), "bytes": h["bytes"]} for h in (f.evidence.get("holders") or [])] if f is not None else []
-        out.append(
-            {
-                "device": dev.name,
-                "step": step.number,
-                "step_ms": step.dur_ns / 1e6,
-                "peak_bytes": series[top],
-                "peak_ms": round(peak_ms, 4),
-                "ms": [round(t, 4) for t, _ in points],
-                "bytes": [b for _, b in points],
-                "holders": holders,
-            }
-        )
-    return out
-
-
-def _thinned(points: list[tuple[float, int]], most: int) -> list[tuple[float, int]]:
-    """At most ``most`` points (about): each of ``most // 2`` buckets keeps its lowest and highest level, in time order
-    (the peak is always kept, and the first and last point)."""
-    if len(points) <= most:
-        return points
-    buckets = most // 2
-    size_ = len(points) / buckets
-    keep = {0, len(points) - 1}
-    for j in range(buckets):
-        lo, hi = int(j * size_), min(int((j + 1) * size_), len(points))
-        if lo >= hi:
-            continue
-        chunk = range(lo, hi)
-        keep.add(max(chunk, key=lambda i: points[i][1]))
-        keep.add(min(chunk, key=lambda i: points[i][1]))
-    return [points[i] for i in sorted(keep)]
-
-
-_POINT_KEYS = (
-    "name",
-    "input_shapes",
-    "dtype",
-    "calls_count",
-    "time_us",
-    "intensity_flops_per_byte",
-    "achieved_flops_per_s",
-    "roofline_fraction_ratio",
-    "above_peak",
-    "bound",
-)
-
-
-def _point(record: dict[str, Any]) -> dict[str, Any]:
-    """What the chart shows of an op's roofline record (not its advice, the same for every op of a bound)."""
-    point = {k: record[k] for k in _POINT_KEYS}
-    point["name"], point["input_shapes"] = short(point["name"]), short(point["input_shapes"])
-    return point
-
-
-def _breakdown(trace: Trace, roof: roofline.Roofline | None) -> list[dict[str, Any]]:
-    """Each step's period (its start to the next step's start; the last step's: its wall time) split as the regime
-    reads a window: waiting (input, sync, communication, each counted once in that order, in the step and between
-    it and the next: a trainer fetches the next batch there), the ops' own time by their roofline bound, other op
-    work, the host's overhead (the rest of the step), and the loop's other time between the steps. On a device the
-    op parts are device time, which can run past the host's step (the device runs behind), and input counts only
-    while the device idles, as the verdict counts it."""
-    if not trace.steps:
-        return []
-    win = view(trace)
-    waits = regime.wait_spans(trace)
-    if win.device_busy:  # data loading while the device runs stalls nothing (the verdict's input)
-        waits["input"] = subtract(waits["input"], merge(win.device_busy + win.device_foreign))
-    own: dict[int, int] = {}
-    if win.device_busy:  # the device's work per step
-        for k, d, c in zip(win.device_step, trace.d_dur, trace.d_cat):
-            if k >= 0 and c in DEVICE_WORK_CODES:
-                own[k] = own.get(k, 0) + d
-    else:  # the host ops' self time per step
-        for k, c, t in zip(win.host_step, trace.h_cat, trace.h_self):
-            if k >= 0 and c == CPU_OP_CODE:
-                own[k] = own.get(k, 0) + t
-    starts = sorted(s.start_ns for s in trace.steps)
-    rows = []
-    for k, step in enumerate(trace.steps[:MAX_STEPS]):
-        lo, hi = step.start_ns, step.end_ns
-        j = bisect.bisect_right(starts, lo)
-        nxt = starts[j] if j < len(starts) else None
-        end = max(hi, nxt) if nxt is not None else hi
-        parts: dict[str, float] = {}
-        counted: list[tuple[int, int]] = []
-        for name in ("input", "sync", "communication"):
-            grown = merge(counted + clip(waits[name], lo, end))
-            parts[name] = total(grown) - total(counted)  # only what the parts before have not counted
-            counted = grown
-        in_step = total(clip(counted, lo, hi))
-        compute, memory = roof.by_step.get(k, [0, 0]) if roof is not None else [0, 0]
-        parts["compute-bound ops"] = compute
-        parts["memory-bound ops"] = memory
-        parts["other op work"] = max(own.get(k, 0) - compute - memory, 0)
-        parts["host overhead"] = max(step.dur_ns - in_step - compute - memory - parts["other op work"], 0)
-        parts["loop between steps"] = max((end - hi) - (total(counted) - in_step), 0)
-        rows.append(
-            {
-                "number": step.number,
-                "wall_ms": step.dur_ns / 1e6,
-                "period_ms": (nxt - lo) / 1e6 if nxt is not None else None,
-                "parts_ms": {p: parts[p] / 1e6 for p in PARTS},
-            }
-        )
-    return rows
-
-
-def _strip(trace: Trace) -> list[dict[str, Any]]:
-    """Per step: the device's busy spans (ms from the step's start) and its largest idle gaps, each labelled with
-    the outermost host op on the step's thread that ran through most of the gap."""
-    win = view(trace)
-    per_step: dict[int, list[tuple[int, int]]] = {}
-    for k, t, d, c in zip(win.device_step, trace.d_ts, trace.d_dur, trace.d_cat):
-        if k >= 0 and c in DEVICE_WORK_CODES:
-            per_step.setdefault(k, []).append((t, t + d))
-    rows = []
-    n = len(trace.steps)
-    chosen = sorted({round(j * (n - 1) / (MAX_STRIP_STEPS - 1)) for j in range(MAX_STRIP_STEPS)}) if n > MAX_STRIP_STEPS else range(n)
-    for k in chosen:
-        step = trace.steps[k]
-        busy = merge(per_step.get(k, []))
-        if not busy:
-            continue
-        gaps = sorted(((b[0] - a[1], a[1], b[0]) for a, b in zip(busy, busy[1:])), reverse=True)[:GAPS_LABELLED]
-        busy = _joined(busy, MAX_SPANS)
-        origin = step.start_ns
-        rows.append(
-            {
-                "number": step.number,
-                "busy": [[round((a - origin) / 1e6, 4), round((b - origin) / 1e6, 4)] for a, b in busy],
-                "gaps": [
-                    {"start_ms": (a - origin) / 1e6, "ms": g / 1e6, "host": _host_at(trace, step.tid, a, b)} for g, a, b in gaps if g > 0
-                ],
-            }
-        )
-    return rows
-
-
-def _joined(spans: list[tuple[int, int]], most: int) -> list[tuple[int, int]]:
-    """At most ``most`` spans: the smallest gaps closed (each span then covers its neighbours across them)."""
-    if len(spans) <= most:
-        return spans
-    gaps = sorted(range(len(spans) - 1), key=lambda j: spans[j + 1][0] - spans[j][1])
-    closed = set(gaps[: len(spans) - most])
-    out = [spans[0]]
-    for j in range(1, len(spans)):
-        if j - 1 in closed:
-            out[-1] = (out[-1][0], spans[j][1])
-        else:
-            out.append(spans[j])
-    return out
-
-
-def _host_at(trace: Trace, tid: int, a: int, b: int) -> str:
-    """What the host did during the gap [a, b]: the outermost op on thread ``tid`` that covers most of it (``no op
-    on the host`` when none: Python code, or waiting outside any op)."""
-    lo, hi = bisect.bisect_left(trace.h_tid, tid), bisect.bisect_right(trace.h_tid, tid)
-    best, most = -1, 0
-    ts, dur, cat, parent = trace.h_ts, trace.h_dur, trace.h_cat, trace.h_parent
-    for i in range(lo, hi):
-        if cat[i] != CPU_OP_CODE or (parent[i] >= 0 and cat[parent[i]] == CPU_OP_CODE):
-            continue
-        overlap = min(ts[i] + dur[i], b) - max(ts[i], a)
-        if overlap > most:
-            best, most = i, overlap
-    return short(trace.names[trace.h_name[best]]) if best >= 0 else "no op on the host"
-
-
-def _kernels(trace: Trace) -> list[dict[str, Any]]:
-    win = view(trace)
-    time: dict[int, int] = {}
-    calls: dict[int, int] = {}
-    for nid, c, d, inside in zip(trace.d_name, trace.d_cat, trace.d_dur, win.device_in):
-        if c == KERNEL_CODE and inside:
-            time[nid] = time.get(nid, 0) + d
-            calls[nid] = calls.get(nid, 0) + 1
-    top = sorted(time.items(), key=lambda item: -item[1])[:MAX_ROWS]
-    whole = win.device_window_ns
-    return [
-        {
-            "name": short(trace.names[n]),
-            "time_us": round(t / 1e3, 3),
-            "share": round(t / whole, 4) if whole > 0 else None,
-            "calls": calls[n],
-            "mean_us": round(t / 1e3 / calls[n], 3),
-        }
-        for n, t in top
-    ]
 
 
 # -- the runs ------------------------------------------------------------------------------------------
@@ -390,25 +92,20 @@ def reports(
     workers: int | None = None,
     jobs: int | None = 1,
     executor: Executor | None = None,
-) -> list[FileReport]:
-    """Every trace file under ``paths`` read for the page (a file that cannot be read: its one-line error), with
-    the cross-rank comparison of per-rank traces attached to the lowest rank, as ``analyze`` does: each file's
-    :class:`autoprof.analysis.engine.Analysis` (``workers``, ``jobs``, ``executor`` as :func:`write`), its page
-    read by :func:`file_report` where the trace was loaded."""
-    analyses = engine.analyze_files(paths, config, workers=workers, jobs=jobs, executor=executor, views=engine.Views(page=file_report))
-    return [page_of(analysis) for analysis in analyses]
+) -> list[Analysis]:
+    """Every trace file under ``paths`` as the page reads it: each file's :class:`~autoprof.analysis.engine.Analysis`
+    with its ``page`` part (a file that cannot be read: its one-line error), with the cross-rank comparison of
+    per-rank traces attached to the lowest rank, as ``analyze`` does (``workers``, ``jobs``, ``executor`` as
+    :func:`write`)."""
+    return engine.analyze_files(paths, config, workers=workers, jobs=jobs, executor=executor, parts={Part.PAGE})
 
 
-def page_of(analysis: engine.Analysis) -> FileReport:
-    """What the page shows of one :class:`~autoprof.analysis.engine.Analysis`: its page, with the findings as the cross-rank
-    comparison left them and the rules that failed; or the error that stopped the file."""
-    if analysis.error is not None or not isinstance(analysis.page, FileReport):
-        problem = analysis.exc.problem if analysis.exc is not None else None
-        return FileReport(analysis.path, error=analysis.error or f"{analysis.path}: not read for the page", problem=problem)
-    rep = analysis.page
-    rep.findings = [f.to_record() for f in analysis.findings]  # free text: cut where the page shows it (clipped)
-    rep.failures = analysis.failure_lines
-    return rep
+def _unread(analysis: Analysis) -> str | None:
+    """Why the page shows nothing of ``analysis`` but a line: the error that stopped the file, or its ``page`` part
+    missing (not asked for); None when it is drawn."""
+    if analysis.error is not None:
+        return analysis.error
+    return f"{analysis.path}: not read for the page" if analysis.page is None else None
 
 
 class NoReadableInputError(TraceError):
@@ -431,8 +128,9 @@ def write(
     workers: int | None = None,
     jobs: int | None = 1,
     executor: Executor | None = None,
-) -> list[FileReport]:
-    """Read ``paths`` and write the page to ``out``; returns what it shows. ``workers``, ``jobs``, ``executor``: as
+) -> list[Analysis]:
+    """Read ``paths`` and write the page to ``out``; returns what it shows (each file's
+    :class:`~autoprof.analysis.engine.Analysis`, with its ``page`` part). ``workers``, ``jobs``, ``executor``: as
     :func:`autoprof.analyze`, but ``jobs`` defaults to 1: the files are read in this process, one after another (the
     end-of-run report of a training program starts no process; ``None``: the usable CPUs, the CLI's default).
     Raises :class:`OutputError` (before reading anything) when ``out`` is empty, a directory, or one of the inputs
@@ -447,10 +145,10 @@ def write(
     reps = reports(paths, config, workers, jobs, executor)
     if not reps:
         raise NoReadableInputError(", ".join(map(str, paths)) or "(no input)", "no trace files")
-    bad = [r for r in reps if r.error is not None]
+    bad = [r for r in reps if _unread(r) is not None]
     if len(bad) == len(reps):
         more = f" (and {len(bad) - 1} more inputs that cannot be read)" if len(bad) > 1 else ""
-        raise NoReadableInputError(bad[0].path, (bad[0].problem or "cannot be read") + more, [r.error or r.path for r in bad])
+        raise NoReadableInputError(bad[0].path, (bad[0].problem or "cannot be read") + more, [_unread(r) or r.path for r in bad])
     save(render(reps), out)
     return reps
 
@@ -537,8 +235,9 @@ _COLORS = {
 }
 
 
-def render(reps: Sequence[FileReport]) -> str:
-    """The whole page (a string of HTML)."""
+def render(reps: Sequence[Analysis]) -> str:
+    """The whole page (a string of HTML) of the analyses (each drawn from its ``page`` part; one without it, or
+    with an error, is a line)."""
     go, pio, po = _plotly()
     body: list[str] = [_summary(reps)]
     rank_fig = _ranks_figure(go, reps)
@@ -566,21 +265,27 @@ def _say(x: Any) -> str:
     return html.escape(clipped(x))
 
 
-def _error(rep: FileReport) -> str:
+def _error(rep: Analysis) -> str:
     """A file's error line: its path whole, its problem as :func:`clipped` cuts it."""
-    return f"{_esc(rep.path)}: {_say(rep.problem)}" if rep.problem is not None else _say(rep.error)
+    return f"{_esc(rep.path)}: {_say(rep.problem)}" if rep.problem is not None else _say(_unread(rep))
 
 
-def _summary(reps: Sequence[FileReport]) -> str:
+def _records(rep: Analysis) -> list[dict[str, Any]]:
+    """The findings as the page shows them (their records; free text is cut where it is shown: :func:`clipped`)."""
+    return [f.to_record() for f in rep.findings]
+
+
+def _summary(reps: Sequence[Analysis]) -> str:
     rows = []
     for n, rep in enumerate(reps):
-        if rep.error is not None:
+        if rep.page is None or rep.error is not None:
             rows.append(f'<tr><td><a href="#file{n}">{_esc(rep.path)}</a></td><td colspan="5" class="error">{_error(rep)}</td></tr>')
             continue
-        reg = next((f for f in rep.findings if f["rule"] == regime.RULE), None)
+        found = _records(rep)
+        reg = next((f for f in found if f["rule"] == regime.RULE), None)
         median = f"{statistics.median(rep.step_ns) / 1e6:.2f}" if rep.step_ns else "–"
-        period = f"{statistics.median(rep.period_ms):.2f}" if rep.period_ms else "–"
-        counts = {s: sum(1 for f in rep.findings if f["severity"] == s) for s in SEVERITY_ORDER}
+        period = f"{statistics.median(rep.page.period_ms):.2f}" if rep.page.period_ms else "–"
+        counts = {s: sum(1 for f in found if f["severity"] == s) for s in SEVERITY_ORDER}
         failed = [f"{len(rep.failures)} rule(s) failed"] if rep.failures else []
         shown = ", ".join([*(f"{c} {s}" for s, c in counts.items() if c), *failed])
         rows.append(
@@ -598,19 +303,21 @@ def _summary(reps: Sequence[FileReport]) -> str:
     )
 
 
-def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
-    out = [f'<section id="file{n}"><h2>{_esc(rep.path)}</h2>']
-    if rep.error is not None:
-        out.append(f'<p class="error">{_error(rep)}</p></section>')
+def _file_section(go: Any, pio: Any, analysis: Analysis, n: int) -> str:
+    out = [f'<section id="file{n}"><h2>{_esc(analysis.path)}</h2>']
+    rep = analysis.page
+    if rep is None or analysis.error is not None:
+        out.append(f'<p class="error">{_error(analysis)}</p></section>')
         return "".join(out)
-    out.append(_findings_html(rep))
-    reg = next((f for f in rep.findings if f["rule"] == regime.RULE), None)
+    found = _records(analysis)
+    out.append(_findings_html(found))
+    reg = next((f for f in found if f["rule"] == regime.RULE), None)
     if reg is not None and verdict_shares(reg["evidence"]):
         out.append(_shares_html(reg["evidence"]))
         out.append(_fig(pio, _shares_figure(go, reg["evidence"]), f"shares{n}"))
     if rep.sections:
-        out.append(_sections_html(rep))
-    for failure in rep.failures:  # as analyze: the rule's error, on the page too (its findings are missing)
+        out.append(_sections_html(rep, bool(analysis.step_ns)))
+    for failure in analysis.failure_lines:  # as analyze: the rule's error, on the page too (its findings are missing)
         out.append(f'<p class="error rule-failure">error: {_say(failure)} (its findings are missing from this page)</p>')
     out.append("<h3>Roofline</h3>")
     if rep.roofline is not None and rep.roofline["ops"]:
@@ -621,7 +328,7 @@ def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
     else:
         out.append(f'<p class="note">{_esc(rep.roofline_missing)}</p>')
     out.append("<h3>Where each step's period goes</h3>")
-    if rep.steps:
+    if rep.breakdown:
         out.append(_fig(pio, _steps_figure(go, rep), f"steps{n}"))
         out.append(
             "<p class=\"note\">Each bar is a step's period, its start to the next step's start (the last step: its own "
@@ -670,8 +377,8 @@ def _file_section(go: Any, pio: Any, rep: FileReport, n: int) -> str:
     return "".join(out)
 
 
-def _findings_html(rep: FileReport) -> str:
-    items = sorted(rep.findings, key=lambda f: (SEVERITY_ORDER.index(f["severity"]) if f["severity"] in SEVERITY_ORDER else 9, f["rule"]))
+def _findings_html(findings: list[dict[str, Any]]) -> str:
+    items = sorted(findings, key=lambda f: (SEVERITY_ORDER.index(f["severity"]) if f["severity"] in SEVERITY_ORDER else 9, f["rule"]))
     reg = next((f for f in items if f["rule"] == regime.RULE), None)
     out = []
     if reg is not None:
@@ -953,10 +660,9 @@ def _evidence_html(evidence: dict[str, Any]) -> str:
     )
 
 
-def _sections_html(rep: FileReport) -> str:
+def _sections_html(rep: Page, per_step: bool) -> str:
     """The sections (``autoprof.section`` spans, a trainer's named spans) as a tree: a nested one indented under
     the section it runs inside, the figures :func:`autoprof.analysis.sections.section_times` gives ``analyze``."""
-    per_step = bool(rep.step_ns)
     of = "of the steps" if per_step else "of the window"
     rows = []
     for r in rep.sections:
@@ -999,7 +705,7 @@ def roof_dtypes(ops: Sequence[dict[str, Any]]) -> list[tuple[str, float]]:
     return [(d, t / whole if whole > 0 else 1.0) for j, (d, t) in enumerate(ranked) if j == 0 or (whole > 0 and t / whole >= ROOF_SHARE)]
 
 
-def roofline_notes(rep: FileReport) -> list[str]:
+def roofline_notes(rep: Page) -> list[str]:
     """The lines under the roofline chart: the ops whose dtype has no roof drawn, and the ops that plot above
     their roof (what that says of the peak it is measured against)."""
     roof = rep.roofline
@@ -1037,7 +743,7 @@ def calibrated_note(source: str) -> str:
     )
 
 
-def _roofline_figure(go: Any, rep: FileReport) -> Any:
+def _roofline_figure(go: Any, rep: Page) -> Any:
     roof = rep.roofline
     assert roof is not None
     ops = roof["ops"]
@@ -1087,13 +793,13 @@ def _roofline_figure(go: Any, rep: FileReport) -> Any:
     return fig
 
 
-def _steps_figure(go: Any, rep: FileReport) -> Any:
+def _steps_figure(go: Any, rep: Page) -> Any:
     """Each step's period stacked by where it went (:func:`_breakdown`), the step's own wall time and its period
     (start to the next step's start) marked beside each bar."""
-    numbers = [f"step {s['number']}" for s in rep.steps]
+    numbers = [f"step {s['number']}" for s in rep.breakdown]
     fig = go.Figure()
     for part in STACK:
-        values = [s["parts_ms"][part] for s in rep.steps]
+        values = [s["parts_ms"][part] for s in rep.breakdown]
         if any(values):
             words = PART_WORDS[part]
             fig.add_trace(
@@ -1102,18 +808,18 @@ def _steps_figure(go: Any, rep: FileReport) -> Any:
     fig.add_trace(
         go.Scatter(
             x=numbers,
-            y=[s["wall_ms"] for s in rep.steps],
+            y=[s["wall_ms"] for s in rep.breakdown],
             mode="markers",
             name="step time (the step alone)",
             marker={"symbol": "line-ew-open", "size": 24, "color": "#222"},
             hovertemplate="step time %{y:.3f} ms<extra></extra>",
         )
     )
-    if any(s.get("period_ms") is not None for s in rep.steps):
+    if any(s.get("period_ms") is not None for s in rep.breakdown):
         fig.add_trace(
             go.Scatter(
                 x=numbers,
-                y=[s.get("period_ms") for s in rep.steps],
+                y=[s.get("period_ms") for s in rep.breakdown],
                 mode="markers",
                 name="step period (start to the next step's start)",
                 marker={"symbol": "diamond-wide-open", "size": 14, "color": "#d62728"},
@@ -1124,7 +830,7 @@ def _steps_figure(go: Any, rep: FileReport) -> Any:
     return fig
 
 
-def _strip_figure(go: Any, rep: FileReport) -> Any:
+def _strip_figure(go: Any, rep: Page) -> Any:
     fig = go.Figure()
     ys, bases, widths = [], [], []
     for row_index, row in enumerate(rep.strip):  # rows by index (short numbers in the page), labelled by step
@@ -1223,16 +929,16 @@ def _memory_figure(go: Any, m: dict[str, Any]) -> Any:
     return fig
 
 
-def _ranks_figure(go: Any, reps: Sequence[FileReport]) -> Any:
-    by_rank = engine.one_job(reps)
+def _ranks_figure(go: Any, reps: Sequence[Analysis]) -> Any:
+    by_rank = engine.one_job([r for r in reps if r.page is not None])
     if by_rank is None:
         return None
-    summaries = {rank: rep.rank_summary for rank, rep in by_rank.items() if rep.rank_summary is not None}
+    summaries = {rank: rep.page.rank_summary for rank, rep in by_rank.items() if rep.page is not None and rep.page.rank_summary is not None}
     stragglers: set[int] = set()
     for rep in by_rank.values():
         for f in rep.findings:
-            if f["rule"] == ranks.RULE_STRAGGLER:
-                stragglers.update(f["evidence"].get("straggler_ranks", []))
+            if f.rule == ranks.RULE_STRAGGLER:
+                stragglers.update(f.evidence.get("straggler_ranks", []))
     labels = [f"rank {r}" + (" (straggler)" if r in stragglers else "") for r in summaries]
     colors = ["#d62728" if r in stragglers else "#1f77b4" for r in summaries]
     fig = go.Figure()
@@ -1306,13 +1012,43 @@ _PAGE = """<!DOCTYPE html>
 </body></html>
 """
 
+
+def page_of(analysis: Analysis) -> Analysis:
+    """Deprecated (a ``DeprecationWarning``): the page reads the :class:`~autoprof.analysis.engine.Analysis` itself
+    (its ``page`` part); returns ``analysis``."""
+    warnings.warn("autoprof.render.htmlreport.page_of is deprecated: the page reads the Analysis itself", DeprecationWarning, stacklevel=2)
+    return analysis
+
+
+def file_report(trace: Trace, findings: Sequence[Finding], config: Config | None = None) -> Page:
+    """Deprecated (a ``DeprecationWarning``): the former page reader; the ``page`` part of a loaded trace, as
+    :func:`autoprof.analysis.engine.page_of` reads it (ask the engine for ``parts={"page"}`` instead)."""
+    warnings.warn(
+        "autoprof.render.htmlreport.file_report is deprecated: use autoprof.analysis.engine.page_of (parts={'page'})",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return engine.page_of(trace, findings, config)
+
+
+def __getattr__(name: str) -> Any:
+    """``FileReport``, a former name (a ``DeprecationWarning``): what the page reads of a trace is its
+    :class:`~autoprof.analysis.engine.Analysis` now (the ``page`` part: :class:`~autoprof.analysis.page.Page`)."""
+    if name == "FileReport":
+        warnings.warn(
+            "autoprof.render.htmlreport.FileReport is deprecated: the page reads autoprof.analysis.engine.Analysis (its page part)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return Analysis
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
-    "FileReport",
     "NoReadableInputError",
     "OutputError",
     "check_output",
     "clipped",
-    "file_report",
     "render",
     "reports",
     "save",
