@@ -26,9 +26,9 @@ from autoprof.analysis import engine, ranks
 from autoprof.analysis.sections import section_tree
 from autoprof.config import Config
 from autoprof.findings import Finding
+from autoprof.measure.peaks import CPU_PEAK_NAME
+from autoprof.measure.views import clip, merge, subtract, total, view
 from autoprof.rules import memory, regime, roofline
-from autoprof.rules._common import clip, merge, subtract, total, view
-from autoprof.rules._peaks import CPU_PEAK_NAME
 from autoprof.trace import chrome, remote
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, KERNEL_CODE, Trace
