@@ -170,6 +170,9 @@ def test_the_offline_side_and_the_rules_never_import_torch() -> None:
     ):
         assert "torch" not in MAY_IMPORT[module]
     assert not [room for room in MAY_IMPORT if room.startswith("trace.") and room != "trace.live" and "torch" in MAY_IMPORT[room]]
+    assert [room for room in MAY_IMPORT if room.startswith("measure")] and not [
+        room for room in MAY_IMPORT if room.startswith("measure") and "torch" in MAY_IMPORT[room]
+    ]
 
 
 def test_the_table_is_read_from_the_document() -> None:
