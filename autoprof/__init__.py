@@ -109,7 +109,7 @@ MOVED = {
         "render": ("emit", "htmlreport"),
     }.items()
     for name in names
-} | {"autoprof.peaks": "autoprof.rules._peaks"}
+} | {"autoprof.peaks": "autoprof.measure.peaks"}
 
 
 _SPECS: dict[str, Any] = {}

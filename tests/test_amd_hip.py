@@ -1,5 +1,5 @@
 """AMD Instinct GPUs and the HIP runtime: the peaks of AMD's data sheets, HIP's launches, syncs and copies read as
-CUDA's are (one runtime table, ``autoprof/rules/_runtime.py``), RCCL's kernels as NCCL's. Synthetic traces built
+CUDA's are (one runtime table, ``autoprof/rules/runtime.py``), RCCL's kernels as NCCL's. Synthetic traces built
 here, then the real AMD windows of ../shared/traces/amd (MANIFEST.md there: the reading by hand of each)."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import pytest
 from synth import Synth
 
 from autoprof.analysis import engine
-from autoprof.rules import _runtime, regime, roofline
-from autoprof.rules._common import blocked_by_call, view
-from autoprof.rules._peaks import GPU_PEAKS, gpu_peak, peak_for
+from autoprof.measure import runtime
+from autoprof.measure.peaks import GPU_PEAKS, gpu_peak, peak_for
+from autoprof.measure.views import blocked_by_call, view
+from autoprof.rules import regime, roofline
 from autoprof.rules.sync import profiler_flush_ns
 
 T = 1e12
@@ -74,9 +75,9 @@ def test_amd_rows_and_nvidia_rows_never_match_each_others_names() -> None:
 
 
 def test_every_cuda_wait_has_its_hip_twin_in_the_one_table() -> None:
-    table = _runtime.RUNTIME_CALLS
+    table = runtime.RUNTIME_CALLS
     for name, call in table.items():
-        if call.api != _runtime.CUDA:
+        if call.api != runtime.CUDA:
             continue
         twin = "hip" + name[len("cuda") :]
         if name == "cudaFreeHost":
@@ -86,22 +87,22 @@ def test_every_cuda_wait_has_its_hip_twin_in_the_one_table() -> None:
         else:
             assert not call.blocking, f"{name} waits, its HIP twin {twin} is not in the table"
     hip_waits = {"hipMemcpyWithStream", "hipDeviceSynchronize", "hipStreamSynchronize", "hipMemcpy", "hipEventSynchronize"}
-    assert hip_waits | {"hipStreamWaitEvent", "hipFree", "hipHostFree"} <= _runtime.BLOCKING_CALLS
+    assert hip_waits | {"hipStreamWaitEvent", "hipFree", "hipHostFree"} <= runtime.BLOCKING_CALLS
     # an asynchronous copy waits exactly as cudaMemcpyAsync does (pageable staging): the same kind, the same reading
-    assert table["hipMemcpyAsync"] == table["cudaMemcpyAsync"]._replace(api=_runtime.HIP)
+    assert table["hipMemcpyAsync"] == table["cudaMemcpyAsync"]._replace(api=runtime.HIP)
     assert {"hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipGraphLaunch"} <= (
-        _runtime.LAUNCH_CALLS
+        runtime.LAUNCH_CALLS
     )
-    assert not _runtime.LAUNCH_CALLS & _runtime.BLOCKING_CALLS
-    assert {"hipDeviceSynchronize", "cudaDeviceSynchronize"} <= _runtime.DEVICE_SYNC_CALLS
-    assert _runtime.is_occupancy_query("hipOccupancyMaxActiveBlocksPerMultiprocessor")
-    assert _runtime.is_occupancy_query("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags")
+    assert not runtime.LAUNCH_CALLS & runtime.BLOCKING_CALLS
+    assert {"hipDeviceSynchronize", "cudaDeviceSynchronize"} <= runtime.DEVICE_SYNC_CALLS
+    assert runtime.is_occupancy_query("hipOccupancyMaxActiveBlocksPerMultiprocessor")
+    assert runtime.is_occupancy_query("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags")
 
 
 def test_no_rule_keeps_its_own_list_of_runtime_names() -> None:
-    rules = Path(_runtime.__file__).parent
+    rules = Path(runtime.__file__).parent
     literal = re.compile(r"""["'](?:cuda|hip|cu)[A-Z]\w*["']|["']nccl["']""")
-    own = {p.name: literal.findall(p.read_text()) for p in sorted(rules.glob("*.py")) if p.name not in ("_runtime.py", "__init__.py")}
+    own = {p.name: literal.findall(p.read_text()) for p in sorted(rules.glob("*.py")) if p.name not in ("runtime.py", "__init__.py")}
     assert {k: v for k, v in own.items() if v} == {}
 
 
@@ -184,7 +185,7 @@ def test_hip_launches_link_their_kernels_and_an_occupancy_query_before_a_gemm_co
             s.runtime("hipOccupancyMaxActiveBlocksPerMultiprocessor", t + 2, 1)
             s.launch(GEMM, t + 5, t + 12, 2, call=calls[j % 3])
     trace = s.trace()
-    assert {trace.host_name(h) for h in trace.d_launch_host} == set(calls) <= _runtime.LAUNCH_CALLS
+    assert {trace.host_name(h) for h in trace.d_launch_host} == set(calls) <= runtime.LAUNCH_CALLS
     fs = s.findings()
     assert fs["bound_regime"].verdict == regime.OVERHEAD_BOUND
     o = fs["occupancy_query_launch"]
@@ -201,7 +202,7 @@ def test_hip_launches_link_their_kernels_and_an_occupancy_query_before_a_gemm_co
     ],
 )
 def test_rccl_kernels_are_communication(kernel: str, kind: str) -> None:
-    assert _runtime.is_collective_kernel(kernel) and _runtime.collective_kind(kernel) == kind
+    assert runtime.is_collective_kernel(kernel) and runtime.collective_kind(kernel) == kind
     s = Synth(gpu=MI300X)
     for k, dur in enumerate((400, 200, 600)):  # a collective's time varies with its peers'
         base = k * 1000

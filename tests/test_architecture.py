@@ -31,7 +31,7 @@ THIRD_PARTY = (
 )
 _NAME = re.compile(r"[A-Za-z_][\w.]*")
 #: ``from autoprof.live import session`` imports the module ``live.session``
-PACKAGES = ("autoprof", "autoprof.trace", "autoprof.rules", "autoprof.live", "autoprof.analysis", "autoprof.render")
+PACKAGES = ("autoprof", "autoprof.trace", "autoprof.measure", "autoprof.rules", "autoprof.live", "autoprof.analysis", "autoprof.render")
 
 
 def _room_names(cell: str) -> list[str]:
@@ -170,11 +170,14 @@ def test_the_offline_side_and_the_rules_never_import_torch() -> None:
     ):
         assert "torch" not in MAY_IMPORT[module]
     assert not [room for room in MAY_IMPORT if room.startswith("trace.") and room != "trace.live" and "torch" in MAY_IMPORT[room]]
+    assert [room for room in MAY_IMPORT if room.startswith("measure")] and not [
+        room for room in MAY_IMPORT if room.startswith("measure") and "torch" in MAY_IMPORT[room]
+    ]
 
 
 def test_the_table_is_read_from_the_document() -> None:
     assert MAY_IMPORT["config"] == {"findings"} and MAY_IMPORT["autoprof"] >= {"config", "analysis.engine", "live.instrument"}
-    assert MAY_IMPORT["analysis.ranks"] == {"findings", "rules.comm", "rules.regime", "rules._common"}
+    assert MAY_IMPORT["analysis.ranks"] == {"findings", "measure.units", "rules.comm", "rules.regime"}
     assert MAY_IMPORT["live.instrument"] == {
         "config",
         "render.emit",
@@ -209,7 +212,7 @@ def _rule_modules() -> dict[str, set[str]]:
 def test_helpers_never_import_a_rule_and_rules_import_rules_only_to_compose() -> None:
     modules = _rule_modules()
     helpers = {m for m in modules if m.split(".")[-1].startswith("_")}
-    assert {"rules._common", "rules._work", "rules._flops"} <= helpers
+    assert "rules._common" in helpers
     wrong = []
     for module, deps in modules.items():
         rules_imported = {d for d in deps if not d.split(".")[-1].startswith("_")}
@@ -220,12 +223,49 @@ def test_helpers_never_import_a_rule_and_rules_import_rules_only_to_compose() ->
     assert wrong == []
 
 
+def private_rule_imports(root: Path) -> list[str]:
+    """Imports of a private rules module (``rules._common``) by a module outside ``rules/``, and imports of a rule
+    by a measurement (``measure/`` reads no rule: the rules read it), on the source under ``root`` (a package laid
+    out as autoprof is)."""
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        module = ".".join(p for p in parts if p != "__init__") or "autoprof"
+        for dep in sorted(_imports(path)):
+            if not dep.startswith("rules"):
+                continue
+            if module.split(".")[0] != "rules" and any(part.startswith("_") for part in dep.split(".")[1:]):
+                wrong.append(f"{module} imports {dep}, a private rules module")
+            elif module.split(".")[0] == "measure":
+                wrong.append(f"{module} imports {dep}, a rule")
+    return wrong
+
+
+def test_no_module_outside_rules_imports_a_private_rules_module_and_measure_imports_no_rule() -> None:
+    assert private_rule_imports(PACKAGE) == []
+
+
+def test_the_private_rules_check_catches_a_violation(tmp_path: Path) -> None:
+    for folder in ("analysis", "measure", "rules"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "analysis" / "drift.py").write_text("from autoprof.rules._common import noise_floor\nfrom autoprof.measure import units\n")
+    (tmp_path / "measure" / "views.py").write_text("from autoprof.rules import regime\nfrom autoprof.trace.model import Trace\n")
+    (tmp_path / "rules" / "comm.py").write_text("from autoprof.rules._common import noise_floor\nfrom autoprof.measure.views import view\n")
+    (tmp_path / "render.py").write_text("import autoprof.rules._common\n")
+    assert private_rule_imports(tmp_path) == [
+        "analysis.drift imports rules._common, a private rules module",
+        "measure.views imports rules.regime, a rule",
+        "render imports rules._common, a private rules module",
+    ]
+
+
 def test_the_check_itself_catches_a_wrong_import(tmp_path: Path) -> None:
     bad = tmp_path / "rule.py"
     bad.write_text("import torch\nfrom autoprof.render import emit\nfrom autoprof.trace.model import Trace\n")
     assert _imports(bad) == {"torch", "render.emit", "trace.model"}
     assert not _allowed("render.emit", MAY_IMPORT["rules."]) and not _allowed("torch", MAY_IMPORT["rules."])
     assert _allowed("trace.model", MAY_IMPORT["rules."]) and _allowed("rules._common", MAY_IMPORT["rules."])
+    assert _allowed("measure.views", MAY_IMPORT["rules."]) and not _allowed("rules.regime", MAY_IMPORT["measure.views"])
 
 
 # The layers: the house's drawing in docs/architecture.md, a layer per line (its name, then its folders), top first.
@@ -296,9 +336,10 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_house_has_its_layers_in_the_flows_order() -> None:
-    assert [name for name, _ in LAYERS] == ["entry", "integrations", "live", "render", "analysis", "rules", "trace", "ground"]
-    assert _layer("live.session") == 2 and _layer("analysis.engine") == 4 and _layer("rules._peaks") == 5
-    assert _layer("autoprof") == _layer("cli") == 0 and _layer("config") == _layer("findings") == 7
+    assert [name for name, _ in LAYERS] == ["entry", "integrations", "live", "render", "analysis", "rules", "measure", "trace", "ground"]
+    assert _layer("live.session") == 2 and _layer("analysis.engine") == 4 and _layer("rules._common") == 5
+    assert _layer("measure.peaks") == 6 and _layer("trace.model") == 7
+    assert _layer("autoprof") == _layer("cli") == 0 and _layer("config") == _layer("findings") == 8
 
 
 def test_every_module_is_in_a_layer() -> None:

@@ -14,9 +14,9 @@ from conftest import shared_trace
 from synth import Synth
 from test_regime_models import SCHEDULE, _regime  # the live window and its reading, as the model tests take them
 
+from autoprof.measure.units import share
+from autoprof.measure.work import op_work
 from autoprof.rules import regime, roofline
-from autoprof.rules._common import share
-from autoprof.rules._work import op_work
 from autoprof.trace import chrome
 from autoprof.trace.model import conv_args
 
@@ -428,7 +428,7 @@ def test_v100_resnet50_2021_schema_backward_convolutions_are_costed_forward_ones
     assert {"aten::conv2d", "aten::convolution", "aten::_convolution", "aten::cudnn_convolution"} <= names
     assert "aten::cudnn_convolution_backward" not in names
     # cuDNN's fp32 backward kernels at 35-87% of the V100's 15.7 TFLOP/s (three Winograd-run 3×3 shapes above it); the
-    # forward convolutions stay not costed by the model: their cuDNN kernels are read by name (rules/_kernels.py)
+    # forward convolutions stay not costed by the model: their cuDNN kernels are read by name (measure/kernels.py)
     assert all(s.bound == "compute" for s in conv)
     costed = sum(s.time_ns for s in conv)
     assert 0.4 < share(costed, roof.total_ns) < 0.55  # the model's part of the FLOP-bound time

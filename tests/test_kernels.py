@@ -1,4 +1,4 @@
-"""Kernels read by their names' families (rules/_kernels.py) where no op's shapes cost them: the table against real
+"""Kernels read by their names' families (measure/kernels.py) where no op's shapes cost them: the table against real
 kernel names, the cost model's precedence, and the roofline and bound_regime findings reading the same split."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from conftest import shared_trace
 from synth import Synth
 
+from autoprof.measure.kernels import COMPUTE, FAMILIES, MEMORY, kernel_family, kernel_head
+from autoprof.measure.peaks import peak_for
 from autoprof.rules import regime, roofline
-from autoprof.rules._kernels import COMPUTE, FAMILIES, MEMORY, kernel_family, kernel_head
-from autoprof.rules._peaks import peak_for
 from autoprof.trace import chrome
 from autoprof.trace.model import KERNEL_CODE
 

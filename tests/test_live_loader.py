@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from autoprof.rules._common import launches_by_host, view
+from autoprof.measure.views import launches_by_host, view
 from autoprof.trace import chrome, live
 from autoprof.trace.model import Trace
 

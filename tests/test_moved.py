@@ -52,4 +52,4 @@ def test_a_former_path_outside_the_list_is_not_found() -> None:
     with pytest.raises(ModuleNotFoundError):
         __import__("autoprof.nosuchmodule")
     assert autoprof.MOVED["autoprof.instrument"] == "autoprof.live.instrument"
-    assert autoprof.MOVED["autoprof.peaks"] == "autoprof.rules._peaks"
+    assert autoprof.MOVED["autoprof.peaks"] == "autoprof.measure.peaks"

@@ -14,8 +14,9 @@ import pytest
 from conftest import shared_trace
 from synth import Synth
 
+from autoprof.measure.steps import device_step_ns
+from autoprof.measure.views import view
 from autoprof.rules import comm, regime, roofline
-from autoprof.rules._common import device_step_ns, view
 from autoprof.trace import chrome
 
 GEMM = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params)"

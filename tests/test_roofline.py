@@ -9,9 +9,9 @@ import torch
 from conftest import shared_trace
 
 import autoprof
-from autoprof.rules import _peaks as peaks
+from autoprof.measure import peaks as peaks
+from autoprof.measure.work import ROOFLINE_OPS, op_work
 from autoprof.rules import roofline
-from autoprof.rules._work import ROOFLINE_OPS, op_work
 from autoprof.trace import chrome
 from autoprof.trace.model import SHAPED_OPS
 
@@ -19,8 +19,8 @@ FAST = dict(skip_first=0, wait=0, warmup=1, active=3)
 
 
 def test_every_roofline_op_keeps_its_shapes_in_the_loaders() -> None:
-    from autoprof.rules._work import REDUCTIONS
-    from autoprof.trace.model import REDUCTION_OPS
+    from autoprof.measure.ops import REDUCTION_OPS
+    from autoprof.measure.work import REDUCTIONS
 
     assert ROOFLINE_OPS <= SHAPED_OPS
     assert set(REDUCTIONS) == REDUCTION_OPS  # a FLOP count for every reduction the loaders keep

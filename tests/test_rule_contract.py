@@ -259,7 +259,8 @@ def test_a_rule_whose_id_is_changed_after_its_declaration_is_not_run(tmp_path: P
 
 def _witness(trace: Any, config: Any) -> list[Finding]:
     """What a rule reads of the trace, as evidence: a later rule must read the same whatever the ones before it did."""
-    from autoprof.rules._common import device_step_ns, view
+    from autoprof.measure.steps import device_step_ns
+    from autoprof.measure.views import view
 
     shaped = sorted(trace.shapes)[:3]
     evidence = {
@@ -277,7 +278,7 @@ def _witness(trace: Any, config: Any) -> list[Finding]:
 
 
 def _vandal(trace: Any, config: Any) -> list[Finding]:
-    from autoprof.rules._common import view
+    from autoprof.measure.views import view
 
     attempts: list[Callable[[], object]] = [
         lambda: trace.steps.clear(),

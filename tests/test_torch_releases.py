@@ -23,8 +23,8 @@ import pytest
 from conftest import SHARED_TRACES
 
 from autoprof.analysis import engine
+from autoprof.measure.views import total, view
 from autoprof.rules import roofline
-from autoprof.rules._common import total, view
 from autoprof.trace import chrome, live
 from autoprof.trace.model import Trace
 

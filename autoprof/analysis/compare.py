@@ -16,9 +16,9 @@ from typing import Any
 
 from autoprof.analysis._stats import Shift, ratio_shift, shift
 from autoprof.findings import Finding, severity_rank
-from autoprof.rules._kernels import kernel_family, kernel_head
+from autoprof.measure.kernels import kernel_family, kernel_head
+from autoprof.measure.ops import MATMUL_OPS
 from autoprof.rules.memory import size
-from autoprof.trace.model import MATMUL_OPS
 
 #: Change kinds of an op or kernel.
 ADDED, REMOVED, SLOWER, FASTER, MORE_CALLS, FEWER_CALLS = "added", "removed", "slower", "faster", "more calls", "fewer calls"

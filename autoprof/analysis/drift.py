@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from autoprof.analysis._stats import ratio_shift
 from autoprof.findings import Finding
-from autoprof.rules._common import duration
+from autoprof.measure.units import duration
 
 RULE = "window_drift"
 DRIFTED = "drifted"

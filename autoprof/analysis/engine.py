@@ -19,8 +19,10 @@ from autoprof.analysis.page import Page
 from autoprof.analysis.sections import section_times
 from autoprof.config import SWITCH, Config, user_stacklevel
 from autoprof.findings import Finding, RuleFailureWarning, shown
+from autoprof.measure.kernels import short_kernel_name
+from autoprof.measure.steps import device_step_ns
+from autoprof.measure.views import shape_of, view
 from autoprof.rules import Shipped, memory, regime, run_rules, ship
-from autoprof.rules._common import device_step_ns, shape_of, short_kernel_name, view
 from autoprof.rules.sync import profiler_flush_ns
 from autoprof.trace import chrome, live, remote
 from autoprof.trace.chrome import TraceError

@@ -17,8 +17,8 @@ from autoprof.analysis import ranks
 from autoprof.analysis.sections import section_tree
 from autoprof.config import Config
 from autoprof.findings import Finding
+from autoprof.measure.views import clip, merge, subtract, total, view
 from autoprof.rules import memory, regime, roofline
-from autoprof.rules._common import clip, merge, subtract, total, view
 from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, KERNEL_CODE, Trace
 
 #: What a report keeps per trace, whatever its size (the page stays small: plotly.js is most of it).

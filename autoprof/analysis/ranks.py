@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoprof.findings import Finding
+from autoprof.measure.units import duration
 from autoprof.rules import comm, regime
-from autoprof.rules._common import duration
 from autoprof.rules.comm import WAITING_FOR_PEER
 
 RULE_STRAGGLER = "straggler_ranks"

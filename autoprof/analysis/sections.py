@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoprof.rules._common import view
+from autoprof.measure.views import view
 from autoprof.trace.model import USER_ANNOTATION_CODE, Trace
 
 #: Annotations torch, its libraries and autoprof write themselves: never a user's section.

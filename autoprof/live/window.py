@@ -24,9 +24,9 @@ from autoprof.live._files import keep_gzipped, safe_name
 from autoprof.live._pace import PACER
 from autoprof.live.calibrate import CpuPeaks
 from autoprof.live.trigger import Trigger
+from autoprof.measure.steps import step_times_ns
 from autoprof.render import emit as _emit
 from autoprof.rules import regime
-from autoprof.rules._common import step_times_ns
 from autoprof.trace.model import Trace, gc_paused
 
 if TYPE_CHECKING:

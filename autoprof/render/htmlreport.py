@@ -39,8 +39,8 @@ from autoprof.analysis.page import (  # noqa: F401 - the page's limits, also rea
 )
 from autoprof.config import Config
 from autoprof.findings import Finding
+from autoprof.measure.peaks import CPU_PEAK_NAME
 from autoprof.rules import memory, regime
-from autoprof.rules._peaks import CPU_PEAK_NAME
 from autoprof.trace import chrome, remote
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import Trace

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import noise_floor, shape_of, share, steps_ns, us, view
+from autoprof.measure.steps import steps_ns
+from autoprof.measure.units import share, us
+from autoprof.measure.views import shape_of, view
+from autoprof.rules._common import noise_floor
 from autoprof.trace.model import Trace
 
 RULE = "batched_matmul"

@@ -7,7 +7,8 @@ import statistics
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import device_step_ns, ms, step_times_ns
+from autoprof.measure.steps import device_step_ns, step_times_ns
+from autoprof.measure.units import ms
 from autoprof.trace.model import Trace
 
 RULE = "cold_first_step"

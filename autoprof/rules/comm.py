@@ -1,5 +1,5 @@
 """Communication not hidden behind compute: time in NCCL (or RCCL) kernels during which no compute kernel runs; the
-kernels are the runtime table's (:func:`autoprof.rules._runtime.is_collective_kernel`, every naming in use)."""
+kernels are the runtime table's (:func:`autoprof.measure.runtime.is_collective_kernel`, every naming in use)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import Intervals, duration, merge, noise_floor, percent, share, subtract, total, us, view
-from autoprof.rules._runtime import collective_kind, is_collective_kernel
+from autoprof.measure.runtime import collective_kind, is_collective_kernel
+from autoprof.measure.units import duration, percent, share, us
+from autoprof.measure.views import Intervals, merge, subtract, total, view
+from autoprof.rules._common import noise_floor
 from autoprof.trace.model import KERNEL_CODE, Trace
 
 RULE = "exposed_communication"

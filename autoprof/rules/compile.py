@@ -19,19 +19,11 @@ from dataclasses import dataclass, field
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import (
-    COMPILE_WRAPPER_PREFIXES,
-    descendants,
-    duration,
-    has_ancestor,
-    launched_under,
-    launches_by_host,
-    us,
-    view,
-)
-from autoprof.rules._peaks import Peak, peak_for
-from autoprof.rules._work import CALL_FLOOR_NS, WorkCache, credited_ns, is_roofline_op
-from autoprof.rules._work import WORK_CREDIT as WORK_CREDIT  # the regime's credit, named in this module's docstring
+from autoprof.measure.peaks import Peak, peak_for
+from autoprof.measure.units import duration, us
+from autoprof.measure.views import COMPILE_WRAPPER_PREFIXES, descendants, has_ancestor, launched_under, launches_by_host, view
+from autoprof.measure.work import CALL_FLOOR_NS, WorkCache, credited_ns, is_roofline_op
+from autoprof.measure.work import WORK_CREDIT as WORK_CREDIT
 from autoprof.trace.model import CPU_OP_CODE, Trace
 
 RULE_OVERHEAD = "compile_overhead"

@@ -25,22 +25,12 @@ from typing import Any
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import (
-    descendants,
-    device_step_ns,
-    has_ancestor,
-    launched_under,
-    launches_by_host,
-    noise_floor,
-    percent,
-    share,
-    step_times_ns,
-    steps_ns,
-    us,
-    view,
-)
-from autoprof.rules._flops import matmul_out_shape
-from autoprof.rules._work import CALL_FLOOR_NS
+from autoprof.measure.flops import matmul_out_shape
+from autoprof.measure.steps import device_step_ns, step_times_ns, steps_ns
+from autoprof.measure.units import percent, share, us
+from autoprof.measure.views import descendants, has_ancestor, launched_under, launches_by_host, view
+from autoprof.measure.work import CALL_FLOOR_NS
+from autoprof.rules._common import noise_floor
 from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, GPU_MEMCPY, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"
@@ -53,7 +43,7 @@ _PRODUCERS = frozenset({"aten::mm", "aten::matmul"})
 _CONSUMERS = frozenset({"aten::add", "aten::add_"})
 _VIEW_OPS = frozenset({"aten::_unsafe_view", "aten::view", "aten::reshape", "aten::squeeze", "aten::unsqueeze"})
 _COMPILED_MARKERS = ("Torch-Compiled Region", "## Call CompiledFxGraph", "CompiledFunction")
-# A call's fixed cost on the host (``_work.CALL_FLOOR_NS``): addmm's seeding copy is an op call too, so the add's
+# A call's fixed cost on the host (``work.CALL_FLOOR_NS``): addmm's seeding copy is an op call too, so the add's
 # share of it is not saved.
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import View, share, us, view
+from autoprof.measure.units import share, us
+from autoprof.measure.views import View, view
 from autoprof.trace.model import DEVICE_WORK_CODES, Trace
 
 RULE = "device_idle_gaps"

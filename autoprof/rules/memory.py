@@ -27,8 +27,8 @@ from typing import Any
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules import _runtime
-from autoprof.rules._common import percent
+from autoprof.measure import runtime
+from autoprof.measure.units import percent
 from autoprof.trace.model import CPU_OP_CODE, LAUNCH_CODES, USER_ANNOTATION_CODE, Trace
 
 RULE_PEAK = "memory_peak"
@@ -65,7 +65,7 @@ CHURN_LIFETIME_SHARE = 0.05
 CHURN_SMALL_BYTES = 1 << 20
 #: Device allocator calls (the caching allocator asking the driver for more): in this many steps of a window or
 #: more, the allocator is not reaching a steady state (growing shapes, fragmentation, a creep).
-MALLOC_CALLS = _runtime.MALLOC_CALLS
+MALLOC_CALLS = runtime.MALLOC_CALLS
 MALLOC_STEPS = 2
 
 # Creep: at least CREEP_MIN_STEPS steps (with the window's start, CREEP_MIN_STEPS + 1 boundaries: 3 pairwise slopes

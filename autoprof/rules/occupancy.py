@@ -1,5 +1,5 @@
 """Launches preceded by an occupancy query (``cudaOccupancyMaxActiveBlocksPerMultiprocessor``, its HIP twin
-``hipOccupancyMaxActiveBlocksPerMultiprocessor``: :func:`autoprof.rules._runtime.is_occupancy_query`): libraries
+``hipOccupancyMaxActiveBlocksPerMultiprocessor``: :func:`autoprof.measure.runtime.is_occupancy_query`): libraries
 (cuBLAS, cuDNN, CUTLASS; MIOpen, rocBLAS) query occupancy before heavyweight GEMM/conv kernels; elementwise launches
 carry no such query."""
 
@@ -9,9 +9,10 @@ from collections import Counter
 
 from autoprof.config import Config
 from autoprof.findings import Finding
+from autoprof.measure.kernels import short_kernel_name
+from autoprof.measure.runtime import is_occupancy_query
+from autoprof.measure.views import view
 from autoprof.rules import regime
-from autoprof.rules._common import short_kernel_name, view
-from autoprof.rules._runtime import is_occupancy_query
 from autoprof.trace.model import KERNEL_CODE, LAUNCH_CODES, Trace
 
 RULE = "occupancy_query_launch"

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import duration, noise_floor, percent, share, us, view
+from autoprof.measure.units import duration, percent, share, us
+from autoprof.measure.views import view
+from autoprof.rules._common import noise_floor
 from autoprof.trace.model import DEVICE_CODE, GPU_MEMCPY, Trace
 
 RULE = "pageable_copies"

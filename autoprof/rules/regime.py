@@ -1,6 +1,6 @@
 """Bound regime: is the window limited by the host (overhead), the device (compute), communication, input or syncs?
 
-The window (``View``, rules/_common.py): host events inside the steps; device work launched from them (by
+The window (``View``, measure/views.py): host events inside the steps; device work launched from them (by
 correlation), or, with no recorded launch, placed by time unless its correlation id precedes the window's first
 runtime call (launched before the window: the profiler's warmup). The device's time on work that is not the
 window's (queued before it, launched between steps) is neither its work nor its idle time: the window on the
@@ -13,7 +13,7 @@ device (``device_window_us``) is the window extended to the end of its device wo
   ``work_share`` is the busy share less it: the device's own work;
 - ``input_share``: host time in ``enumerate(DataLoader)``, in the steps and between them on the steps' thread (a
   trainer fetches the next batch before its step begins);
-- ``blocked_share``: host time waiting in synchronizing calls (``_runtime.BLOCKING_CALLS``, CUDA and HIP), reported
+- ``blocked_share``: host time waiting in synchronizing calls (``runtime.BLOCKING_CALLS``, CUDA and HIP), reported
   apart;
 - ``host_active_share``: union of op dispatch (``cpu_op``), runtime and driver calls and the host's own work (long
   events that launch nothing, ``_host_own_work``), less blocked and input time; the Python frames of a
@@ -50,31 +50,28 @@ from typing import Any
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules import _families, comm, roofline
-from autoprof.rules._common import (
+from autoprof.measure import families
+from autoprof.measure.kernels import COMPUTE, op_family
+from autoprof.measure.runtime import BLOCKING_CALLS, COLLECTIVE_CALL_PREFIXES, LAUNCH_CALLS
+from autoprof.measure.steps import merged_processes
+from autoprof.measure.units import duration, percent, share, us
+from autoprof.measure.views import (
     COMPILE_WRAPPER_PREFIXES,
-    DATALOADER_PREFIX,
     View,
     ancestor_flags,
     blocked_by_call,
     clip,
-    duration,
-    is_input_name,
     merge,
-    merged_processes,
     op_self_ns,
-    percent,
-    share,
     subtract,
     total,
-    us,
     view,
 )
-from autoprof.rules._kernels import COMPUTE, op_family
-from autoprof.rules._runtime import BLOCKING_CALLS, COLLECTIVE_CALL_PREFIXES, LAUNCH_CALLS
-from autoprof.rules._work import CALL_FLOOR_NS as CALL_FLOOR_NS
-from autoprof.rules._work import WORK_CREDIT as WORK_CREDIT
-from autoprof.rules._work import credited_ns, is_roofline_op
+from autoprof.measure.work import CALL_FLOOR_NS as CALL_FLOOR_NS
+from autoprof.measure.work import WORK_CREDIT as WORK_CREDIT
+from autoprof.measure.work import credited_ns, is_roofline_op
+from autoprof.rules import comm, roofline
+from autoprof.rules._common import DATALOADER_PREFIX, is_input_name
 from autoprof.trace.model import (
     CPU_OP_CODE,
     DEVICE_WORK_CODES,
@@ -712,7 +709,7 @@ def _device_work(trace: Trace, config: Config | None, evidence: dict[str, Any], 
     head = f"the device is busy {percent(busy, window_ns)} of the window"
     if roof is None:
         return _device_families(trace, evidence, busy, window_ns, head)
-    evidence["basis"] = _families.ROOFLINE
+    evidence["basis"] = families.ROOFLINE
     if roof.total_ns * 2 < busy:  # busy mostly in copies and memsets: the kernels' split is not where its time goes
         return _copies_bound(evidence, head, busy, roof.total_ns)
     compute, memory, uncosted = roof.compute_ns, roof.memory_ns, roof.unknown_ns
@@ -764,9 +761,9 @@ def _split_evidence(evidence: dict[str, Any], bound: str, split: tuple[float, fl
 
 def _device_families(trace: Trace, evidence: dict[str, Any], busy: int, window_ns: int, head: str) -> tuple[str, str, str]:
     """A device-bound window on a device with no known peak: named by where the kernels' time goes by their families
-    (``_families``), with the same margin as the roofline's split."""
-    split = _families.device_split(trace, view(trace))
-    evidence["basis"] = _families.KERNEL_FAMILIES
+    (``families``), with the same margin as the roofline's split."""
+    split = families.device_split(trace, view(trace))
+    evidence["basis"] = families.KERNEL_FAMILIES
     device = _device_name(trace)
     why = f"no peak known for {device}" if device else "no device named in the trace"
     if split.total_ns * 2 < busy:  # busy mostly in copies and memsets
@@ -810,7 +807,7 @@ _DEVICE_MEMORY_ADVICE = (
 # -- the host (CPU) reading ---------------------------------------------------------------------------------
 
 # ``CALL_FLOOR_NS`` (a call's fixed cost) and ``WORK_CREDIT`` (the most an op is credited as work, in multiples of
-# its roofline time) come from ``_work``: the compile and fusion rules read the same.
+# its roofline time) come from ``work``: the compile and fusion rules read the same.
 #: The verdict names the largest share when it holds at least this much of the step ...
 LEADS = 0.40
 #: ... and at least this many times the next share; otherwise ``mixed`` (the roofline's margin, one rule for both).
@@ -862,7 +859,7 @@ class HostReading:
     descheduled_ns: int = 0
     cpu_share: float | None = None  # the steps' thread CPU time over their wall time (a live window)
     preempted_steps: int = 0  # recorded steps that waited for a CPU 1% of their time or more
-    basis: str = _families.OP_FAMILIES  # how op work was split: "roofline" where a peak was known
+    basis: str = families.OP_FAMILIES  # how op work was split: "roofline" where a peak was known
 
     @property
     def work_ns(self) -> int:
@@ -977,9 +974,9 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
     opaque: frozenset[int] = frozenset()  # convolutions the roofline cannot cost: their time is uncosted work
     if roof is None:  # no peak (a trace from another machine): the outermost ops of a family, by their kind
         costed = {nid for nid, n in enumerate(trace.names) if op_family(n) is not None}
-        _family_work(trace, reading, _families.host_calls(trace, win, waits))
+        _family_work(trace, reading, families.host_calls(trace, win, waits))
     else:
-        reading.basis = _families.ROOFLINE
+        reading.basis = families.ROOFLINE
         # calls the roofline could not cost (recorded without shapes) whose kind is FLOP work are that, by family
         flop_calls = [i for i in roof.uncosted if trace.h_cat[i] == CPU_OP_CODE and op_family(trace.host_name(i)) == COMPUTE]
         _family_work(trace, reading, [(i, COMPUTE) for i in flop_calls])
@@ -1040,7 +1037,7 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
 
 
 def _family_work(trace: Trace, reading: HostReading, calls: list[tuple[int, str]]) -> None:
-    """Op calls read by their family (``_families``): each one's time beyond the call floor is FLOP or bandwidth
+    """Op calls read by their family (``families``): each one's time beyond the call floor is FLOP or bandwidth
     work by its kind; a call within the floor is a small call."""
     dur = trace.h_dur
     for i, bound in calls:
@@ -1275,7 +1272,7 @@ def _overhead_text(reading: HostReading, sh: dict[str, float]) -> str:
 def _cpu_text(verdict: str, reading: HostReading, bound: str | None = None) -> str:
     w = reading.window_ns
     sh = reading.own_shares()
-    by_family = reading.basis != _families.ROOFLINE
+    by_family = reading.basis != families.ROOFLINE
     if verdict == MIXED and bound is not None:  # op work leads, no bound within it does
         work = reading.work_ns
         unknown = "of no known family" if by_family else "in ops the roofline cannot cost"

@@ -1,7 +1,7 @@
 """Roofline: is device-bound time limited by compute or by memory bandwidth?
 
 Per op (the outermost op of a known kind: matmul family, attention, convolutions, elementwise, reductions/norms),
-from recorded shapes and dtypes: FLOPs and bytes (``_work.op_work``), arithmetic intensity (FLOP/byte), time
+from recorded shapes and dtypes: FLOPs and bytes (``work.op_work``), arithmetic intensity (FLOP/byte), time
 (device time of the kernels it launched; on a CPU its own duration), achieved FLOP/s and bytes/s, the
 roofline it could reach (``min(peak_flops, intensity × peak_bandwidth)``), the fraction reached, the bound
 (compute when the intensity is at or above the ridge ``peak_flops / peak_bandwidth``, else memory), and the
@@ -23,12 +23,15 @@ from typing import Any, NamedTuple
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import View, ancestor_flags, duration, has_ancestor, merged_processes, op_self_ns, percent, share, us, view
-from autoprof.rules._kernels import COMPUTE, TF32_MARKERS, Family, kernel_family
-from autoprof.rules._peaks import Peak, peak_for
-from autoprof.rules._runtime import LAUNCH_CALLS
-from autoprof.rules._work import MASK_FROM_CALLS, WorkCache, is_roofline_op, memory_by_kind
-from autoprof.trace.model import CONV_OPS, CPU_OP_CODE, KERNEL_CODE, Trace
+from autoprof.measure.kernels import COMPUTE, TF32_MARKERS, Family, kernel_family
+from autoprof.measure.ops import CONV_OPS
+from autoprof.measure.peaks import Peak, peak_for
+from autoprof.measure.runtime import LAUNCH_CALLS
+from autoprof.measure.steps import merged_processes
+from autoprof.measure.units import duration, percent, share, us
+from autoprof.measure.views import View, ancestor_flags, has_ancestor, op_self_ns, view
+from autoprof.measure.work import MASK_FROM_CALLS, WorkCache, is_roofline_op, memory_by_kind
+from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace
 
 RULE = "roofline"
 COMPUTE_BOUND = "compute-bound"

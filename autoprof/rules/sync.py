@@ -1,4 +1,4 @@
-"""Host waits: the blocking calls (CUDA and HIP, :data:`autoprof.rules._runtime.BLOCKING_CALLS`) the host spends the
+"""Host waits: the blocking calls (CUDA and HIP, :data:`autoprof.measure.runtime.BLOCKING_CALLS`) the host spends the
 most time in, counted only while the device is idle: a wait during which the device stays busy costs nothing (the
 host waits for work that runs anyway). Pinned-memory advice only for copies long enough to gain from it. The final
 ``cudaDeviceSynchronize`` (``hipDeviceSynchronize`` on ROCm) that torch's profiler issues when it stops (its flush of
@@ -11,8 +11,9 @@ from typing import Any
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules import _runtime
-from autoprof.rules._common import Intervals, duration, merge, ms, percent, profiler_flush_index, share, subtract, total, view
+from autoprof.measure import runtime
+from autoprof.measure.units import duration, ms, percent, share
+from autoprof.measure.views import Intervals, merge, profiler_flush_index, subtract, total, view
 from autoprof.trace.model import GPU_MEMCPY, LAUNCH_CODES, Trace
 
 RULE_BLOCKING = "blocking_calls"
@@ -24,14 +25,14 @@ BLOCKING_SHARE = 0.10  # of the window, waiting with the device idle
 COPY_ADVICE_FLOOR_NS = 20_000
 
 _ADVICE = {  # by the call's kind in the runtime table
-    _runtime.ASYNC_COPY: "Device→host copies block when the destination is pageable: avoid .item()/.cpu() "
+    runtime.ASYNC_COPY: "Device→host copies block when the destination is pageable: avoid .item()/.cpu() "
     "in the step, copy into pinned memory with non_blocking=True.",
-    _runtime.COPY: "A synchronous copy: use pinned memory and non_blocking=True, or move the copy out of the step.",
-    _runtime.FREE: "{call} synchronizes the device: the caching allocator is releasing memory "
+    runtime.COPY: "A synchronous copy: use pinned memory and non_blocking=True, or move the copy out of the step.",
+    runtime.FREE: "{call} synchronizes the device: the caching allocator is releasing memory "
     "(torch.cuda.empty_cache, fragmentation, or allocator settings); keep memory cached between steps.",
-    _runtime.STREAM_COPY: "torch's blocking copy on ROCm (.item(), .cpu(), .tolist(), printing a device tensor, a "
+    runtime.STREAM_COPY: "torch's blocking copy on ROCm (.item(), .cpu(), .tolist(), printing a device tensor, a "
     "copy with non_blocking=False): keep values on the device in the step, copy with pinned memory and non_blocking=True.",
-    _runtime.FREE_HOST: "Freeing pinned memory synchronizes: reuse pinned buffers.",
+    runtime.FREE_HOST: "Freeing pinned memory synchronizes: reuse pinned buffers.",
 }
 _SMALL_COPY_ADVICE = (
     "{what}the copies are small ({copy} each on the device): the host waits for the work queued before them, as a "
@@ -47,7 +48,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
 
 
 def profiler_flush_ns(trace: Trace) -> int:
-    """The profiler's flush (:func:`autoprof.rules._common.profiler_flush_index`: the last ``cudaDeviceSynchronize``
+    """The profiler's flush (:func:`autoprof.measure.views.profiler_flush_index`: the last ``cudaDeviceSynchronize``
     or ``hipDeviceSynchronize``, after the steps and with no device work launched after it), its time; 0 when there
     is none."""
     flush = profiler_flush_index(trace)
@@ -82,7 +83,7 @@ def _blocked(trace: Trace) -> Finding | None:
         "idle_by_call_ms": {k: ms(n) for k, n in sorted(idle_by_call.items(), key=lambda item: -item[1])},
     }
     copy_ns = -1.0
-    if name in _runtime.COPY_CALLS:
+    if name in runtime.COPY_CALLS:
         evidence["copy_kinds_ms"] = _copy_kinds_ms(trace, name)
         copy_ns = _copy_device_ns(trace, name)
         evidence["copy_device_us_per_copy"] = round(copy_ns / 1e3, 3) if copy_ns >= 0 else None
@@ -112,7 +113,7 @@ def _blocking_spans(trace: Trace) -> dict[str, Intervals]:
     idx = trace.host_by_name()
     cat, ts, dur, host_in = trace.h_cat, trace.h_ts, trace.h_dur, win.host_in
     out: dict[str, Intervals] = {}
-    for name in sorted(_runtime.BLOCKING_CALLS):
+    for name in sorted(runtime.BLOCKING_CALLS):
         iv = [(ts[i], ts[i] + dur[i]) for i in idx.get(trace.name_id(name), ()) if cat[i] in LAUNCH_CODES and host_in[i]]
         if iv:
             out[name] = merge(win.clip(iv))  # a call that runs past the window counts only inside it
@@ -120,9 +121,9 @@ def _blocking_spans(trace: Trace) -> dict[str, Intervals]:
 
 
 def _advice(call: str, copy_ns: float = -1.0) -> str:
-    kind = _runtime.RUNTIME_CALLS[call].kind if call in _runtime.RUNTIME_CALLS else ""
-    if call in _runtime.COPY_CALLS and 0 <= copy_ns < COPY_ADVICE_FLOOR_NS:
-        what = "torch's blocking copy on ROCm: " if kind == _runtime.STREAM_COPY else ""
+    kind = runtime.RUNTIME_CALLS[call].kind if call in runtime.RUNTIME_CALLS else ""
+    if call in runtime.COPY_CALLS and 0 <= copy_ns < COPY_ADVICE_FLOOR_NS:
+        what = "torch's blocking copy on ROCm: " if kind == runtime.STREAM_COPY else ""
         text = _SMALL_COPY_ADVICE.format(what=what, copy=duration(copy_ns))
         return text[0].upper() + text[1:]
     return _ADVICE.get(kind, _DEFAULT_ADVICE).format(call=call)

@@ -7,8 +7,9 @@ import statistics
 
 from autoprof.config import Config
 from autoprof.findings import Finding
-from autoprof.rules._common import short_kernel_name, view
-from autoprof.rules._runtime import is_collective_kernel
+from autoprof.measure.kernels import short_kernel_name
+from autoprof.measure.runtime import is_collective_kernel
+from autoprof.measure.views import view
 from autoprof.trace.model import KERNEL_CODE, Trace
 
 RULE = "kernel_time_variation"

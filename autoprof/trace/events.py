@@ -19,8 +19,8 @@ from typing import Any
 from autoprof.trace.inputs import TraceError
 from autoprof.trace.model import (
     _INT64_MAX,  # an int in this range is read as it is (untrusted_int's own test, inlined in the hot loops)
+    ARG_OPS,
     CAUSAL_ARG,
-    CONV_OPS,
     CPU_OP_CODE,
     DEVICE_CATEGORIES,
     DEVICE_CODE,
@@ -46,7 +46,7 @@ SKIPPED = -1
 
 _int = untrusted_int  # every integer read from a file goes through the untrusted-value reader
 #: Ops whose shapes are read with their concrete inputs (a key of their own in the shapes' copies).
-_SPECIAL_SHAPES = frozenset(CAUSAL_ARG) | CONV_OPS
+_SPECIAL_SHAPES = frozenset(CAUSAL_ARG) | ARG_OPS
 
 
 def category_code(cat: Any) -> int:
@@ -588,7 +588,7 @@ class EventConsumer:
         concrete = args.concrete
         if name in CAUSAL_ARG:
             key: tuple[Any, ...] = (name, bytes(dims), bytes(types), bytes(concrete))
-        elif name in CONV_OPS:
+        elif name in ARG_OPS:
             key = (None, bytes(dims), bytes(types), bytes(concrete))
         else:
             key = (bytes(dims), bytes(types))
@@ -599,7 +599,7 @@ class EventConsumer:
             concrete_v = raw(concrete) if concrete else None
             if name in CAUSAL_ARG:  # attention: whether it is causal halves its FLOPs
                 shapes = (dims_v, types_v, causal_flag(name, concrete_v))
-            elif name in CONV_OPS:  # convolutions: stride, padding, groups... give their output size
+            elif name in ARG_OPS:  # convolutions: stride, padding, groups... give their output size
                 shapes = (dims_v, types_v, None, conv_args(concrete_v))
             else:
                 shapes = (dims_v, types_v)
@@ -652,7 +652,7 @@ class EventConsumer:
         if name in CAUSAL_ARG:  # attention: whether it is causal halves its FLOPs
             self.builder.h_shapes[index] = (dims, types, causal_flag(name, args.get("Concrete Inputs")))
             return
-        if name in CONV_OPS:  # convolutions: stride, padding, groups... give their output size
+        if name in ARG_OPS:  # convolutions: stride, padding, groups... give their output size
             conv = conv_args(args.get("Concrete Inputs"))
             last = self.last_shapes.get(name)
             if last is not None and last[0] == dims and last[1] == types and last[3] == conv:

@@ -20,8 +20,8 @@ from operator import methodcaller
 from typing import Any
 
 from autoprof.trace.model import (
+    ARG_OPS,
     CAUSAL_ARG,
-    CONV_OPS,
     CPU_OP,
     CUDA_DRIVER,
     CUDA_RUNTIME,
@@ -342,7 +342,7 @@ class _Shapes:
                 concrete = None
             self.out[row] = (shapes, dtypes, causal_flag(name, concrete))
             return
-        if name in CONV_OPS:  # convolutions: stride, padding, groups... give their output size
+        if name in ARG_OPS:  # convolutions: stride, padding, groups... give their output size
             try:
                 args = conv_args(ev.concrete_inputs())
             except Exception:  # a release without the accessor, or an input it cannot convert

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoprof.config import Config
-from autoprof.rules._gpudb import database_peak
+from autoprof.measure.gpudb import database_peak
 
 T = 1e12
 G = 1e9

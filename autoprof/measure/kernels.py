@@ -1,6 +1,6 @@
 """The kernel vocabulary: what a device kernel is by its name, where no op's shapes say what it computes.
 
-The roofline costs an op from its recorded shapes first (``_work``). Kernels with no costed op above them (a CUDA
+The roofline costs an op from its recorded shapes first (``work``). Kernels with no costed op above them (a CUDA
 graph's replay, ``cudaGraphLaunch``, launches them all; a trace of device events only; a convolution the cost model
 cannot cost) are read by their name's family instead: a GEMM, a convolution or an attention kernel is FLOP-bound by
 its class, an elementwise, reduction, copy, normalisation, softmax, transpose or optimizer kernel bandwidth-bound.
@@ -18,10 +18,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from autoprof.rules._common import short_kernel_name
-from autoprof.rules._runtime import is_collective_kernel
-from autoprof.rules._work import memory_by_kind
-from autoprof.trace.model import CONV_OPS, MATMUL_OPS
+from autoprof.measure.ops import CONV_OPS, MATMUL_OPS
+from autoprof.measure.runtime import is_collective_kernel
+from autoprof.measure.work import memory_by_kind
 
 COMPUTE = "compute"  # FLOP-bound by its class
 MEMORY = "memory"  # bandwidth-bound by its class
@@ -118,9 +117,34 @@ COMPUTE_OP_PREFIXES = (
 def op_family(name: str) -> str | None:
     """The bound of a host op by its kind: ``COMPUTE`` for the matmul, convolution and attention families,
     ``MEMORY`` for ops whose work is memory traffic (elementwise, reductions and norms, copies, gathers, sorts, the
-    optimizers' multi-tensor updates: ``_work.memory_by_kind``); None for the rest."""
+    optimizers' multi-tensor updates: ``work.memory_by_kind``); None for the rest."""
     if name in MATMUL_OPS or name in CONV_OPS or name.startswith(COMPUTE_OP_PREFIXES):
         return COMPUTE
     if memory_by_kind(name):
         return MEMORY
     return None
+
+
+_CUTLASS = re.compile(r"(?:void )?cutlass::Kernel[0-9]*<")
+
+
+def short_kernel_name(name: str) -> str:
+    """A readable kernel name: no return type, template arguments or parameter list."""
+    match = _CUTLASS.match(name)
+    if match:  # cutlass::Kernel<...> and cutlass::Kernel2<...>: the kernel is the template argument
+        return name[match.end() :].split(">", 1)[0].split("(", 1)[0]
+    depth = 0
+    out: list[str] = []  # characters at template depth 0, up to the parameter list
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            if ch == "(":
+                break
+            out.append(ch)
+    text = "".join(out).strip()
+    tokens = text.split()
+    short = tokens[-1] if tokens else ""
+    return short or name[:60]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from math import prod
 from typing import Any
 
-from autoprof.rules._flops import matmul_flops, matmul_out_shape
-from autoprof.trace.model import CONV_OPS, COPY_OPS, ELEMENTWISE_OPS, GATHER_OPS, LOSS_OPS, MATMUL_OPS, SORT_OPS
+from autoprof.measure.flops import matmul_flops, matmul_out_shape
+from autoprof.measure.ops import CONV_OPS, COPY_OPS, ELEMENTWISE_OPS, GATHER_OPS, LOSS_OPS, MATMUL_OPS, SORT_OPS
 
 #: The fixed cost of one op call on a CPU (dispatch, allocation, the profiler's own bookkeeping: 3–4 µs measured
 #: here for an elementwise op on 16 elements). An op call whose work at the calibrated peak would take less is

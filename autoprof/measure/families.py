@@ -3,8 +3,8 @@ peak table, no database entry and no calibration still has kernels and ops whose
 
 A GEMM, convolution or attention kernel (cuBLAS, CUTLASS, cuDNN, Triton templates, flash and memory-efficient
 attention, rocBLAS/hipBLASLt/Tensile, MIOpen) is FLOP work by its class; an elementwise, reduction, norm,
-softmax, copy, transpose, gather or optimizer kernel is bandwidth work (``_kernels.FAMILIES``). A kernel whose name
-says nothing (a custom kernel) is read by the op that launched it (:func:`_kernels.op_family`: ``aten::mm`` is FLOP
+softmax, copy, transpose, gather or optimizer kernel is bandwidth work (``kernels.FAMILIES``). A kernel whose name
+says nothing (a custom kernel) is read by the op that launched it (:func:`kernels.op_family`: ``aten::mm`` is FLOP
 work, ``aten::add`` bandwidth work). On a CPU, the window's outermost ops are read by their kind alone: the
 matmul, convolution (``mkldnn_convolution``, ``_slow_conv2d_forward``) and attention ops are FLOP work, the
 elementwise, reduction, copy and gather ops bandwidth work.
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autoprof.rules._common import View, ancestor_flags
-from autoprof.rules._kernels import COMPUTE, kernel_family, op_family
+from autoprof.measure.kernels import COMPUTE, kernel_family, op_family
+from autoprof.measure.views import View, ancestor_flags
 from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace
 
 #: The record's word for a verdict read from kernel families (device) and from op families (CPU), against
