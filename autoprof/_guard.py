@@ -194,7 +194,7 @@ def outcome(fn: Callable[..., Any], *args: Any, catches: type[BaseException] = E
     try:
         return True, fn(*args)
     except catches as e:
-        return False, e
+        return False, e  # (``as e`` is unbound as the handler returns: no cycle through this frame, for gc-less workers)
 
 
 Failures = list[tuple[str, BaseException]]

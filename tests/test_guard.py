@@ -290,3 +290,26 @@ def test_a_trainer_hook_that_fails_is_one_error_record_and_an_interrupt_goes_thr
     with pytest.raises(KeyboardInterrupt):
         integrations.guarded("lightning", "setup", _interrupt)
     assert _guard.swallowed() == {}
+
+
+def test_an_outcome_leaves_no_cycle_behind_for_a_worker_without_the_cyclic_collector() -> None:
+    import gc
+    import weakref
+
+    class Big:
+        pass
+
+    def failing() -> None:
+        held = Big()  # a frame's local, as a half-built trace is
+        refs.append(weakref.ref(held))
+        _boom()
+
+    refs: list[weakref.ref[Big]] = []
+    gc.disable()
+    try:
+        ok, e = _guard.outcome(failing)
+        assert not ok and refs[0]() is not None
+        del e
+        assert refs[0]() is None  # freed by reference counting alone
+    finally:
+        gc.enable()
