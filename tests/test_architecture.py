@@ -188,7 +188,7 @@ def test_the_table_is_read_from_the_document() -> None:
         "torch",
         "wrapt",
     }
-    assert MAY_IMPORT["trace._pool"] == MAY_IMPORT["trace._worker"] == {"trace.events"}
+    assert MAY_IMPORT["trace._pool"] == MAY_IMPORT["trace._worker"] == {"_guard", "trace.events"}
     assert "rules." in MAY_IMPORT and "integrations." in MAY_IMPORT
     edited = DOC.read_text().replace(
         "| config, render.emit, live._cpu, live.schedule, live.session, live.trigger; torch, wrapt |",
@@ -366,7 +366,7 @@ def test_the_layer_checks_catch_an_import_up_and_a_circle() -> None:
     assert any(w.startswith("render.htmlreport (render) imports analysis.engine") for w in _up(_graph(), moved))
 
 
-# Where exceptions are caught: the boundaries of docs/architecture.md.
+# Where exceptions are caught: only in autoprof/_guard.py, its boundaries (docs/architecture.md).
 _BROAD = ("Exception", "BaseException")
 
 
@@ -391,23 +391,96 @@ def broad_catches(source: str) -> set[str]:
     return found
 
 
-def boundaries(doc: str) -> set[tuple[str, str]]:
-    """(module, function) pairs listed under "Where exceptions are caught": each ``module``: ``f``, ``g`` run."""
+def outside_the_guard(doc: str) -> set[tuple[str, str]]:
+    """(module, function) pairs that docs/architecture.md lets catch broadly outside ``_guard.py``: its "Outside the
+    guard:" paragraph, each ``module``: ``f``, ``g`` with its reason ("none" lists nothing)."""
     section = doc.split("## Where exceptions are caught", 1)[1].split("\n## ", 1)[0]
+    text = " ".join(section.split("Outside the guard:", 1)[1].split())
     out = set()
-    for bullet in section.split("\n- ")[1:]:
-        text = " ".join(bullet.split())
-        for module, names in re.findall(r"`([\w.]+)`: ((?:`[\w.]+`(?:, )?)+)", text):
-            out.update((module, n) for n in re.findall(r"`([\w.]+)`", names))
+    for module, names in re.findall(r"`([\w.]+)`: ((?:`[\w.]+`(?:, )?)+)", text):
+        out.update((module, n) for n in re.findall(r"`([\w.]+)`", names))
     return out
 
 
-def test_exceptions_are_caught_only_at_the_listed_boundaries() -> None:
-    listed = boundaries(DOC.read_text())
-    assert len(listed) >= 60 and ("live.instrument", "_Instrument.begin") in listed and ("rules", "run_rules") in listed
-    actual = {(_module(p), f) for p in sorted(PACKAGE.rglob("*.py")) for f in broad_catches(p.read_text())}
-    assert sorted(actual - listed) == [], "a broad catch outside the boundaries of docs/architecture.md"
-    assert sorted(listed - actual) == [], "listed in docs/architecture.md as a boundary, but it catches nothing broad"
+#: Not yet converted: the broad handlers of the modules other helpers of issue 47 rewrite in parallel (live.session,
+#: live.instrument, live.window, config, analysis.engine, rules._gpudb). They go through autoprof._guard once their
+#: rewrites are merged; this list then empties and goes. It is checked both ways like the document's list: a new
+#: broad catch there fails the test, and so does an entry whose handler is gone.
+NOT_YET_CONVERTED = {
+    ("analysis.engine", "_in_parallel"),
+    ("analysis.engine", "analyze_one"),
+    ("config", "_show"),
+    ("config", "_is_logger"),
+    ("config", "from_env"),
+    ("live.instrument", "_held"),
+    ("live.instrument", "_close_rf"),
+    ("live.instrument", "_Instrument.begin"),
+    ("live.instrument", "_Instrument.end"),
+    ("live.instrument", "_tick"),
+    ("live.instrument", "_drop_watch"),
+    ("live.instrument", "_slow"),
+    ("live.instrument", "_give_up"),
+    ("live.instrument", "_annotation"),
+    ("live.instrument", "Steps.begin"),
+    ("live.instrument", "Steps.stop"),
+    ("live.instrument", "Steps._restart_target"),
+    ("live.instrument", "Steps.enter"),
+    ("live.instrument", "Section.__enter__"),
+    ("live.session", "Session.start"),
+    ("live.session", "Session._close"),
+    ("live.session", "Session._stop"),
+    ("live.session", "Session.before_foreign_start"),
+    ("live.session", "Session._work"),
+    ("live.session", "Session.shutdown"),
+    ("live.session", "write_report"),
+    ("live.session", "_stop_quietly"),
+    ("live.session", "_stopped_in_torch"),
+    ("live.session", "in_pool_worker"),
+    ("live.session", "device_properties"),
+    ("live.session", "_start_guard.guard"),
+    ("live.session", "_stop_guard.guard"),
+    ("live.session", "_preparing"),
+    ("live.window", "run"),
+    ("live.window", "Reader._serve"),
+    ("live.window", "_keep_trace"),
+    ("measure.gpudb", "_source"),
+}
+
+
+def unguarded(package: Path, allowed: set[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """(the broad catches in ``package`` outside its ``_guard.py`` that ``allowed`` does not list, the entries of
+    ``allowed`` that catch nothing broad)."""
+    actual = set()
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package).with_suffix("").parts
+        module = ".".join(p for p in parts if p != "__init__") or "autoprof"
+        if module != "_guard":
+            actual.update((module, f) for f in broad_catches(path.read_text()))
+    return [f"{m}: {f}" for m, f in sorted(actual - allowed)], [f"{m}: {f}" for m, f in sorted(allowed - actual)]
+
+
+def test_exceptions_are_caught_only_in_the_guard() -> None:
+    listed = outside_the_guard(DOC.read_text())
+    assert not listed & NOT_YET_CONVERTED
+    wrong, stale = unguarded(PACKAGE, listed | NOT_YET_CONVERTED)
+    assert wrong == [], "a broad catch outside autoprof/_guard.py: use one of its boundaries (docs/architecture.md)"
+    assert stale == [], "listed as catching broadly outside the guard, but it catches nothing broad"
+
+
+def test_the_guard_check_catches_a_hand_written_handler(tmp_path: Path) -> None:
+    (tmp_path / "_guard.py").write_text("def quiet():\n    try:\n        f()\n    except Exception:\n        pass\n")
+    (tmp_path / "probe.py").write_text(
+        "from autoprof import _guard\n"
+        "def has(store):\n    with _guard.quiet('cross_rank.check'):\n        return store.check()\n    return False\n"
+        "def cleanup():\n    try:\n        f()\n    except BaseException:\n        close()\n        raise\n"
+    )
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "__init__.py").write_text("def run():\n    try:\n        f()\n    except Exception as e:\n        log(e)\n")
+    assert unguarded(tmp_path, set()) == (["rules: run"], [])
+    assert unguarded(tmp_path, {("rules", "run"), ("probe", "has")}) == ([], ["probe: has"])
+    doc = DOC.read_text().replace("Outside the guard: none.", "Outside the guard: `rules`: `run` (a reason).")
+    assert outside_the_guard(doc) == {("rules", "run")} and outside_the_guard(DOC.read_text()) == set()
+    assert unguarded(tmp_path, outside_the_guard(doc)) == ([], [])
 
 
 def test_the_boundary_check_sees_a_swallowed_exception_and_not_a_reraise() -> None:

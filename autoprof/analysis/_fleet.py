@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from typing import Any
 
+from autoprof import _guard
 from autoprof.trace._pool import spawn
 
 #: What a worker runs: ``python -c SERVE_CODE <package parent> <fd in> <fd out>``.
@@ -47,14 +48,10 @@ def serve(argv: Sequence[str]) -> None:
                 fn, args = pickle.load(fin)
             except EOFError:
                 return
-            try:
-                answer: tuple[bool, Any] = (True, fn(*args))
-            except Exception as e:
-                answer = (False, e)
-            try:
-                data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception as e:  # an answer that does not pickle: say so rather than die
-                data = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")), protocol=pickle.HIGHEST_PROTOCOL)
+            answer = _guard.outcome(fn, *args)  # (True, its value) or (False, what it raised)
+            pickled, data = _guard.outcome(pickle.dumps, answer, pickle.HIGHEST_PROTOCOL)
+            if not pickled:  # an answer that does not pickle: say so rather than die
+                data = pickle.dumps((False, RuntimeError(f"{type(data).__name__}: {data}")), protocol=pickle.HIGHEST_PROTOCOL)
             fout.write(data)
             fout.flush()
 
@@ -73,10 +70,8 @@ class _Worker:
 
     def close(self) -> None:
         for f in (self.to_child, self.from_child):
-            try:
+            with _guard.quiet("pool.pipe_close"):
                 f.close()
-            except Exception:
-                pass
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -119,31 +114,30 @@ class FilePool(Executor):
                 future, fn, args = task
                 if not future.set_running_or_notify_cancel():
                     continue
-                try:
-                    if worker is None:
-                        with self._lock:  # started under the lock: terminate() kills every worker that started
-                            if self._terminated:
-                                raise WorkerDiedError("the pool was stopped")
-                            worker = _Worker()
-                            self._live.add(worker)
-                    ok, value = worker.call(fn, args)
-                except (EOFError, OSError, pickle.UnpicklingError) as e:
-                    code = None
-                    if worker is not None:
-                        worker.close()
-                        code = worker.proc.returncode
-                        with self._lock:
-                            self._live.discard(worker)
-                    worker = None  # the next task gets a fresh one
-                    future.set_exception(WorkerDiedError(_death(code, e)))
-                    continue
-                except BaseException as e:
-                    future.set_exception(e)
-                    continue
-                if ok:
-                    future.set_result(value)
-                else:
-                    future.set_exception(value)
+                # whatever this thread catches is the task's: the thread that waits on the future raises it
+                with _guard.worker(future.set_exception, catches=BaseException):
+                    try:
+                        if worker is None:
+                            with self._lock:  # started under the lock: terminate() kills every worker that started
+                                if self._terminated:
+                                    raise WorkerDiedError("the pool was stopped")
+                                worker = _Worker()
+                                self._live.add(worker)
+                        ok, value = worker.call(fn, args)
+                    except (EOFError, OSError, pickle.UnpicklingError) as e:
+                        code = None
+                        if worker is not None:
+                            worker.close()
+                            code = worker.proc.returncode
+                            with self._lock:
+                                self._live.discard(worker)
+                        worker = None  # the next task gets a fresh one
+                        future.set_exception(WorkerDiedError(_death(code, e)))
+                        continue
+                    if ok:
+                        future.set_result(value)
+                    else:
+                        future.set_exception(value)
         finally:
             if worker is not None:
                 worker.close()

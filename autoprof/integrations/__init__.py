@@ -15,6 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from autoprof import _guard
 from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, SWITCH, TRIGGER_KEYS, Config, ConfigError, check_schedule_value, configure
 from autoprof.render import emit as _emit
 
@@ -35,10 +36,8 @@ def failed(framework: str, where: str, e: BaseException) -> None:
 
 def guarded(framework: str, where: str, fn: Callable[..., Any], *args: Any) -> None:
     """Call ``fn(*args)`` from a trainer's hook; an Exception is :func:`failed`'s record."""
-    try:
+    with _guard.call(failed, framework, where):
         fn(*args)
-    except Exception as e:
-        failed(framework, where, e)
 
 
 def split_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -100,10 +99,8 @@ def watch_raises(owner: Any, attr: str, on_raise: Callable[[Any, BaseException],
         try:
             return fn(first, *args, **kwargs)
         except BaseException as e:
-            try:
+            with _guard.quiet("integration.on_raise"):
                 on_raise(first, e)
-            except Exception:
-                pass
             raise
 
     watched._autoprof_watch = True  # type: ignore[attr-defined]

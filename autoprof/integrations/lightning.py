@@ -29,6 +29,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from autoprof import _guard
 from autoprof.integrations import apply_settings, checked_options, failed, guarded, missing, watch_raises
 
 try:
@@ -113,10 +114,9 @@ class _Stages:
 
 
 def _trainer_of(module: Any) -> Any:
-    try:
+    with _guard.quiet("lightning.trainer"):  # a module not attached to a trainer raises
         return module.trainer if module is not None else None
-    except Exception:  # a module not attached to a trainer raises
-        return None
+    return None
 
 
 class AutoprofProfiler(_pl.profilers.Profiler):
@@ -154,31 +154,21 @@ class AutoprofProfiler(_pl.profilers.Profiler):
     def summary(self) -> str:
         return "autoprof: the findings are the autoprof.window and autoprof.finding records (see autoprof.configure's sink)"
 
+    # (Lightning calls these some 30 times a batch: a hook's frame, no `with`; the action's name is formatted only on
+    # a failure, in its error record)
+    @_guard.hook(lambda e, self, action_name: failed(FRAMEWORK, f"start {action_name}", e))
     def start(self, action_name: str) -> None:
-        try:  # (Lightning calls these some 30 times a batch: the action's name is formatted only on a failure)
-            self._start(action_name)
-        except Exception as e:
-            failed(FRAMEWORK, f"start {action_name}", e)
-
-    def stop(self, action_name: str) -> None:
-        try:
-            self._stop(action_name)
-        except Exception as e:
-            failed(FRAMEWORK, f"stop {action_name}", e)
-
-    # -- the mapping -------------------------------------------------------------------------------
-    def _start(self, action: str) -> None:
         stages = self._stages
-        kind = action.rsplit(".", 1)[-1] if action.startswith("[") else action
+        kind = action_name.rsplit(".", 1)[-1] if action_name.startswith("[") else action_name
         if kind == "on_exception":
             stages.stop(None, "the trainer raised", failed=True)
             return
         ended = _ENDS.get(kind)
-        if ended is not None and action.startswith("["):
+        if ended is not None and action_name.startswith("["):
             stages.stop(ended, f"{ended} ended")
             return
         stage = _FETCH.get(kind)
-        if stage is None and stages.current is None and action.startswith("[Strategy]"):
+        if stage is None and stages.current is None and action_name.startswith("[Strategy]"):
             stage = next((s for s, hook in _STEP_HOOK.items() if hook == kind), None)  # a loop without a profiled fetch
         if stage is not None and not (stage == "train" and stages.stage == "train"):
             module = self._lightning_module
@@ -186,22 +176,23 @@ class AutoprofProfiler(_pl.profilers.Profiler):
         current = stages.current
         if current is None:
             return
-        if kind == "optimizer_step" and action.startswith("[LightningModule]"):
+        if kind == "optimizer_step" and action_name.startswith("[LightningModule]"):
             stages.stepped = True
-        if kind == _STEP_HOOK.get(stages.stage or "") and action.startswith("[Strategy]"):
+        if kind == _STEP_HOOK.get(stages.stage or "") and action_name.startswith("[Strategy]"):
             stages.batches += 1
-        current.enter(action)
+        current.enter(action_name)
 
-    def _stop(self, action: str) -> None:
+    @_guard.hook(lambda e, self, action_name: failed(FRAMEWORK, f"stop {action_name}", e))
+    def stop(self, action_name: str) -> None:
         stages = self._stages
         current = stages.current
         if current is None:
             return
-        current.leave(action)
+        current.leave(action_name)
         stage = stages.stage
-        if action.startswith("[LightningModule]") and action.endswith(f".on_{stage}_batch_end"):
+        if action_name.startswith("[LightningModule]") and action_name.endswith(f".on_{stage}_batch_end"):
             stages.batch_done(_trainer_of(self._lightning_module))
-        elif action == "run_training_epoch":
+        elif action_name == "run_training_epoch":
             raised = sys.exc_info()[1]
             if raised is not None and raised is not stages.handled:  # the epoch unwinds: the step raised
                 stages.stop(None, f"the trainer raised {type(raised).__name__}", failed=True)

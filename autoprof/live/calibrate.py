@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from autoprof import _guard
+
 MATMUL_SIZES = (512, 1024)
 MATMUL_RUNS = 5
 COPY_RUNS = 7
@@ -55,10 +57,10 @@ class Calibration:
         count, so no training work competes with it: the best of 5 timed runs (after a warm-up) of float32
         matmuls at 512 and 1024, and of 7 copies of 32 MB (~1.3 ms each). ``held``: entered around each run."""
         if self.result is None and not self.failed:
-            try:
+            with _guard.quiet("calibration.failed"):
                 self.result = self._measure(held if held is not None else nullcontext())
-            except Exception:
-                self.failed = True
+                return self.result
+            self.failed = True
         return self.result
 
     def _measure(self, held: AbstractContextManager[Any]) -> CpuPeaks | None:

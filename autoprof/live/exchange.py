@@ -17,6 +17,7 @@ import sys
 from datetime import timedelta
 from typing import Any
 
+from autoprof import _guard
 from autoprof.analysis import ranks
 from autoprof.config import Config
 from autoprof.render import emit as _emit
@@ -50,7 +51,7 @@ def compare(target: str, window: int, rank: int, world: int, summary: ranks.Rank
     if summary is None:
         return
     prefix = key_prefix(target, window)
-    try:
+    with _guard.worker(_failed, ctx):
         from torch.distributed.distributed_c10d import _get_default_store
 
         store = _get_default_store()
@@ -62,17 +63,13 @@ def compare(target: str, window: int, rank: int, world: int, summary: ranks.Rank
             return
         for finding in ranks.check(got):
             _emit.finding(finding, **ctx, source="live")
-    except Exception as e:
-        _skipped(f"{type(e).__name__}: {e}", ctx)
 
 
 def _gather(store: Any, prefix: str, chosen: list[int], timeout_s: float, ctx: dict[str, Any]) -> list[ranks.RankSummary] | None:
     """Every chosen rank's summary (their keys deleted after), or None (one warning) when some did not report
     within ``timeout_s``."""
     keys = [prefix + str(r) for r in chosen]
-    try:
-        store.wait(keys, timedelta(seconds=timeout_s))
-    except Exception:
+    if not _waited(store, keys, timeout_s):
         missing = [r for r, k in zip(chosen, keys) if not _has(store, k)]
         _skipped(
             f"rank(s) {missing} did not report window {ctx['window']} of {ctx['target']} within "
@@ -82,19 +79,29 @@ def _gather(store: Any, prefix: str, chosen: list[int], timeout_s: float, ctx: d
         return None
     got = [ranks.RankSummary.from_json(json.loads(store.get(k))) for k in keys]
     for k in keys:
-        try:
+        with _guard.quiet("cross_rank.delete_key"):
             store.delete_key(k)
-        except Exception:
-            pass
     return got
+
+
+def _waited(store: Any, keys: list[str], timeout_s: float) -> bool:
+    """Whether every key came within ``timeout_s`` (else the caller's warning says which did not)."""
+    with _guard.quiet("cross_rank.wait"):
+        store.wait(keys, timedelta(seconds=timeout_s))
+        return True
+    return False
 
 
 def _skipped(why: str, ctx: dict[str, Any]) -> None:
     _emit.warning(f"cross-rank comparison skipped: {why}", "cross_rank_skipped", **ctx)
 
 
+def _failed(ctx: dict[str, Any], e: Exception) -> None:
+    """This rank's part of the comparison failed: skipped, with one warning naming the exception."""
+    _skipped(f"{type(e).__name__}: {e}", ctx)
+
+
 def _has(store: Any, key: str) -> bool:
-    try:
+    with _guard.quiet("cross_rank.check"):
         return bool(store.check([key]))
-    except Exception:
-        return False
+    return False

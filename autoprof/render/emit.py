@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from autoprof import _guard
 from autoprof.config import SWITCH
 from autoprof.findings import SCHEMA_VERSION, Finding, record_level
 from autoprof.render import text as _text
@@ -48,11 +49,9 @@ def dist_info() -> tuple[int, int, int]:
     rank = local = None
     world = None
     dist = sys.modules.get("torch.distributed")
-    try:
+    with _guard.quiet("record.rank"):
         if dist is not None and dist.is_available() and dist.is_initialized():
             rank, world = int(dist.get_rank()), int(dist.get_world_size())
-    except Exception:
-        rank = world = None
     env = os.environ
     try:
         if rank is None:
@@ -147,10 +146,8 @@ TALLY = Tally()
 
 def observe(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """Processor: the record into :data:`TALLY` (the summary's memory); never drops or changes the record."""
-    try:
+    with _guard.quiet("record.tally"):
         TALLY.observe(event_dict)
-    except Exception:
-        pass
     return event_dict
 
 
@@ -256,11 +253,9 @@ class _LineWriter:
 
 
 def _stderr_line(text: str) -> None:
-    try:
+    with _guard.quiet("record.stderr"):
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
-    except Exception:
-        pass
 
 
 def reset_output() -> None:
@@ -307,15 +302,13 @@ def build_record(event: str, level: str = "info", **fields: Any) -> dict[str, An
 
 def emit(event: str, level: str = "info", **fields: Any) -> None:
     """Write one record. Never raises: a failing sink is reported once on stderr and dropped."""
-    try:
+    with _guard.record(_fallback, event):  # never raise into the user's code
         _begin_run()
         host = SWITCH.config.logger
         if host is not None:
             _to_host(host, event, level, fields)
             return
         getattr(_logger(), level)(event, **fields)
-    except Exception as e:  # never raise into the user's code
-        _fallback(event, e)
 
 
 def finding(found: Finding, **context: Any) -> None:
@@ -420,7 +413,7 @@ def write_summary() -> None:
     records said (per target, its last window's verdict, why, next and findings; where the records, traces and report
     went), if it wrote any. It goes where the records go (text on a terminal, a JSON line elsewhere); when they went
     to a file or JSON lines and stderr is a terminal, its text is also printed there. Never raises, not even a Ctrl-C."""
-    try:
+    with _guard.quiet("record.summary", catches=BaseException):
         if not TALLY.seen:
             return
         cfg = SWITCH.config
@@ -437,8 +430,6 @@ def write_summary() -> None:
         if cfg.logger is None and cfg.format == "auto" and not text_output() and _isatty(sys.stderr):
             rec = build_record(SUMMARY_EVENT, "info", target=None, window=None, **fields)
             _stderr_line("\n".join(_text.summary_lines(rec, _text.use_color(sys.stderr))))
-    except BaseException:
-        pass
 
 
 def _after_fork_in_child() -> None:

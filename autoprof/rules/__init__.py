@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import importlib.machinery
 import io
 import marshal
@@ -29,6 +30,7 @@ from importlib import import_module
 from types import MappingProxyType, ModuleType
 from typing import Any
 
+from autoprof import _guard
 from autoprof.config import Config
 from autoprof.findings import SEVERITIES, Finding, declaration_problem, shown
 from autoprof.trace.model import Derived, Trace
@@ -107,19 +109,15 @@ def run_rules(
     for rule in active(config):
         if tick is not None:
             tick()
-        try:
+        with _guard.rule(failures, rule.id):  # a bug in one rule must not hide the others' verdicts
             findings.extend(rule.run(trace, config))
-        except Exception as e:  # a bug in one rule must not hide the others' verdicts
-            failures.append((rule.id, e))
     for fn in config.rules if config is not None else ():
         if tick is not None:
             tick()
-        try:
+        with _guard.rule(failures, functools.partial(_label, fn)):  # run_user_rule never raises an Exception; were it to, that rule only
             found, failed = run_user_rule(fn, trace, config)
-        except Exception as e:  # run_user_rule never raises; were it to, that rule only
-            found, failed = [], [(_label(fn), e)]
-        findings.extend(found)
-        failures.extend(failed)
+            findings.extend(found)
+            failures.extend(failed)
     return findings, failures
 
 
@@ -195,14 +193,13 @@ def run_user_rule(fn: Any, trace: Trace, config: Config | None) -> tuple[list[Fi
 
 def _label(fn: Any) -> str:
     """A user's rule by its declared id when that is a string, else by its function's name (never its repr)."""
-    try:
+    with _guard.quiet("rule.label"):
         rule_id = getattr(fn, "rule_id", None)
         if type(rule_id) is str and len(rule_id) <= 80:
             return rule_id
         name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
         return f"{getattr(fn, '__module__', '?')}.{name}" if type(name) is str else type(fn).__qualname__
-    except Exception:
-        return type(fn).__qualname__
+    return type(fn).__qualname__
 
 
 def _declared(fn: Any) -> tuple[str, tuple[str, ...]]:
@@ -234,18 +231,19 @@ class _Call:
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        try:
+        with _guard.quiet("rule.stopped_late", catches=BaseException):  # stop()'s exception, landed after the rule returned
             try:
-                self.value = self.fn(*self.args)
-            except BaseException as e:  # a SystemExit or KeyboardInterrupt of the rule's own is its failure too
-                self.error = _readable(e)
+                # a SystemExit or KeyboardInterrupt of the rule's own is its failure too
+                ok, value = _guard.outcome(self.fn, *self.args, catches=BaseException)
+                if ok:
+                    self.value = value
+                else:
+                    self.error = _readable(value)
             finally:
                 self.args = ()
                 with self.lock:
                     self.finished = True
                 self.done.set()
-        except BaseException:  # stop()'s exception, landed after the rule returned: nothing to say
-            pass
 
     def stop(self, thread: threading.Thread) -> None:
         """Ask the interpreter to raise :class:`RuleStopped` in the rule's thread at its next Python
@@ -254,23 +252,19 @@ class _Call:
         with self.lock:
             if self.finished or thread.ident is None:
                 return
-            try:
+            with _guard.quiet("rule.stop"):  # no ctypes, another interpreter: the daemon thread runs on, unwaited
                 import ctypes
 
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(RuleStopped))
-            except Exception:  # no ctypes, another interpreter: the daemon thread runs on, unwaited
-                pass
 
 
 def _readable(error: BaseException) -> BaseException:
     """The exception a user's rule raised, or a :class:`RuleError` naming its type where its message cannot be read
     (a ``__str__`` that raises or returns no string would break the record that reports it). Read on the rule's
     thread, within its time limit."""
-    try:
+    with _guard.quiet("rule.message"):
         if type(str(error)) is str:
             return error
-    except Exception:
-        pass
     return RuleError(f"raised {type(error).__name__}, whose message cannot be read")
 
 
@@ -490,18 +484,22 @@ class Shipped:
         failures: list[tuple[str, BaseException]] = []
         for rule_id, data in self.rules:
             fn = _RESOLVED.get(data)
-            if fn is None:
-                try:
-                    fn = _RESOLVED[data] = pickle.loads(data)
-                except Exception as e:
-                    failures.append((rule_id, RuleError(f"not run: cannot be imported in this process: {type(e).__name__}: {e}")))
-                    continue
-            found.append(fn)
+            with _guard.rule(failures, rule_id, _not_imported):
+                found.append(fn if fn is not None else _resolved(data))
         return tuple(found), failures
 
 
 #: Rules a worker read back, by their pickled bytes: each is one object per process (its time-out is remembered).
 _RESOLVED: dict[bytes, Any] = {}
+
+
+def _resolved(data: bytes) -> Any:
+    fn = _RESOLVED[data] = pickle.loads(data)
+    return fn
+
+
+def _not_imported(e: Exception) -> RuleError:
+    return RuleError(f"not run: cannot be imported in this process: {type(e).__name__}: {e}")
 
 
 def ship(rules: Iterable[Any]) -> Shipped | None:
@@ -510,15 +508,22 @@ def ship(rules: Iterable[Any]) -> Shipped | None:
     module not on the import path. Such rules are analyzed in this process (:func:`autoprof.analysis.engine.iter_files`)."""
     shipped = []
     for fn in rules:
-        buf = io.BytesIO()
-        try:
-            _ByReference(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(fn)
-        except Exception:
+        data = _by_reference(fn)
+        if data is None:
             return None
-        shipped.append((_label(fn), buf.getvalue()))
+        shipped.append((_label(fn), data))
     # this process's import path as another process reads it ('' is this process's working directory)
     path = tuple(dict.fromkeys(os.path.abspath(entry or os.curdir) for entry in sys.path if isinstance(entry, str)))
     return Shipped(tuple(shipped), path)
+
+
+def _by_reference(fn: Any) -> bytes | None:
+    """``fn`` pickled by reference (:class:`_ByReference`), or None where another process could not import it."""
+    buf = io.BytesIO()
+    with _guard.quiet("rule.not_shippable"):
+        _ByReference(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(fn)
+        return buf.getvalue()
+    return None
 
 
 class _ByReference(pickle.Pickler):
@@ -556,10 +561,9 @@ def _finds(module: str) -> bool:
         return False
     if spec.origin in ("built-in", "frozen") or top in sys.builtin_module_names:
         return True
-    try:
+    found = None
+    with _guard.quiet("rule.import_probe"):
         found = importlib.machinery.PathFinder.find_spec(top, sys.path)
-    except Exception:
-        return False
     if found is None:
         return False
     if spec.origin is not None:

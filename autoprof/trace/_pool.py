@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import BinaryIO
 
+from autoprof import _guard
 from autoprof.trace.events import BatchResult, BatchStatus
 
 #: What a helper runs: ``python -c WORKER_CODE <package parent> <fd in> <fd out>``.
@@ -89,29 +90,32 @@ class _Worker:
 
     def _write(self) -> None:
         try:
-            while True:
-                item = self.q.get()
-                if item is None:
-                    break
-                pickle.dump((item[0], item[1], self.source), self.to_child, protocol=pickle.HIGHEST_PROTOCOL)
-                self.to_child.flush()
-        except Exception:
-            self.pool._died(self)
+            with _guard.worker(self.pool._died, self):
+                while True:
+                    item = self.q.get()
+                    if item is None:
+                        break
+                    pickle.dump((item[0], item[1], self.source), self.to_child, protocol=pickle.HIGHEST_PROTOCOL)
+                    self.to_child.flush()
         finally:
-            try:
+            with _guard.quiet("pool.pipe_close"):
                 self.to_child.close()
-            except Exception:
-                pass
 
     def _read(self) -> None:
         try:
-            while True:
-                bid, result = pickle.load(self.from_child)
-                self.pool._arrived(self, bid, result)
-        except Exception:  # EOF when it exits; anything else is a broken worker: its batches are redone
-            self.pool._died(self)
+            with _guard.worker(self.pool._died, self):  # EOF when it exits; else a broken worker: its batches are redone
+                while True:
+                    bid, result = pickle.load(self.from_child)
+                    self.pool._arrived(self, bid, result)
         finally:
             self.from_child.close()
+
+
+def _started(pool: Pool, source: str, code: str) -> _Worker | None:
+    """A new helper of ``pool``, or None where one cannot start."""
+    with _guard.quiet("pool.spawn"):
+        return _Worker(pool, source, code)
+    return None
 
 
 class Pool:
@@ -131,10 +135,10 @@ class Pool:
             return None
         pool = cls()
         for _ in range(n):
-            try:
-                pool.workers.append(_Worker(pool, source, code))
-            except Exception:
+            worker = _started(pool, source, code)
+            if worker is None:
                 break
+            pool.workers.append(worker)
         if not pool.workers:
             return None
         return pool
@@ -174,7 +178,8 @@ class Pool:
             w.outstanding -= 1
             self.cv.notify_all()
 
-    def _died(self, worker: _Worker) -> None:
+    def _died(self, worker: _Worker, _error: BaseException | None = None) -> None:
+        """``worker`` is gone (``_error``: what its thread caught, if anything): its batches are redone here."""
         with self.cv:
             worker.dead = True
             self.cv.notify_all()

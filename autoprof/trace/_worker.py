@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str]) -> None:
     gc.disable()  # many short-lived containers, no cycles: reference counting frees everything
+    from autoprof import _guard
     from autoprof.trace.events import BatchResult, BatchStatus, read_batch
 
     with os.fdopen(int(argv[0]), "rb") as fin, os.fdopen(int(argv[1]), "wb") as fout:
@@ -19,9 +20,8 @@ def main(argv: Sequence[str]) -> None:
                 bid, text, source = pickle.load(fin)
             except EOFError:
                 return
-            try:
+            result = BatchResult(BatchStatus.FAILED)  # unless read: redone where the event's index in the file is known
+            with _guard.quiet("batch.redo"):
                 result = read_batch(text, source)
-            except Exception:
-                result = BatchResult(BatchStatus.FAILED)
             pickle.dump((bid, result), fout, protocol=pickle.HIGHEST_PROTOCOL)
             fout.flush()

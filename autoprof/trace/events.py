@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from autoprof import _guard
 from autoprof.trace.inputs import TraceError
 from autoprof.trace.model import (
     _INT64_MAX,  # an int in this range is read as it is (untrusted_int's own test, inlined in the hot loops)
@@ -118,11 +119,9 @@ def parse_batch(text: str) -> list[Any] | None:
     """The events of a batch (whole events joined by commas), or None where it is not such a run."""
     doc = "[" + text + "]"
     if _orjson_loads is not None:
-        try:
+        with _guard.quiet("batch.orjson"):  # e.g. NaN or a 2**64 integer, which the stdlib reads: try it
             v = _orjson_loads(doc)
             return v if type(v) is list else None
-        except Exception:  # e.g. NaN or a 2**64 integer, which the stdlib reads: try it
-            pass
     try:
         v = json.loads(doc)
     except (ValueError, RecursionError):
@@ -190,19 +189,17 @@ def decode_batch(text: str) -> list[Any] | None:
     does not decode that way (then :func:`parse_batch` reads it as dicts)."""
     if _decode_events is None:
         return None
-    try:
+    with _guard.quiet("batch.msgspec"):  # not a run of objects, NaN, a lone surrogate, nesting too deep...: the dict way decides
         return _decode_events("[" + text + "]")  # type: ignore[no-any-return]
-    except Exception:  # not a run of objects, NaN, a lone surrogate, nesting too deep...: the dict way decides
-        return None
+    return None
 
 
 def _raw_value(raw: Any) -> Any:
     """A raw argument's value, exactly as ``json`` reads it (msgspec first; the stdlib for what it refuses,
     e.g. 1e400, which the stdlib reads as inf)."""
-    try:
+    with _guard.quiet("batch.raw_value"):
         return _decode_raw(raw)
-    except Exception:
-        return json.loads(bytes(raw))
+    return json.loads(bytes(raw))
 
 
 def consume_batch(consumer: EventConsumer, text: str) -> bool:
@@ -222,11 +219,13 @@ def consume_batch(consumer: EventConsumer, text: str) -> bool:
 def read_batch(text: str, source: str) -> BatchResult:
     """One batch, parsed and consumed on its own (in a helper process, or here while helpers are busy)."""
     consumer = EventConsumer(TraceBuilder(source=source), source)
-    try:
-        if not consume_batch(consumer, text):
-            return BatchResult(BatchStatus.UNPARSED)
-    except Exception:  # redone where the event index in the whole file is known, for the exact error
+    parsed = None
+    with _guard.quiet("batch.redo"):  # redone where the event index in the whole file is known, for the exact error
+        parsed = consume_batch(consumer, text)
+    if parsed is None:
         return BatchResult(BatchStatus.FAILED)
+    if not parsed:
+        return BatchResult(BatchStatus.UNPARSED)
     return BatchResult(BatchStatus.READ, consumer.columns())
 
 

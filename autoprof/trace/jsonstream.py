@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from autoprof import _guard
 from autoprof.trace.inputs import TraceError, open_regular_file
 
 CHUNK_CHARS = 1 << 20  # characters per read
@@ -50,12 +51,11 @@ def _unfinished(buf: str, pos: int) -> bool:
     if _skip_value is None:
         return False
     text = buf[pos:] if pos else buf
-    try:
-        _skip_value(text)
-    except msgspec.DecodeError as e:
-        return str(e) == "Input data was truncated" and _SURROGATE.search(text) is None
-    except Exception:
-        return False
+    with _guard.quiet("stream.hint"):
+        try:
+            _skip_value(text)
+        except msgspec.DecodeError as e:
+            return str(e) == "Input data was truncated" and _SURROGATE.search(text) is None
     return False
 
 
@@ -396,10 +396,8 @@ class Prefetch:
 
     def _run(self) -> None:
         while not self._stopped:
-            try:
-                piece: Any = self._text.read(self._chunk)
-            except BaseException as e:  # handed to the reading thread, which turns it into a TraceError
-                piece = e
+            # what reading raised is handed to the reading thread, which turns it into a TraceError
+            _, piece = _guard.outcome(self._text.read, self._chunk, catches=BaseException)
             while not self._stopped:
                 try:
                     self._q.put(piece, timeout=0.05)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from operator import methodcaller
 from typing import Any
 
+from autoprof import _guard
 from autoprof.trace.model import (
     ARG_OPS,
     CAUSAL_ARG,
@@ -336,17 +337,15 @@ class _Shapes:
             return
         dtypes = ev.dtypes()
         if name in CAUSAL_ARG:  # attention: whether it is causal halves its FLOPs
-            try:
+            concrete = None
+            with _guard.quiet("trace.concrete_inputs"):  # a release without the accessor, or an input it cannot convert
                 concrete = ev.concrete_inputs()
-            except Exception:  # a release without the accessor, or an input it cannot convert
-                concrete = None
             self.out[row] = (shapes, dtypes, causal_flag(name, concrete))
             return
         if name in ARG_OPS:  # convolutions: stride, padding, groups... give their output size
-            try:
+            args = None
+            with _guard.quiet("trace.concrete_inputs"):  # a release without the accessor, or an input it cannot convert
                 args = conv_args(ev.concrete_inputs())
-            except Exception:  # a release without the accessor, or an input it cannot convert
-                args = None
             last = self.last.get(nid)
             if last is not None and last[0] == shapes and last[1] == dtypes and last[3] == args:
                 self.out[row] = last

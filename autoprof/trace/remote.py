@@ -68,20 +68,12 @@ def iter_url_inputs(url: str) -> Iterator[str | TraceError]:
         yield empty
         return
     try:
-        fs, path = _fs(url)
-        info = fs.info(path)
-        if info.get("type") != "directory":
-            yield url
-            return
-        names = sorted(p for p in fs.find(path) if p.endswith(TRACE_SUFFIXES))
+        fs, path, names = _listed(url)
     except TraceError as e:
         yield e
         return
-    except FileNotFoundError:
-        yield TraceError(url, "no such file or directory")
-        return
-    except Exception as e:
-        yield TraceError(url, f"cannot list: {type(e).__name__}: {e}")
+    if names is None:
+        yield url
         return
     if not names:
         yield TraceError(url, "directory holds no trace files (*.json, *.json.gz)")
@@ -90,6 +82,23 @@ def iter_url_inputs(url: str) -> Iterator[str | TraceError]:
     for name in names:  # named as the user spelled the directory's URL
         inside = name.startswith(root + "/")
         yield f"{url.rstrip('/')}/{name[len(root) + 1 :]}" if inside else fs.unstrip_protocol(name)
+
+
+def _listed(url: str) -> tuple[Any, str, list[str] | None]:
+    """The URL's filesystem and path, and the trace files under it where it is a directory (None: it names one
+    object). Raises :class:`TraceError` for what cannot be listed."""
+    try:
+        fs, path = _fs(url)
+        info = fs.info(path)
+        if info.get("type") != "directory":
+            return fs, path, None
+        return fs, path, sorted(p for p in fs.find(path) if p.endswith(TRACE_SUFFIXES))
+    except TraceError:
+        raise
+    except FileNotFoundError:
+        raise TraceError(url, "no such file or directory") from None
+    except Exception as e:
+        raise TraceError(url, f"cannot list: {type(e).__name__}: {e}") from None
 
 
 @contextlib.contextmanager

@@ -1,0 +1,218 @@
+"""Where autoprof catches a broad exception: one helper per kind of boundary, and the reasons it swallows one.
+
+autoprof never raises into the user's code, and its own failures must not stop its other work; but a broad
+``except Exception`` written out by hand, here one that records and there one that passes, says nothing about
+which it is. So every broad catch goes through this module (``tests/test_architecture.py`` checks it), and each
+kind does the one right thing on an exception:
+
+- :func:`call` (and :func:`hook`, its decorator): **the user's call and the trainer's hook.** ``report(*args, e)``
+  writes the one error record; nothing is raised into the user's code.
+- :func:`worker` and :func:`outcome`: **a background job.** Its failure is handed on to whoever waits for it (a
+  future, a pipe, a warning record), and the worker goes on to its next job.
+- :func:`rule`: **a rule.** Its failure goes into the analysis' failures, ``(rule id, exception)``; the other rules
+  still run.
+- :func:`record`: **writing a record.** It never fails its caller: ``fallback(*args, e)`` says so (once, on stderr).
+- :func:`quiet`: **a counted reason.** A probe of a fact that may not be there, a best-effort cleanup, a pipe that
+  closed, a faster parser that refuses what an exact one then reads: the exception is dropped and counted under its
+  reason, one of :data:`REASONS` (:func:`swallowed` reads the counts).
+
+Only an ``Exception`` is caught: a ``KeyboardInterrupt`` or ``SystemExit`` goes through untouched, except where the
+boundary says ``catches=BaseException`` (a worker thread that hands what it caught to the thread that waits, which
+raises it there; the summary at exit, which not even a Ctrl-C may fail). A handler of the kinds above that fails
+itself (a record that cannot be written) is counted under the boundary's reason, never raised. A handler that ends
+in ``raise`` (a cleanup, or a translation into autoprof's own error) is not a boundary and needs none of this.
+
+Each boundary is a context manager; the body is left at the exception and the code after the ``with`` runs, so a
+probe reads::
+
+    with _guard.quiet("cross_rank.check"):
+        return bool(store.check([key]))
+    return False
+
+A boundary holds no state of its own (the counts are this module's): one made once can be entered by any thread,
+any number of times.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec
+
+#: Every reason an exception may be swallowed for, and why it may be: what :func:`quiet` counts, and what a boundary
+#: counts when its own handler fails. A new reason is a line here (``tests/test_guard.py`` checks that each one is
+#: used and that no other is).
+REASONS: dict[str, str] = {
+    # a handler of a boundary that failed itself: nothing more can be said without raising into the caller
+    "call.report": "the error record of a failed user call or trainer hook could not be made (it is never raised)",
+    "worker.hand_on": "a worker could not hand a job's failure on (the future or the pipe is gone)",
+    "record.fallback": "a record could not be written and neither could the line that says so",
+    "rule.failure": "a rule's failure could not be put in the analysis' own words (its message cannot be read)",
+    # probes: a fact about the process that may not be there is absent
+    "record.rank": "torch.distributed's rank could not be read: the environment's (RANK, WORLD_SIZE) is used",
+    "lightning.trainer": "a LightningModule not attached to a trainer raises on .trainer: no trainer",
+    "rule.label": "a user's rule whose id and name cannot be read is named by its type",
+    "rule.message": "a user's rule raised an exception whose message cannot be read: a RuleError names its type",
+    "rule.not_shippable": "a user's rule that cannot be pickled by reference is run in this process, not a worker",
+    "rule.import_probe": "whether another process finds a rule's module could not be told: it is run here",
+    "trace.concrete_inputs": "torch gave an op's concrete inputs no accessor, or one that failed: none are read",
+    "cross_rank.check": "a rank's key in the store could not be checked: it is said to be missing",
+    "cross_rank.wait": "the other ranks' summaries did not come in time (one warning record says which)",
+    # best-effort cleanup, and work given up for a stated fallback
+    "rule.stop": "a user's rule past its time limit cannot be stopped here (no ctypes): its daemon thread runs on",
+    "rule.stopped_late": "the stop sent to a user's rule landed after it returned: nothing to stop",
+    "cross_rank.delete_key": "a rank's key could not be deleted from the store after the comparison",
+    "pool.pipe_close": "a helper process' pipe failed to close (the helper is gone)",
+    "pool.spawn": "a helper process could not start: its batches are read in the calling process",
+    "batch.orjson": "orjson refused a batch (NaN, an integer past 64 bits): the stdlib's json reads it",
+    "batch.msgspec": "msgspec refused a batch (an event not an object, NaN, a lone surrogate): the dict way reads it",
+    "batch.raw_value": "msgspec refused an argument's raw value (1e400): the stdlib's json reads it",
+    "batch.redo": "a batch failed in a helper or on its own: it is read again where the event's index is known",
+    "stream.hint": "msgspec could not tell whether a long value runs past the buffer: json decides",
+    "calibration.failed": "the CPU calibration failed: no CPU peaks (the roofline says it has none); not tried again",
+    "integration.on_raise": "an integration's cleanup after the trainer raised failed: the trainer's exception goes on",
+    "record.tally": "the end-of-run summary could not count a record (the record itself is written)",
+    "record.stderr": "a line autoprof writes on stderr could not be written (stderr closed, a broken pipe)",
+    "record.summary": "the end-of-run summary failed, or a Ctrl-C came in it: the exit goes on",
+}
+
+_counts: dict[str, int] = {}
+_lock = threading.RLock()
+
+
+def count(reason: str) -> None:
+    """One more exception swallowed for ``reason`` (one of :data:`REASONS`)."""
+    with _lock:
+        _counts[reason] = _counts.get(reason, 0) + 1
+
+
+def swallowed() -> dict[str, int]:
+    """How many exceptions this process swallowed, by reason (only the reasons that happened)."""
+    with _lock:
+        return dict(_counts)
+
+
+def _reset_for_tests() -> None:  # pragma: no cover - used by the test-suite only
+    with _lock:
+        _counts.clear()
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.RLock()  # another thread of the parent may have held it
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class Boundary:
+    """A ``with`` block that catches ``catches`` (an ``Exception`` unless said) from its body: hands it to
+    ``then(*args, e)`` where there is a ``then``, else counts it under ``reason``; a ``then`` that fails is counted
+    under ``reason`` too. Anything else (a ``KeyboardInterrupt``, unless ``catches`` is ``BaseException``) goes on."""
+
+    __slots__ = ("args", "catches", "reason", "then")
+
+    def __init__(
+        self,
+        reason: str,
+        then: Callable[..., object] | None = None,
+        args: tuple[Any, ...] = (),
+        catches: type[BaseException] = Exception,
+    ) -> None:
+        self.reason = reason
+        self.then = then
+        self.args = args
+        self.catches = catches
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: Any) -> bool:
+        if kind is None or not issubclass(kind, self.catches):
+            return False
+        if self.then is None:
+            count(self.reason)
+            return True
+        try:
+            self.then(*self.args, error)
+        except Exception:  # the handler's own failure: counted, never raised into the caller
+            count(self.reason)
+        return True
+
+
+_QUIET: dict[tuple[str, type[BaseException]], Boundary] = {}
+
+
+def quiet(reason: str, catches: type[BaseException] = Exception) -> Boundary:
+    """A counted reason: the exception is dropped and counted under ``reason`` (one of :data:`REASONS`). One
+    boundary per reason, made once (a probe on a busy path costs a dictionary lookup to find)."""
+    made = _QUIET.get((reason, catches))
+    if made is None:
+        made = _QUIET[(reason, catches)] = Boundary(reason, catches=catches)
+    return made
+
+
+def call(report: Callable[..., object], *args: Any) -> Boundary:
+    """The user's call or the trainer's hook: ``report(*args, e)`` writes the one error record; nothing is raised
+    into the user's code (a report that fails is counted, ``call.report``)."""
+    return Boundary("call.report", report, args)
+
+
+P = ParamSpec("P")
+
+
+def hook(report: Callable[Concatenate[Exception, P], object]) -> Callable[[Callable[P, None]], Callable[P, None]]:
+    """:func:`call` as a decorator, for a hook a trainer calls often: the function runs in its own frame (no
+    ``with`` on its path), and its exception goes to ``report(e, *the call's arguments)``."""
+
+    def decorate(fn: Callable[P, None]) -> Callable[P, None]:
+        @functools.wraps(fn)
+        def hooked(*args: P.args, **kwargs: P.kwargs) -> None:
+            try:
+                fn(*args, **kwargs)
+            except Exception as e:
+                with Boundary("call.report"):
+                    report(e, *args, **kwargs)
+
+        return hooked
+
+    return decorate
+
+
+def worker(hand_on: Callable[..., object], *args: Any, catches: type[BaseException] = Exception) -> Boundary:
+    """A background job: its failure is ``hand_on(*args, e)`` (a future's exception, a dead helper's batches redone,
+    a warning record) and the worker goes on. ``catches=BaseException`` where the thread that waits raises what it is
+    handed (a worker thread has no user code above it to hand a ``SystemExit`` to)."""
+    return Boundary("worker.hand_on", hand_on, args, catches)
+
+
+def outcome(fn: Callable[..., Any], *args: Any, catches: type[BaseException] = Exception) -> tuple[bool, Any]:
+    """A job's answer for whoever waits for it: ``(True, fn(*args))``, or ``(False, the exception)`` it raised."""
+    try:
+        return True, fn(*args)
+    except catches as e:
+        return False, e  # (``as e`` is unbound as the handler returns: no cycle through this frame, for gc-less workers)
+
+
+Failures = list[tuple[str, BaseException]]
+
+
+def _failed_rule(
+    failures: Failures, rule_id: str | Callable[[], str], wrap: Callable[[Exception], BaseException] | None, e: Exception
+) -> None:
+    failures.append((rule_id if isinstance(rule_id, str) else rule_id(), wrap(e) if wrap is not None else e))
+
+
+def rule(failures: Failures, rule_id: str | Callable[[], str], wrap: Callable[[Exception], BaseException] | None = None) -> Boundary:
+    """One rule: its failure is ``(rule_id, e)`` in ``failures`` (``rule_id()`` where the rule's name is read only on
+    a failure; ``wrap(e)`` where the analysis says it in its own words), and the other rules still run."""
+    return Boundary("rule.failure", _failed_rule, (failures, rule_id, wrap))
+
+
+def record(fallback: Callable[..., object], *args: Any) -> Boundary:
+    """Writing a record never fails its caller: ``fallback(*args, e)`` says so (a fallback that fails is counted,
+    ``record.fallback``)."""
+    return Boundary("record.fallback", fallback, args)
