@@ -28,7 +28,6 @@ from autoprof.config import FORMATS, SCHEDULE_KEYS, SWITCH, Config, ConfigError
 from autoprof.findings import SEVERITIES, severity_rank
 from autoprof.render import diff as render_diff
 from autoprof.render import records, show, table
-from autoprof.render.emit import DIFF_EVENT, build_record
 from autoprof.render.emit import line as record_line
 from autoprof.render.text import clean, use_color
 from autoprof.trace.chrome import TraceError
@@ -196,12 +195,7 @@ def _diff(args: argparse.Namespace) -> int:
     gates = [d.gate(args.fail_on_regression, args.confidence) if args.fail_on_regression is not None else None for d in diffs]
     if args.json:
         for d, g in zip(diffs, gates):
-            level = "warning" if g is not None and g.tripped else "info"
-            fields = d.to_json()
-            fields["gate"] = g.to_json() if g is not None else None
-            where = d.new_path or d.base_path  # a group the new run lacks: the base's files
-            rec = build_record(DIFF_EVENT, level, target=where, window=None, source=where, **fields)
-            out.write(record_line(rec) + "\n")
+            out.write(record_line(render_diff.record(d, g)) + "\n")
     else:
         for d in diffs:
             render_diff.table(d, out)

@@ -1,5 +1,5 @@
 """``autoprof diff``'s text: a :class:`~autoprof.analysis.compare.Diff` as the lines a person reads (:func:`table`),
-the gate's line (:func:`gate_line`) and the phrase naming the groups one side lacks (:func:`missing_text`).
+the gate's line (:func:`gate_line`), its record (:func:`record`) and the phrase naming the groups one side lacks (:func:`missing_text`).
 :mod:`autoprof.analysis.compare` compares; this module says what it found."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from autoprof.analysis.compare import (
     PeakChange,
     confidence_text,
 )
+from autoprof.render.emit import DIFF_EVENT, build_record
 from autoprof.render.text import clean
 from autoprof.rules.memory import size
 
@@ -78,6 +79,15 @@ def kernels_text(k: KernelSummary) -> str:
     fams = ", ".join(f"{n} {f}" for f, n in sorted(k.families.items(), key=lambda kv: (-kv[1], kv[0])))
     top = ", ".join(f"{name} {ns / 1e6:.2f} ms" for name, ns in k.top)
     return f"{sum(k.families.values())} kernels ({fams}); top: {top}"
+
+
+def record(d: Diff, gate: Gate | None) -> dict[str, Any]:
+    """One diff's ``autoprof.diff`` record (``autoprof diff --json``), its gate's decision with it (None: no gate)."""
+    level = "warning" if gate is not None and gate.tripped else "info"
+    fields = d.to_json()
+    fields["gate"] = gate.to_json() if gate is not None else None
+    where = d.new_path or d.base_path  # a group the new run lacks: the base's files
+    return build_record(DIFF_EVENT, level, target=where, window=None, source=where, **fields)
 
 
 def missing_text(diffs: list[Diff]) -> str | None:
