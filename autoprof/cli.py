@@ -24,20 +24,14 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from autoprof import __version__
-from autoprof.analysis.compare import FASTER, OWN_TIME, SLOWER, Diff, confidence_text, missing_text
 from autoprof.analysis.engine import Analysis, cross_rank, diff, iter_files
 from autoprof.config import FORMATS, SCHEDULE_KEYS, SWITCH, Config, ConfigError
 from autoprof.findings import SEVERITIES, severity_rank
-from autoprof.render import show
-from autoprof.render.emit import DIFF_EVENT, ERROR_EVENT, WINDOW_EVENT, build_record, finding_record, window_fields
+from autoprof.render import diff as render_diff
+from autoprof.render import records, show, table
 from autoprof.render.emit import line as record_line
 from autoprof.render.text import clean, use_color
 from autoprof.trace.chrome import TraceError
-
-_COLORS = {"info": "\033[36m", "warning": "\033[33m", "critical": "\033[31m", "error": "\033[31m"}
-_RESET = "\033[0m"
-_BOLD = "\033[1m"
-
 
 PROGRESS_AFTER_S = 1.0
 
@@ -77,66 +71,6 @@ class _Progress:
         if self._shown:
             self.stream.write("\r\033[K")
             self.stream.flush()
-
-
-def _records(result: Analysis) -> list[dict[str, Any]]:
-    """The file's records, as the live path writes them: one window record, then the findings."""
-    ctx: dict[str, Any] = {
-        "target": result.path,
-        "window": None,
-        "source": result.path,
-        "rank": result.rank,
-        "world_size": result.world_size,
-    }
-    fields = window_fields(
-        steps=result.steps,
-        step_wall_ns=result.step_ns,
-        top_ops=result.top_ops,
-        sections=result.sections,
-        event_count=result.event_count,
-        # offline, the program paid nothing for its window: both costs are 0 (and records stay reproducible)
-        costs={"autoprof_overhead_ms": 0.0, "stall_ms": 0.0},
-        summary=result.summary,
-    )
-    window = build_record(WINDOW_EVENT, "info", **ctx, trace_rank=result.rank, **fields)
-    findings = [finding_record(finding, **ctx, trace_rank=result.rank) for finding in result.findings]
-    errors = [
-        build_record(
-            ERROR_EVENT,
-            "error",
-            **ctx,
-            message=f"rule {name} failed: {error}",
-            reason="rule",
-            error_type=getattr(error, "type_name", type(error).__name__),
-        )
-        for name, error in result.failures
-    ]
-    return [window, *findings, *errors]
-
-
-def _table(results: list[Analysis], out: IO[str], color: bool) -> None:
-    def c(text: str, sev: str) -> str:
-        return f"{_COLORS.get(sev, '')}{text}{_RESET}" if color else text
-
-    for result in sorted((result for result in results if result.error is None), key=lambda result: (result.rank, result.path)):
-        head = f"{clean(result.path)}  (rank {result.rank} of {result.world_size}, {result.event_count} events, "
-        head += f"steps {result.steps[0]}–{result.steps[-1]})" if result.steps else "no ProfilerStep)"
-        out.write((f"{_BOLD}{head}{_RESET}" if color else head) + "\n")
-        if result.sections:
-            out.write(
-                "  sections: "
-                + ", ".join(f"{clean(x['name'])} {x['step_share']:.0%} ({x['calls']} calls)" for x in result.sections[:8])
-                + "\n"
-            )
-        if not result.findings:
-            out.write("  no findings\n")
-        width = max((len(finding.rule) for finding in result.findings), default=0)
-        for finding in result.findings:
-            out.write(f"  {c(f'{finding.severity:<8}', finding.severity)} {clean(finding.rule):<{width}}  {clean(finding.message)}\n")
-            out.write(f"  {'':<8} {'':<{width}}  → {clean(finding.advice)}\n")
-        for name, error in result.failures:
-            out.write(f"  {c('error   ', 'error')} {clean(name):<{width}}  rule failed: {clean(str(error))}\n")
-        out.write("\n")
 
 
 def _whole(least: int, what: str) -> Callable[[str], int]:
@@ -262,15 +196,10 @@ def _diff(args: argparse.Namespace) -> int:
     gates = [d.gate(args.fail_on_regression, args.confidence) if args.fail_on_regression is not None else None for d in diffs]
     if args.json:
         for d, g in zip(diffs, gates):
-            level = "warning" if g is not None and g.tripped else "info"
-            fields = d.to_json()
-            fields["gate"] = g.to_json() if g is not None else None
-            where = d.new_path or d.base_path  # a group the new run lacks: the base's files
-            rec = build_record(DIFF_EVENT, level, target=where, window=None, source=where, **fields)
-            out.write(record_line(rec) + "\n")
+            out.write(record_line(render_diff.record(d, g)) + "\n")
     else:
         for d in diffs:
-            _diff_table(d, out)
+            render_diff.table(d, out)
     out.flush()
     # A gate that tripped on a pair is said first, and fails (1) even where another pair cannot be evaluated: a
     # regression that is known is never hidden behind one that is not.
@@ -278,10 +207,10 @@ def _diff(args: argparse.Namespace) -> int:
     ranks = [d.rank for d in diffs]
     for d, g in tripped:
         where = "" if len(diffs) == 1 else f" (rank {d.rank})" if ranks.count(d.rank) == 1 else f" ({d.new_path})"
-        err.write(f"autoprof: {g.line()}{where}\n")
+        err.write(f"autoprof: {render_diff.gate_line(g)}{where}\n")
     # Nothing to compare, or a gate that cannot be evaluated, does not pass: bad input (2), one line saying why.
     # A group one side lacks (a rank the new run lost) is one line naming every such group.
-    lost = missing_text(diffs)
+    lost = render_diff.missing_text(diffs)
     lacking = [lost] if lost else []
     unknown = []
     if args.fail_on_regression is not None:
@@ -307,130 +236,6 @@ def _diff(args: argparse.Namespace) -> int:
 def _shown(path: str) -> str:
     """A path as a message names it: ``''`` for the empty one."""
     return path if path else "''"
-
-
-def _judged(change: Any) -> str | None:
-    """A tested change of time as the line says it: the statistic it was judged on (the Hodges-Lehmann shift of the
-    per-step times, with its interval), then each side's median time per step where the medians move the same way
-    (the means can move the other way: one slow step in the base). None for a change not tested against noise."""
-    s = change.shift
-    if change.kind not in (SLOWER, FASTER) or not change.tested or s is None or s.lo is None or s.hi is None:
-        return None
-    nb, nn = change.steps
-    calls = " → ".join(f"{(t.calls if t else 0) / k:.4g}" for t, k in ((change.base, nb), (change.new, nn)))
-    line = f"{s.estimate / 1e6:+.3f} ms/step [{s.lo / 1e6:+.3f}, {s.hi / 1e6:+.3f}] ({confidence_text(s.confidence)} confidence)"
-    med = change.medians
-    if med is not None and (med[1] - med[0]) * s.estimate > 0:
-        line += f"; median {med[0] / 1e6:.3f} → {med[1] / 1e6:.3f} ms/step"
-    return f"{line}; {calls} calls/step"
-
-
-def _per_step(change: Any, side: Any, n: int) -> str:
-    if side is None:
-        return "-"
-    if n:
-        return f"{side.calls / n:.4g} calls {side.ns / n / 1e6:.3f} ms/step"
-    return f"{side.calls} calls {side.ns / 1e6:.3f} ms"
-
-
-class _CleanLines:
-    """A text stream whose writes are lines (each ends in its own newlines, the only ones it means): everything before
-    them :func:`~autoprof.render.text.clean`, so a name from a trace cannot write escape sequences or lines."""
-
-    def __init__(self, out: IO[str]) -> None:
-        self.out = out
-
-    def write(self, text: str) -> None:
-        body = text.rstrip("\n")
-        self.out.write(clean(body) + text[len(body) :])
-
-
-def _diff_table(d: Diff, stream: IO[str]) -> None:
-    out = _CleanLines(stream)
-    if d.missing is not None:
-        out.write(f"{d.base_path or '(none)'} → {d.new_path or '(none)'}  (rank {d.rank})\n")
-        out.write(f"  not compared: {d.missing_problem}\n\n")
-        return
-    out.write(f"{d.base_path} → {d.new_path}  (rank {d.rank})\n")
-    if len(d.files[0]) > 1 or len(d.files[1]) > 1:
-        out.write(f"  pooled: base {len(d.files[0])} files, new {len(d.files[1])} files\n")
-    b, n = d.base_steps, d.new_steps
-    s = d.step_shift
-    if b and n and d.step_change_pct is not None:
-        out.write(
-            f"  step time: {b.median_ms:.3f} ms [{b.min_ms:.3f}–{b.max_ms:.3f}] → {n.median_ms:.3f} ms "
-            f"[{n.min_ms:.3f}–{n.max_ms:.3f}]; base {b.count} steps, new {n.count} steps\n"
-        )
-        if s is not None and s.lo is not None and s.hi is not None:
-            noise = "within noise" if s.within_noise else "outside noise"
-            out.write(
-                f"  change: {s.estimate:+.1f}% [{s.lo:+.1f}%, {s.hi:+.1f}%] ({confidence_text(s.confidence)} confidence), {noise}; "
-                f"these steps detect changes of about ±{d.min_detectable_pct or 0:.1f}% or more\n"
-            )
-        else:
-            conf = s.confidence if s is not None else 0.95
-            out.write(
-                f"  change: {d.step_change_pct:+.1f}% (medians), not tested against noise: "
-                f"too few steps for a {confidence_text(conf)} interval\n"
-            )
-    elif d.step_problem:
-        out.write(f"  step time: not compared: {d.step_problem}\n")
-    j = d.judged
-    if b and n and j is not None and (j.basis == OWN_TIME or j.set_aside != (0, 0)):
-        js = j.shift
-        if js is not None and js.lo is not None and js.hi is not None:
-            out.write(f"  the gate's reading: {js.estimate:+.1f}% [{js.lo:+.1f}%, {js.hi:+.1f}%]; {j.text()}\n")
-    for peak in d.memory_peaks:
-        out.write(f"  {peak.text()}\n")
-    for side, failed in zip(("base", "new"), d.failures):
-        for line in failed:
-            out.write(f"  error on the {side} trace: {line}\n")
-    if d.devices:
-        out.write(
-            f"  device: {', '.join(d.devices[0]) or 'none'} → {', '.join(d.devices[1]) or 'none'} (the likely cause of what follows)\n"
-        )
-    if d.gemm_summary:
-        out.write(f"  GEMM kernels, base: {d.gemm_summary[0].text()}\n")
-        out.write(f"  GEMM kernels, new:  {d.gemm_summary[1].text()}\n")
-    added, removed = d.compiled
-    if added:
-        out.write(f"  compiled regions added: {', '.join(added)}\n")
-    if removed:
-        out.write(f"  compiled regions removed: {', '.join(removed)}\n")
-    for c in d.verdicts:
-        if c.kind == "unstable":
-            shown = "; ".join(f"{side}: {'/'.join(vs)}" for side, vs in zip(("base", "new"), c.verdicts))
-            out.write(f"  {c.rule}: unstable on {' and '.join(c.unstable)} (its windows disagree: {shown}); no change claimed\n")
-        elif c.kind == "moved" and c.base and c.new:
-            out.write(f"  {c.rule}: {c.base.verdict} → {c.new.verdict}: {c.new.message}\n")
-        elif c.new:
-            out.write(f"  + {c.rule} ({c.new.verdict}): {c.new.message}\n")
-        elif c.base:
-            out.write(f"  - {c.rule} ({c.base.verdict}): {c.base.message}\n")
-    sections = (
-        ("ops by name and shapes (time; largest first)", d.ops),
-        ("ops by name (time, all shapes)", d.op_names),
-        ("calls per step by name and shapes (what runs, not its speed)", d.calls),
-        ("calls per step by name (all shapes)", d.call_names),
-        ("kernels (device time; largest first)", d.kernels),
-        ("kernel launches per step (what runs, not its speed)", d.kernel_calls),
-    )
-    for title, changes in sections:
-        if not changes:
-            continue
-        untested = any(not c.tested for c in changes)
-        out.write(f"  {title}{', not tested against noise' if untested else ''}:\n")
-        for change in changes:
-            nb, nn = change.steps
-            sides = _judged(change) or " → ".join(_per_step(change, t, k) for t, k in ((change.base, nb), (change.new, nn)))
-            out.write(f"    {change.kind:<11} {' '.join(part for part in change.key if part)}  {sides}\n")
-    if d.unchanged:
-        within = d.step_shift is not None and d.step_shift.decided
-        out.write("  no change (within noise)\n" if within else "  no change\n")
-    for side, path, events in zip(("base", "new"), (d.base_path, d.new_path), d.events):
-        if events == 0:
-            out.write(f"  nothing to compare: the {side} trace {path} has no events\n")
-    out.write("\n")
 
 
 def _analysis_options() -> argparse.ArgumentParser:
@@ -648,10 +453,10 @@ def _analyze(args: argparse.Namespace) -> int:
             worst = max([worst, *(severity_rank(finding.severity) for finding in result.findings)])
         if args.json:
             for result in results:
-                for rec in _records(result):
+                for rec in records.file_records(result):
                     out.write(record_line(rec) + "\n")
         else:
-            _table(results, out, color)
+            table.write(results, out, color)
         out.flush()
 
     try:

@@ -102,7 +102,7 @@ DASK = """
 import sys, json, time
 from distributed import Client, LocalCluster
 from autoprof.analysis import engine
-from autoprof.cli import _records
+from autoprof.render.records import file_records
 if __name__ == "__main__":
     t0 = time.perf_counter()
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
@@ -111,7 +111,7 @@ if __name__ == "__main__":
         t2 = time.perf_counter()
     print(f"cluster start {t1 - t0:.2f} s, analysis {t2 - t1:.2f} s, close {time.perf_counter() - t2:.2f} s", file=sys.stderr)
     for r in results:
-        for rec in _records(r):
+        for rec in file_records(r):
             print(json.dumps(rec, separators=(",", ":"), default=str))
 """
 

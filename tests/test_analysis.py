@@ -19,7 +19,7 @@ from synth import Synth
 
 from autoprof import cli
 from autoprof.analysis import engine
-from autoprof.render import emit, htmlreport
+from autoprof.render import emit, htmlreport, records
 from autoprof.trace import chrome
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
@@ -238,7 +238,7 @@ SUMMARY_KEYS = ["step_device_ms", "step_period_ms", "profiler_flush_ms", "step_m
 
 def test_the_offline_window_record_keeps_its_fields_in_their_order(tmp_path: Path) -> None:
     (a,) = engine.analyze_files([_trace(tmp_path / "a.json.gz")], jobs=1)
-    window, *_ = cli._records(a)
+    window, *_ = records.file_records(a)
     own = list(window)[list(window).index("trace_rank") + 1 :]
     assert own == OFFLINE_KEYS + SUMMARY_KEYS  # as the CLI has always written them: the records stay byte-identical
     assert window["step_wall_ms"] == [round(ns / 1e6, 4) for ns in a.step_ns] and window["stall_ms"] == 0.0

@@ -17,6 +17,7 @@ from autoprof import cli
 from autoprof.analysis import compare
 from autoprof.analysis.compare import OpTime, Profile
 from autoprof.findings import Finding
+from autoprof.render import diff as render_diff
 
 
 def _kept(tmp_path: Path, name: str, step: Any) -> Path:
@@ -158,7 +159,7 @@ def test_kernels_whose_launches_changed_are_listed_apart_from_time(capsys: Any) 
     d = compare.compare_one(base, new)
     assert d.kernels == [] and [(c.kind, c.key) for c in d.kernel_calls] == [("more calls", k)]
     assert d.to_json()["kernel_call_changes"][0]["change"] == "more calls" and not d.unchanged
-    cli._diff_table(d, sys.stdout)
+    render_diff.table(d, sys.stdout)
     assert "kernel launches per step" in capsys.readouterr().out
 
 
@@ -308,7 +309,7 @@ def test_a_tested_change_says_the_shift_it_was_judged_on_not_means_that_contradi
     per = c.to_json()["per_step"]
     assert (per["base_ms"], per["new_ms"], per["delta_ms"]) == (3.6, 3.5, 0.5)  # the record's figures are unchanged
     assert (per["base_median_ms"], per["new_median_ms"]) == (3.0, 3.5)
-    cli._diff_table(d, sys.stdout)
+    render_diff.table(d, sys.stdout)
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("slower") and "[[512" in x)
     assert "+0.500 ms/step [+0.500, +0.500] (95% confidence); median 3.000 → 3.500 ms/step; 1 → 1 calls/step" in line, line
     assert "3.600" not in line  # no mean that moves against the word
@@ -462,7 +463,7 @@ def test_a_memory_peak_that_grew_is_tested_against_noise_per_device() -> None:
     assert gpu.change_pct is not None and 45 < gpu.change_pct < 55 and gpu.steps == (10, 10)
     assert cpu.tested and not cpu.changed and cpu.shift is not None and cpu.shift.within_noise
     assert not d.unchanged  # a peak outside noise is a change
-    line = gpu.text()
+    line = render_diff.peak_text(gpu)
     assert line.startswith("memory peak cuda:0: 1.17 GiB → 1.75 GiB (+49%, +591 MiB [+587 MiB, +606 MiB], 95% confidence, outside noise)")
     rec = d.to_json()["memory_peak_changes"]
     assert [r["device"] for r in rec] == ["cpu", "cuda:0"] and rec[1]["tested"] is True and rec[1]["changed"] is True
@@ -475,7 +476,7 @@ def test_memory_peaks_with_few_steps_are_not_tested_and_absent_ones_are_nothing(
     few = compare.compare_one(_peaks_profile({"cuda:0": [100 * MIB, 100 * MIB]}), _peaks_profile({"cuda:0": [150 * MIB, 150 * MIB]}))
     (peak,) = few.memory_peaks
     assert not peak.tested and peak.changed and peak.delta_bytes == 50 * MIB and peak.change_pct == 50.0
-    assert "+50%, +50 MiB on the medians, not tested against noise" in peak.text()
+    assert "+50%, +50 MiB on the medians, not tested against noise" in render_diff.peak_text(peak)
     assert few.to_json()["memory_peak_changes"][0]["interval_mib"] is None
     one_side = compare.compare_one(_peaks_profile({"cuda:0": [100 * MIB] * 4}), _peaks_profile({}))
     assert one_side.memory_peaks == [] and one_side.to_json()["memory_peak_changes"] == []

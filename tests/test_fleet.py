@@ -18,8 +18,8 @@ from synth import cpu_rank_doc
 
 import autoprof
 from autoprof.analysis import _fleet, engine
-from autoprof.cli import _records
 from autoprof.config import Config
+from autoprof.render.records import file_records
 
 pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
 
@@ -47,7 +47,7 @@ def _lines(results: list[engine.FileResult]) -> list[str]:
         if result.error is not None:
             out.append(f"error {result.error}")
             continue
-        for rec in _records(result):
+        for rec in file_records(result):
             rec.pop("timestamp")
             out.append(json.dumps(rec, sort_keys=True))
     return out

@@ -17,6 +17,7 @@ import autoprof
 from autoprof import cli
 from autoprof.analysis import compare
 from autoprof.analysis._stats import Shift
+from autoprof.render import diff as render_diff
 from autoprof.trace.chrome import TraceError
 
 
@@ -405,7 +406,7 @@ def test_a_gate_at_another_confidence_than_the_diff_is_refused(tmp_path: Path) -
         d.gate(5, 0.99)
     (d99,) = autoprof.diff(a, b, confidence=0.99)
     g = d99.gate(5)
-    assert g.confidence == 0.99 and "(99% confidence)" in g.line()
+    assert g.confidence == 0.99 and "(99% confidence)" in render_diff.gate_line(g)
 
 
 @pytest.mark.parametrize("threshold", [float("nan"), float("inf"), float("-inf")])

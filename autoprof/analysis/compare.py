@@ -3,7 +3,8 @@
 
 Ops are matched by name and input shapes, kernels by their launching op (and its shapes) and their own name,
 never by position (pairing kernels by position "can pair the wrong kernels"); verdicts by rule. The engine
-makes the profiles (:func:`autoprof.analysis.engine.profile_of`); the CLI and ``autoprof.diff`` render the diffs.
+makes the profiles (:func:`autoprof.analysis.engine.profile_of`); :mod:`autoprof.render.diff` says them as text
+(``autoprof diff``'s table, the gate's line), ``Diff.to_json`` as records; this module only compares.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from autoprof.analysis._stats import Shift, ratio_shift, shift
 from autoprof.findings import Finding, severity_rank
 from autoprof.measure.kernels import kernel_family, kernel_head
 from autoprof.measure.ops import MATMUL_OPS
-from autoprof.rules.memory import size
 
 #: Change kinds of an op or kernel.
 ADDED, REMOVED, SLOWER, FASTER, MORE_CALLS, FEWER_CALLS = "added", "removed", "slower", "faster", "more calls", "fewer calls"
@@ -170,19 +170,6 @@ class PeakChange:
             return False
         return abs(self.delta_bytes) >= max(PEAK_CHANGE * self.base_bytes, PEAK_CHANGE_BYTES)
 
-    def text(self) -> str:
-        """``memory peak cuda:0: 1.2 GiB → 1.8 GiB (+50%, +614 MiB [+600 MiB, +630 MiB], 95% confidence, outside noise)``."""
-        pct = self.change_pct
-        change = ", ".join(p for p in (f"{pct:+.0f}%" if pct is not None else "", f"{_signed(self.delta_bytes)}") if p)
-        s = self.shift
-        if self.tested and s is not None and s.lo is not None and s.hi is not None:
-            noise = "within noise" if s.within_noise else "outside noise"
-            change += f" [{_signed(s.lo)}, {_signed(s.hi)}], {s.confidence:.0%} confidence, {noise}"
-        else:
-            change += " on the medians, not tested against noise: too few steps"
-        b, n = self.steps
-        return f"memory peak {self.device}: {size(self.base_bytes)} → {size(self.new_bytes)} ({change}); base {b} steps, new {n} steps"
-
     def to_json(self) -> dict[str, Any]:
         s = self.shift if self.tested else None
         mib = 1 << 20
@@ -199,10 +186,6 @@ class PeakChange:
             "changed": self.changed,
             "steps": list(self.steps),
         }
-
-
-def _signed(n: float) -> str:
-    return ("+" if n >= 0 else "") + size(n)
 
 
 @dataclass(frozen=True)
@@ -282,18 +265,6 @@ class Judged:
     def set_aside(self) -> tuple[int, int]:
         return self.steps[0] - self.judged[0], self.steps[1] - self.judged[1]
 
-    def text(self) -> str:
-        """``judged 18 of 20 steps a side on their own time (wall less run-queue wait); 2 a side set aside (...)``."""
-        (jb, jn), (tb, tn) = self.judged, self.steps
-        count = f"judged {jb} of {tb} steps a side" if (jb, tb) == (jn, tn) else f"judged base {jb} of {tb} steps, new {jn} of {tn}"
-        basis = "their own time (wall less run-queue wait)" if self.basis == OWN_TIME else f"wall time ({self.why_wall})"
-        out = f"{count} on {basis}"
-        ab, an = self.set_aside
-        if ab or an:
-            n = f"{ab} a side" if ab == an else f"base {ab}, new {an}"
-            out += f"; {n} set aside (blocked off the CPU {BLOCKED_ASIDE:.0%} of the step more than their side's typical step)"
-        return out
-
     def to_json(self) -> dict[str, Any]:
         s = self.shift
         return {
@@ -359,24 +330,6 @@ class Gate:
     reason: str | None = None
     judged: Judged | None = None  # the steps judged and on what (None: wall time, every step, as before issue 49)
 
-    def line(self) -> str:
-        """The one line a tripped (or undecided) gate prints."""
-        if self.reason:
-            return f"--fail-on-regression {self.threshold_pct:g} cannot be evaluated: {self.reason}"
-        assert self.estimate_pct is not None and self.interval_pct is not None
-        lo, hi = self.interval_pct
-        verb = "tripped" if self.tripped else "passed"
-        rel = ">" if self.tripped else "not >"
-        j = self.judged
-        if j is None or (j.basis == WALL_TIME and j.set_aside == (0, 0)):
-            steps = f"base {self.base_steps} steps, new {self.new_steps} steps" + (f"; on wall time ({j.why_wall})" if j else "")
-        else:
-            steps = j.text()
-        return (
-            f"gate {verb}: step time {self.estimate_pct:+.1f}% [{lo:+.1f}%, {hi:+.1f}%] ({confidence_text(self.confidence)} confidence) "
-            f"{rel} +{self.threshold_pct:g}% threshold; {steps}"
-        )
-
     def to_json(self) -> dict[str, Any]:
         return {
             "threshold_pct": self.threshold_pct,
@@ -403,11 +356,6 @@ class KernelSummary:
 
     def to_json(self) -> dict[str, Any]:
         return {"families": self.families, "top": [{"kernel": k, "total_ms": round(ns / 1e6, 4)} for k, ns in self.top]}
-
-    def text(self) -> str:
-        fams = ", ".join(f"{n} {f}" for f, n in sorted(self.families.items(), key=lambda kv: (-kv[1], kv[0])))
-        top = ", ".join(f"{k} {ns / 1e6:.2f} ms" for k, ns in self.top)
-        return f"{sum(self.families.values())} kernels ({fams}); top: {top}"
 
 
 @dataclass
@@ -603,20 +551,6 @@ def compare(base: list[Profile], new: list[Profile], top: int = 10, confidence: 
     if out:
         out.extend(_missing(base, new))
     return out
-
-
-def missing_text(diffs: list[Diff]) -> str | None:
-    """The groups a side lacks (:attr:`Diff.missing`), all in one phrase: ``the new run has no trace of rank 1 (the
-    base run has base/r1.json)``, ``the new run has no trace of rank 1, rank 2 (the base run has them)``; None when
-    every group is on both sides."""
-    parts = []
-    for side, other in (("new", "base"), ("base", "new")):
-        lacking = [d for d in diffs if d.missing == side]
-        if len(lacking) == 1:
-            parts.append(lacking[0].missing_problem)
-        elif lacking:
-            parts.append(f"the {side} run has no trace of {', '.join(d.group for d in lacking)} (the {other} run has them)")
-    return "; ".join(p for p in parts if p) or None
 
 
 def _missing(base: list[Profile], new: list[Profile]) -> list[Diff]:

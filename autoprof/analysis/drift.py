@@ -1,14 +1,22 @@
 """Drift between live windows of one target: after its first window, each later one is compared with it (long
 trainings whose data, shapes or allocator state drift, with ``repeat`` > 1 or ``repeat=0``). A comparison of two
-windows' summaries, like :mod:`autoprof.analysis.ranks` across ranks; not a rule over one trace."""
+windows' summaries, like :mod:`autoprof.analysis.ranks` across ranks; not a rule over one trace. Also the step times a
+triggered window is judged on (:func:`trigger_step_times`). Both read a window's
+:class:`~autoprof.analysis.engine.Analysis` and what the training thread timed; the live window only hands them over."""
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from autoprof.analysis._stats import ratio_shift
 from autoprof.findings import Finding
 from autoprof.measure.units import duration
+
+if TYPE_CHECKING:
+    from autoprof.analysis.engine import Analysis
 
 RULE = "window_drift"
 DRIFTED = "drifted"
@@ -33,6 +41,32 @@ class WindowSummary:
 
 #: The confidence of the step time's interval.
 CONFIDENCE = 0.95
+
+
+def judge(reference: list[WindowSummary], window: int, analysis: Analysis, walls: Sequence[int]) -> list[Finding]:
+    """The ``window_drift`` finding of a target's later window against its first (none for the first, which becomes
+    the target's ``reference``, a list its windows share): its steps' times (the trace's, else the training thread's
+    ``walls``), their median and the regime's verdict."""
+    times = analysis.step_time_ns or list(walls)
+    if not times:
+        return []
+    verdict = (analysis.summary.get("regime") or {}).get("verdict")
+    now = WindowSummary(window, statistics.median(times) / 1e6, verdict, tuple(t / 1e6 for t in times))
+    if not reference:  # the target's first window: the reference later ones are compared with
+        reference.append(now)
+        return []
+    return check(reference[0], now)
+
+
+def trigger_step_times(analysis: Analysis, steps: Sequence[int], walls: Sequence[int], cpus: Sequence[tuple[int, int]]) -> list[int]:
+    """A triggered window's steps' times (ns) as the trigger judges steps: each step's period (start to the next step's
+    start; the last step, whose period the window does not hold, by its wall time), less the time the step waited for
+    a CPU (``cpus``: each step's thread CPU time and run-queue wait, where read for every step)."""
+    periods = analysis.summary.get("step_period_ms") or [None] * len(steps)
+    times = [round(p * 1e6) if p is not None else w for p, w in zip(periods, walls, strict=False)]
+    if len(cpus) == len(times):  # each step's own time, as the trigger judges it: its run-queue wait out
+        times = [t - q if q > 0 else t for t, (_, q) in zip(times, cpus, strict=False)]
+    return times
 
 
 def check(first: WindowSummary, now: WindowSummary) -> list[Finding]:

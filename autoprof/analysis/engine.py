@@ -20,7 +20,7 @@ from autoprof.analysis.sections import section_times
 from autoprof.config import SWITCH, Config, user_stacklevel
 from autoprof.findings import Finding, RuleFailureWarning, shown
 from autoprof.measure.kernels import short_kernel_name
-from autoprof.measure.steps import device_step_ns
+from autoprof.measure.steps import device_step_ns, step_times_ns
 from autoprof.measure.views import shape_of, view
 from autoprof.rules import Shipped, memory, regime, run_rules, ship
 from autoprof.rules.sync import profiler_flush_ns
@@ -313,6 +313,7 @@ class Analysis:
     event_count: int = 0
     steps: list[int] = field(default_factory=list)
     step_ns: list[int] = field(default_factory=list)
+    step_time_ns: list[int] = field(default_factory=list)  # each step's time: the longer of its host span and device time
     top_ops: list[dict[str, Any]] = field(default_factory=list)
     sections: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)  # window_summary(): device step times, flush, regime
@@ -519,6 +520,7 @@ def analysis_of(
         event_count=trace.n_events,
         steps=[s.number for s in trace.steps],
         step_ns=[s.dur_ns for s in trace.steps],
+        step_time_ns=step_times_ns(trace),
         top_ops=top_ops(trace, config.top_ops if config is not None else Config().top_ops),
         sections=section_times(trace),
         summary=window_summary(trace, findings, numbers),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import queue
-import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,9 +23,8 @@ from autoprof.live._files import keep_gzipped, safe_name
 from autoprof.live._pace import PACER
 from autoprof.live.calibrate import CpuPeaks
 from autoprof.live.trigger import Trigger
-from autoprof.measure.steps import step_times_ns
 from autoprof.render import emit as _emit
-from autoprof.rules import regime
+from autoprof.render import records
 from autoprof.trace.model import Trace, gc_paused
 
 if TYPE_CHECKING:
@@ -150,12 +148,9 @@ def run(job: ClosedWindow, inline: bool = False) -> None:
         overhead = time.perf_counter_ns() - started + job.stall_ns
         if inline:  # all of it on the closing thread, before its call returns
             job.stall_ns = overhead
-        _emit.emit(_emit.WINDOW_EVENT, "info", **ctx, source="live", **_window_fields(job, analysis, path, overhead))
-        for finding in analysis.findings + _drift(job, analysis):
-            _emit.finding(finding, **ctx, source="live")
-        _machine_busy(analysis.findings, ctx)
-        for name, err in analysis.analysis.failures:
-            _emit.error(f"rule {name} failed: {err}", "rule", err, **ctx)
+        live = _live(job, analysis, path, overhead)
+        for event, level, fields in records.window_records(analysis.analysis, ctx, {"source": "live"}, live):
+            _emit.emit(event, level, **fields)
         if world > 1 and job.peer_window is not None:
             summary = ranks.summary_from(rank, job.walls, analysis.findings)
             exchange.compare(job.target, job.peer_window, rank, world, summary, job.config)
@@ -299,54 +294,17 @@ class _ReadError(Exception):
     """torch could not hand the window's raw events over (said as a ``profiler`` error, as a failed stop is)."""
 
 
-def _drift(job: ClosedWindow, analysis: _Analyzed) -> list[Finding]:
-    """The ``window_drift`` finding of a target's later window against its first (none for the first)."""
-    times = step_times_ns(analysis.trace) or job.walls
-    if not times:
-        return []
-    verdict = next((f.verdict for f in analysis.findings if f.rule == regime.RULE), None)
-    now = drift.WindowSummary(job.window, statistics.median(times) / 1e6, verdict, tuple(t / 1e6 for t in times))
-    if not job.reference:  # the target's first window: the reference later ones are compared with
-        job.reference.append(now)
-        return []
-    return drift.check(job.reference[0], now)
-
-
-#: A window whose steps' thread was preempted this share of the step or more was read on a busy machine.
-MACHINE_BUSY_SHARE = 0.10
-
-
-def _machine_busy(findings: list[Any], ctx: dict[str, Any]) -> None:
-    """One ``machine_busy`` warning for a window whose steps the machine kept off the CPU (the regime's
-    ``descheduled_share``): how busy, and that its shares are suspect."""
-    regime_finding = next((f for f in findings if f.rule == regime.RULE), None)
-    if regime_finding is None:
-        return
-    ev = regime_finding.evidence
-    d = ev.get("descheduled_share")
-    if not isinstance(d, float) or d < MACHINE_BUSY_SHARE:
-        return
-    _emit.warning(
-        f"the window was read on a busy machine: other work kept the steps' thread off the CPU {d:.0%} of the step "
-        f"(it ran {ev.get('cpu_share', 0):.0%} of its steps' wall time, waited for a CPU in {ev.get('preempted_steps')} of them); "
-        "that time is left out of op work and overhead, and the window's shares are suspect",
-        "machine_busy",
-        **ctx,
-        descheduled_share=d,
-        cpu_share=ev.get("cpu_share"),
-    )
-
-
-def _window_fields(job: ClosedWindow, analyzed: _Analyzed, path: str | None, overhead_ns: int) -> dict[str, Any]:
-    """The ``autoprof.window`` record's own fields (:func:`autoprof.render.emit.window_fields`, as offline), from
-    the window's :class:`~autoprof.analysis.engine.Analysis`."""
+def _live(job: ClosedWindow, analyzed: _Analyzed, path: str | None, overhead_ns: int) -> records.LiveWindow:
+    """What the window's records hold beyond its :class:`~autoprof.analysis.engine.Analysis`
+    (:func:`autoprof.render.records.window_records`, as offline): the steps the training thread timed, what the window
+    cost it, its own fields, and its drift from the target's first window (judged by :mod:`autoprof.analysis.drift`)."""
     analysis = analyzed.analysis
-    return _emit.window_fields(
+    trigger = None
+    if job.trigger is not None:  # judged on its steps as the trigger judges steps
+        trigger = job.trigger.record(job.steps, drift.trigger_step_times(analysis, job.steps, job.walls, job.cpus))
+    return records.LiveWindow(
         steps=job.steps,
-        step_wall_ns=job.walls,
-        top_ops=analysis.top_ops,
-        sections=analysis.sections,
-        event_count=analysis.event_count,
+        walls=job.walls,
         costs={
             "autoprof_overhead_ms": round(overhead_ns / 1e6, 3),
             "analysis_cpu_ms": round(analyzed.cpu_ns / 1e6, 3),
@@ -356,30 +314,15 @@ def _window_fields(job: ClosedWindow, analyzed: _Analyzed, path: str | None, ove
             "read_ms": round(job.read_ns / 1e6, 3),
             "windows_skipped": job.skipped_before,
         },
-        summary=analysis.summary,
-        live={
+        fields={
             "calls_total": job.calls,
             "first_call_ms": round(job.first_call_ns / 1e6, 4) if job.first_call_ns is not None else None,
             "trace_path": path,
-            "trigger": _trigger_record(job, analyzed.trace),
+            "trigger": trigger,
             "cpu_share": job.cpu_share(),
         },
+        drift=drift.judge(job.reference, job.window, analysis, job.walls),
     )
-
-
-def _trigger_record(job: ClosedWindow, trace: Any) -> dict[str, Any] | None:
-    """A triggered window's ``trigger`` object, judged on its steps' periods as the trigger judges steps (start to
-    the next step's start; the last step, whose period the window does not hold, by its wall time), each less the
-    time the step waited for a CPU."""
-    if job.trigger is None:
-        return None
-    from autoprof.analysis import engine
-
-    periods = engine.step_periods_ms(trace, job.steps) or [None] * len(job.steps)
-    times = [round(p * 1e6) if p is not None else w for p, w in zip(periods, job.walls, strict=False)]
-    if len(job.cpus) == len(times):  # each step's own time, as the trigger judges it: its run-queue wait out
-        times = [t - q if q > 0 else t for t, (_, q) in zip(times, job.cpus, strict=False)]
-    return job.trigger.record(job.steps, times)
 
 
 #: The trace files this process kept (in ``trace_dir``), in the order written: the end-of-run report reads them.

@@ -1,5 +1,6 @@
-"""The renderers of an analysis: the records (:mod:`autoprof.render.emit`, live and offline) and the HTML page
-(:mod:`autoprof.render.htmlreport`); the terminal table and the diff's are :mod:`autoprof.cli`'s.
+"""The renderers of an analysis, one module each: the records (:mod:`autoprof.render.records`, live and offline, written
+by :mod:`autoprof.render.emit`), ``analyze``'s terminal table (:mod:`autoprof.render.table`), ``diff``'s text
+(:mod:`autoprof.render.diff`) and the HTML page (:mod:`autoprof.render.htmlreport`).
 
 :func:`write_page` is the page's one entry for the live side (the end-of-run report): the page's module, and plotly
 with it, load only when it is called."""

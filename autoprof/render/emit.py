@@ -162,8 +162,8 @@ def window_fields(
     summary: Mapping[str, Any],
     live: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``autoprof.window`` record's own fields, the one builder live (:mod:`autoprof.live.window`) and offline (the
-    CLI): the steps and their wall times, the top ops, the sections, the events, what the window cost the program
+    """The ``autoprof.window`` record's own fields, live and offline (called by :mod:`autoprof.render.records`, the one
+    builder of a window's records): the steps and their wall times, the top ops, the sections, the events, what the window cost the program
     (``costs``), the trace's reading (``summary``: :func:`autoprof.analysis.engine.window_summary`), then a live window's own
     fields (``live``: its target's calls, the kept trace, the trigger). Offline (``live`` None) the sections follow
     the costs, where that record has always had them: both records stay as they were, byte for byte."""
