@@ -147,3 +147,17 @@ def rule(rule_id: str, verdicts: tuple[str, ...] | list[str]) -> Callable[[R], R
         return fn
 
     return declare
+
+
+def rule_failed(name: str | None, error: BaseException, *, typed: bool = False) -> str:
+    """A failed rule as every output says it: ``rule NAME failed: message`` (the error record's message, its type in
+    the record's ``error_type``); ``typed``: ``rule NAME failed: TYPE: message`` (where no field names the type);
+    ``name`` None: ``rule failed: message`` (the table, whose column names the rule)."""
+    detail = f"{error_type(error)}: {error}" if typed else str(error)
+    return f"rule {name} failed: {detail}" if name is not None else f"rule failed: {detail}"
+
+
+def error_type(error: BaseException) -> str:
+    """The exception's type as a record names it (a rule's failure carried across processes names its own:
+    ``type_name``)."""
+    return getattr(error, "type_name", None) or type(error).__name__

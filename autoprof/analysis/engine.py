@@ -18,7 +18,7 @@ from autoprof.analysis.compare import Diff, OpTime, Profile, check_confidence, c
 from autoprof.analysis.page import Page
 from autoprof.analysis.sections import section_times
 from autoprof.config import SWITCH, Config, user_stacklevel
-from autoprof.findings import Finding, RuleFailureWarning, shown
+from autoprof.findings import Finding, RuleFailureWarning, rule_failed, shown
 from autoprof.measure.kernels import short_kernel_name
 from autoprof.measure.steps import device_step_ns, step_times_ns
 from autoprof.measure.views import shape_of, view
@@ -328,7 +328,7 @@ class Analysis:
     @property
     def failure_lines(self) -> list[str]:
         """Each failed rule as every output says it: ``rule NAME failed: TYPE: message``."""
-        return [f"rule {name} failed: {getattr(e, 'type_name', type(e).__name__)}: {e}" for name, e in self.failures]
+        return [rule_failed(name, e, typed=True) for name, e in self.failures]
 
 
 #: The former name of :class:`Analysis` (``analyze_files`` returned ``FileResult``s): the same class.

@@ -3,7 +3,7 @@ rules' failures, from the window's :class:`~autoprof.analysis.engine.Analysis`. 
 knows as data (:class:`LiveWindow`: its recorded steps and their wall times, what it cost the program, its own fields,
 its drift findings); a file's records carry zero costs (:data:`OFFLINE_COSTS`). The builder writes nothing: it returns
 ``(event, level, fields)`` triples, which the live job writes through :func:`autoprof.render.emit.emit` and the CLI
-turns into JSON lines (:func:`file_records`). :func:`rule_failed` is the one wording of a failed rule."""
+turns into JSON lines (:func:`file_records`). :func:`~autoprof.findings.rule_failed` is the one wording of a failed rule."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from autoprof.findings import Finding, record_level
+from autoprof.findings import Finding, error_type, record_level, rule_failed
 from autoprof.render.emit import ERROR_EVENT, FINDING_EVENT, WARNING_EVENT, WINDOW_EVENT, build_record, window_fields
 from autoprof.rules import regime
 
@@ -26,20 +26,6 @@ OFFLINE_COSTS: Mapping[str, float] = {"autoprof_overhead_ms": 0.0, "stall_ms": 0
 
 #: A window whose steps' thread was preempted this share of the step or more was read on a busy machine.
 MACHINE_BUSY_SHARE = 0.10
-
-
-def rule_failed(name: str | None, error: BaseException, *, typed: bool = False) -> str:
-    """A failed rule as every output says it: ``rule NAME failed: message`` (the error record's message, its type in
-    the record's ``error_type``); ``typed``: ``rule NAME failed: TYPE: message`` (where no field names the type);
-    ``name`` None: ``rule failed: message`` (the table, whose column names the rule)."""
-    detail = f"{error_type(error)}: {error}" if typed else str(error)
-    return f"rule {name} failed: {detail}" if name is not None else f"rule failed: {detail}"
-
-
-def error_type(error: BaseException) -> str:
-    """The exception's type as a record names it (a rule's failure carried across processes names its own:
-    ``type_name``)."""
-    return getattr(error, "type_name", None) or type(error).__name__
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import IO, TYPE_CHECKING
 
-from autoprof.render.records import rule_failed
+from autoprof.findings import rule_failed
 from autoprof.render.text import clean
 
 if TYPE_CHECKING:
