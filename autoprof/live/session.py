@@ -1,6 +1,11 @@
 """The one profiler per process: each target's state, the profiler's life (prepare, start, stop, drop), the
 foreign-profiler guard, and the background worker that analyzes closed windows.
 
+A target's state is in small parts, each written through its own methods only (:class:`Position`: where it stands in
+its schedule; the trigger's :class:`~autoprof.live.trigger.Watch`; :class:`Said`: the warnings it gave; its counts; the
+drift reference), and a step's bookkeeping is one call into the session at each of its ends: :meth:`Session.begin_step`
+(which returns what the instrument does: record, annotate, nothing) and :meth:`Session.end_step`.
+
 Threads: each target's schedule is driven by the thread that made its first outermost call (its *owner*).
 Calls of the same target from other threads run normally and are annotated while a window records, but do
 not count as steps, so concurrent callers can never corrupt the step count.
@@ -461,7 +466,8 @@ class Target:
             recent.append(wall_ns)
             if len(recent) > STEADY_KEEP:
                 del recent[0]
-        self._count(calls + 1)
+        watch = self.watch
+        self._calls = calls + 1 - (watch.pending() if watch is not None else 0)
 
     def _count(self, calls: int) -> None:
         watch = self.watch
@@ -699,8 +705,9 @@ class Session:
         """Where ``target``'s step now falls: a dropped cycle starts its warmup again; a triggered window's schedule that
         is over, or whose retry the budget refuses, gives way to the target's own; a target given up has no window."""
         position = target.position
-        position.take_rewind()
-        place = position.place()
+        if position.rewind:
+            position.take_rewind()
+        place = position.schedule.place(position.pos)
         if place.phase == Phase.DONE and position.saved is not None:  # a triggered window's schedule is over
             target.end_triggered()
             place = position.place()
