@@ -163,7 +163,12 @@ class _Step(Step):
             _close_all(self.annotations)
         finally:
             cpu0 = self.cpu0
-            SESSION.end_step(self, wall_ns, raised, _cpu.since(cpu0) if cpu0 is not None and wall_ns >= 0 else (-1, -1))
+            cpu = (-1, -1)
+            try:
+                if cpu0 is not None and wall_ns >= 0:  # a recorded step's thread CPU time and run-queue wait
+                    cpu = _cpu.since(cpu0)
+            finally:  # the bookkeeping, even if an interrupt lands in the reading
+                SESSION.end_step(self, wall_ns, raised, cpu)
 
 
 class _Instrument:
