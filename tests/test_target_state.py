@@ -11,13 +11,13 @@ import pytest
 
 from autoprof.live import instrument, session, trigger
 from autoprof.live.schedule import Phase, Schedule
-from autoprof.live.session import ANNOTATE, BARE, RECORD, SESSION, Position, Said, Step, Target
+from autoprof.live.session import ANNOTATE, BARE, RECORD, SESSION, Counts, Position, Said, Step, Target
 
 LIVE = Path(instrument.__file__).parent
 #: The names the live modules give a target, a watch or a target's part (a Window is ``window``/``held`` in the
 #: session, a step ``step``: those are the session's own bookkeeping).
-HOLDERS = {"target", "t", "holder", "other", "stale", "watch", "w", "position", "said"}
-STATE = set(Target.__slots__) | set(Position.__slots__) | set(Said.__slots__) | set(trigger.Watch.__slots__)
+HOLDERS = {"target", "t", "holder", "other", "stale", "watch", "w", "position", "said", "counts"}
+STATE = set(Target.__slots__) | set(Position.__slots__) | set(Said.__slots__) | set(Counts.__slots__) | set(trigger.Watch.__slots__)
 
 
 def _writes(path: Path, holders: set[str]) -> list[str]:
@@ -36,7 +36,7 @@ def _writes(path: Path, holders: set[str]) -> list[str]:
                 continue
             base = t.value
             owner = base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(base, ast.Name) else None
-            if owner in holders or owner in ("watch", "position", "said", "target"):
+            if owner in holders or owner in ("watch", "position", "said", "counts", "target"):
                 found.append(f"{path.name}:{node.lineno}: {ast.unparse(t)}")
     return found
 
@@ -94,11 +94,18 @@ def test_said_says_each_kind_once_and_forgets_only_what_it_is_told() -> None:
     assert said.once("incomplete") and "abandoned" not in said
 
 
-def test_a_new_run_forgets_the_incomplete_warning_and_keeps_the_others() -> None:
+def test_a_new_run_forgets_the_incomplete_warning_and_its_counts_and_keeps_the_rest() -> None:
     target = Target("t", Schedule(skip_first=0, wait=0, warmup=1, active=1, repeat=0))
     target.said.note("incomplete", "foreign")
+    target.account(5)
+    target.account(7)
+    target.deferred_call()
+    assert target.calls == 2 and target.counts.first_call_ns == 5 and target.steady_ns() == 7 and target.counts.deferred == 1
+    assert target.closed_window() == 0 and target.cut_try() == 1
     target.restart(done=False)
     assert "foreign" in target.said and "incomplete" not in target.said
+    assert target.calls == 0 and target.counts.deferred == 0 and target.steady_ns() is None and target.counts.cut_tries == 0
+    assert target.window == 1  # window indexes go on across runs
 
 
 class _Recorded(Step):
@@ -132,7 +139,7 @@ def test_a_window_that_cannot_open_defers_the_cycle_to_its_warmup(monkeypatch: p
         assert SESSION.begin_step(step) == ANNOTATE
         target.leave(10)
         SESSION.end_step(step, 10, False)
-    assert target.deferred == 2 and target.pos == 1 and target.window == 0  # each warmup sent back to itself
+    assert target.counts.deferred == 2 and target.pos == 1 and target.window == 0  # each warmup sent back to itself
 
 
 def test_a_cycle_skipped_while_the_analysis_is_behind_is_bare(monkeypatch: pytest.MonkeyPatch, records: Any) -> None:
@@ -140,4 +147,4 @@ def test_a_cycle_skipped_while_the_analysis_is_behind_is_bare(monkeypatch: pytes
     monkeypatch.setattr(session.Session, "behind", lambda self, cfg: True)
     step = _Recorded(target, 0)
     assert SESSION.begin_step(step) == BARE and not step.advance
-    assert target.pos == 2 and target.skipped_behind == 1 and SESSION.window is None
+    assert target.pos == 2 and target.counts.skipped_behind == 1 and SESSION.window is None

@@ -2,8 +2,8 @@
 foreign-profiler guard, and the background worker that analyzes closed windows.
 
 A target's state is in small parts, each written through its own methods only (:class:`Position`: where it stands in
-its schedule; the trigger's :class:`~autoprof.live.trigger.Watch`; :class:`Said`: the warnings it gave; its counts; the
-drift reference), and a step's bookkeeping is one call into the session at each of its ends: :meth:`Session.begin_step`
+its schedule; the trigger's :class:`~autoprof.live.trigger.Watch`; :class:`Said`: the warnings it gave; this run's
+:class:`Counts`; the drift reference), and a step's bookkeeping is one call into the session at each of its ends: :meth:`Session.begin_step`
 (which returns what the instrument does: record, annotate, nothing) and :meth:`Session.end_step`.
 
 Threads: each target's schedule is driven by the thread that made its first outermost call (its *owner*).
@@ -231,6 +231,57 @@ class Position:
         return done
 
 
+class Counts:
+    """A target's counts in this run, one part of its :class:`Target` (a new run starts new ones), written through these
+    methods only: its outermost calls (the owner thread's; the trigger's watch holds the idle calls it timed and not yet
+    settled, which :attr:`Target.calls` adds), the first call's wall time and recent steady ones (bounded), the
+    scheduled windows cut in a row by a step that raised (see :data:`MAX_CUT_TRIES`), the calls whose window could not
+    open or start because the profiler was taken (another target's window, a profiler of the user's: each sent its cycle
+    back to its warmup), and the cycles skipped whole because the background analysis was :data:`MAX_PENDING` windows
+    behind (both said at exit if it never recorded)."""
+
+    __slots__ = ("calls", "cut_tries", "deferred", "first_call_ns", "recent_ns", "skipped_behind")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.first_call_ns: int | None = None
+        self.recent_ns: list[int] = []
+        self.cut_tries = 0
+        self.deferred = 0
+        self.skipped_behind = 0
+
+    def settle(self, calls: int) -> None:
+        """The owner's count is ``calls`` (the watch's pending calls taken in, or left out)."""
+        self.calls = calls
+
+    def took(self, wall_ns: int, first: bool, steady: bool) -> None:
+        """A call that ran took ``wall_ns``: counted, and its time kept if it is the ``first`` call's, or a ``steady``
+        one's (among the recent)."""
+        self.calls += 1
+        if first:
+            self.first_call_ns = wall_ns
+        elif steady:
+            recent = self.recent_ns
+            recent.append(wall_ns)
+            if len(recent) > STEADY_KEEP:
+                del recent[0]
+
+    def cut(self) -> int:
+        """A scheduled window cut by a step that raised: the cuts in a row so far."""
+        self.cut_tries += 1
+        return self.cut_tries
+
+    def whole(self) -> None:
+        """A window closed whole: the cuts in a row start over."""
+        self.cut_tries = 0
+
+    def defer(self) -> None:
+        self.deferred += 1
+
+    def skip(self) -> None:
+        self.skipped_behind += 1
+
+
 class Said:
     """The warnings a target already gave, one part of its :class:`Target`: each kind is said once (a process; a run for
     ``incomplete``, forgotten when a run starts over). Kinds: ``foreign`` (a profiler of the user's found running),
@@ -292,18 +343,16 @@ _OVER = Place(Phase.DONE, False, False)
 class Target:
     """One outermost decorated callable: its name and options, its owner thread and driving run, and its state in small
     parts, each written through its own methods only: its :class:`Position` in the schedule, the trigger's
-    :class:`~autoprof.live.trigger.Watch`, the warnings it already gave (:class:`Said`), its counts (calls, windows,
-    deferrals), and the drift reference (its first window's summary). ``done``, ``plain``, ``watch`` and ``owner`` are
+    :class:`~autoprof.live.trigger.Watch`, the warnings it already gave (:class:`Said`), this run's :class:`Counts`, and
+    the drift reference (its first window's summary, a list the window's analysis fills). Its windows' index and the
+    triggered ones go on across runs. ``done``, ``plain``, ``watch`` and ``owner`` are
     plain slots the idle path reads."""
 
     __slots__ = (
-        "_calls",
+        "counts",
         "current",
-        "cut_tries",
-        "deferred",
         "done",
         "driver",
-        "first_call_ns",
         "framework",
         "lock",
         "name",
@@ -311,10 +360,8 @@ class Target:
         "plain",
         "position",
         "profile_memory",
-        "recent_ns",
         "reference",
         "said",
-        "skipped_behind",
         "triggered",
         "watch",
         "watching",
@@ -347,22 +394,13 @@ class Target:
         idle path."""
         # a triggered window's schedule ran: the target's own is the one to start over
         self.position = Position(self.position.own())
-        self._calls = 0  # outermost calls by the owner thread (see calls)
+        self.counts = Counts()  # this run's calls, cuts, deferrals and skipped cycles
         self.done = done
-        self.first_call_ns: int | None = None
-        self.recent_ns: list[int] = []
         # its first window's summary, filled by that window's analysis (drift); a new list: a window of the previous
         # run still being analysed keeps its own
         self.reference: list[Any] = []
         self.current: Any = None  # the owner's step in progress (a Step), None between steps
         self.said.forget("incomplete")  # a window cut short is said once a run
-        self.cut_tries = 0  # scheduled windows cut in a row by a step that raised an exception (see MAX_CUT_TRIES)
-        # calls whose window could not open or start because the profiler was taken (another target's window, a
-        # profiler of the user's): each sent its cycle back to its warmup (said at exit if it never recorded)
-        self.deferred = 0
-        # cycles whose window never opened because the background analysis was MAX_PENDING windows behind
-        # (:meth:`Session.skip_cycle`; said at exit if it never recorded)
-        self.skipped_behind = 0
         # the trigger: the baseline of step times (None: off, or a rank not chosen)
         self.watch: Watch | None = Watch(self.watching) if self.watching is not None and not done else None
 
@@ -396,7 +434,7 @@ class Target:
         """Outermost calls so far (the owner thread's, and every idle call the trigger timed: the idle path counts
         nothing itself, its watch's starts do)."""
         watch = self.watch
-        return self._calls + (watch.pending() if watch is not None else 0)
+        return self.counts.calls + (watch.pending() if watch is not None else 0)
 
     # -- who calls it, and how -------------------------------------------------------------------------------------
     def claim(self, me: int) -> bool:
@@ -458,37 +496,28 @@ class Target:
     def account(self, wall_ns: int) -> None:
         """Count an outermost call that ran, keeping its wall time (the first call's, then recent steady
         ones: bounded memory)."""
-        calls = self.calls
-        if calls == 0:
-            self.first_call_ns = wall_ns
-        elif not self.done:
-            recent = self.recent_ns
-            recent.append(wall_ns)
-            if len(recent) > STEADY_KEEP:
-                del recent[0]
-        watch = self.watch
-        self._calls = calls + 1 - (watch.pending() if watch is not None else 0)
+        self.counts.took(wall_ns, self.calls == 0, not self.done)
 
     def _count(self, calls: int) -> None:
         watch = self.watch
-        self._calls = calls - (watch.pending() if watch is not None else 0)
+        self.counts.settle(calls - (watch.pending() if watch is not None else 0))
 
     def deferred_call(self) -> None:
         """A call whose window could not open or start: counted, and its cycle back to its warmup."""
-        self.deferred += 1
+        self.counts.defer()
         self.position.to_warmup()
 
     def skip_cycle(self) -> None:
         """This cycle's window skipped whole (the analysis is behind): counted."""
         self.position.next_cycle()
-        self.skipped_behind += 1
+        self.counts.skip()
 
     def closed_window(self) -> int:
         """A window of it closed whole: its index (the next one counts from here); a triggered one is counted as such,
         and the target goes back to its own schedule from its next step."""
         index = self.window
         self.window = index + 1
-        self.cut_tries = 0
+        self.counts.whole()
         if self.position.saved is not None:
             self.triggered += 1
             self.end_triggered()
@@ -496,21 +525,20 @@ class Target:
 
     def cut_try(self) -> int:
         """A scheduled window cut by a step that raised: the cuts in a row so far."""
-        self.cut_tries += 1
-        return self.cut_tries
+        return self.counts.cut()
 
     # -- the trigger -----------------------------------------------------------------------------------------------
     def watch_with(self, settings: Settings | None) -> None:
         """Turn the trigger on (``settings``) or off for this target, with a fresh baseline."""
         self.watching = settings
-        self._calls = self.calls  # the old watch's pending calls are counted
+        self.counts.settle(self.calls)  # the old watch's pending calls are counted
         self.watch = Watch(settings) if settings is not None and not self.done else None
 
     def drop_watch(self) -> None:
         """The trigger is given up for this target (its calls go on, still counted)."""
         watch, self.watch = self.watch, None  # gone first: whatever happens next, the idle path times no more
         if watch is not None:
-            self._calls += watch.pending()  # the watch's pending calls, counted as it goes
+            self.counts.settle(self.counts.calls + watch.pending())  # the watch's pending calls, counted as it goes
 
     def driven(self, t0: int, number: int | None, waited: int) -> tuple[int, int, int] | None:
         """A trainer's step begins at ``t0`` on the idle path (``number``: the trainer's own, else the calls so far;
@@ -546,7 +574,8 @@ class Target:
 
     def steady_ns(self) -> int | None:
         """The median wall time of recent calls (None before any)."""
-        return int(statistics.median(self.recent_ns)) if self.recent_ns else None
+        recent = self.counts.recent_ns
+        return int(statistics.median(recent)) if recent else None
 
 
 class Window:
@@ -967,7 +996,7 @@ class Session:
             walls=window.walls,
             cpus=window.cpus,
             calls=target.calls,
-            first_call_ns=target.first_call_ns,
+            first_call_ns=target.counts.first_call_ns,
             steady_ns=target.steady_ns(),
             stall_ns=time.perf_counter_ns() - started,  # what the calling thread pays when work runs in the background
             stop_ns=stopped - started,
@@ -1260,26 +1289,27 @@ class Session:
         """At exit: one warning for each target whose schedule never reached the end of a window (a script that
         ends before it: 4 calls for a 5-call schedule), saying how many calls it made and how many one needed."""
         for target in list(self.targets.values()):
-            if target.window or target.calls == 0 or (target.done and not target.skipped_behind):
+            if target.window or target.calls == 0 or (target.done and not target.counts.skipped_behind):
                 continue  # (a schedule over with no window: its windows were skipped, said here too)
             schedule = target.schedule
             needed = schedule.skip_first + schedule.cycle
             target.said.note("incomplete")
             calls = target.calls
+            deferred, skipped = target.counts.deferred, target.counts.skipped_behind
             why = ""
-            if target.deferred and _FORKED_RECORDING:
+            if deferred and _FORKED_RECORDING:
                 why = (
-                    f"; {target.deferred} of its calls found the profiler taken: this process was forked while its "
+                    f"; {deferred} of its calls found the profiler taken: this process was forked while its "
                     "parent's window recorded, and torch's profiler state came along"
                 )
-            elif target.deferred:
+            elif deferred:
                 why = (
-                    f"; {target.deferred} of its calls found the profiler taken (another target's window, or a profiler "
+                    f"; {deferred} of its calls found the profiler taken (another target's window, or a profiler "
                     "of the user's: one records at a time in a process), each sending its cycle back to its warmup"
                 )
-            if target.skipped_behind:
+            if skipped:
                 why += (
-                    f"; {target.skipped_behind} of its windows were skipped before they opened: the background analysis "
+                    f"; {skipped} of its windows were skipped before they opened: the background analysis "
                     f"was {MAX_PENDING} windows behind (fewer windows, repeat or wait, or flush() keep up)"
                 )
             _emit.warning(
@@ -1292,8 +1322,8 @@ class Session:
                 window=None,
                 calls=calls,
                 calls_needed=needed,
-                calls_deferred=target.deferred,
-                windows_skipped=target.skipped_behind,
+                calls_deferred=deferred,
+                windows_skipped=skipped,
             )
 
     def shutdown(self) -> None:
