@@ -125,27 +125,21 @@ def _close_all(annotations: list[Any]) -> None:
 
 class _Step(Step):
     """What the owner thread does around one outermost call of a target (entered only when not idle): the session's
-    bookkeeping of the step (:class:`autoprof.live.session.Step`: one call at its start, one at its end) and the
-    annotations it entered.
+    bookkeeping of the step (:class:`autoprof.live.session.Step`: one call into the session at its start, from
+    :meth:`_Instrument.begin`, and one at its end, from :meth:`finish`) and the annotations it entered.
 
     It registers itself as the target's current step before it changes anything, so that whatever
     interrupts it (even a KeyboardInterrupt between two of its statements), :meth:`finish` finds it and
     undoes what it did: every annotation it entered is exited, and a window it belongs to is dropped.
     """
 
-    __slots__ = ("annotations", "cpu0")
+    __slots__ = ()
 
-    def __init__(self, target: Target, label: int | None = None) -> None:
-        super().__init__(target, target.calls if label is None else label)
-        self.cpu0: tuple[int, int] | None = None  # a recorded step's thread CPU time and switches at its start
-        self.annotations: list[Any] = []
-        act = SESSION.begin_step(self)
-        if act == RECORD:
-            self.annotate(f"ProfilerStep#{self.number}")
-            self.annotate(target.name)
-            self.cpu0 = _cpu.read()
-        elif act == ANNOTATE and _ap._is_profiler_enabled:
-            self.annotate(target.name)  # someone else's profiler records: the call lands in that profile
+    def record(self) -> None:
+        """The step records: its ``ProfilerStep#`` and its target's annotations, and its thread's CPU reading."""
+        self.annotate(f"ProfilerStep#{self.number}")
+        self.annotate(self.target.name)
+        self.cpu0 = _cpu.read()
 
     def annotate(self, name: str) -> None:
         annotation = _record_function(name)
@@ -215,7 +209,12 @@ class _Instrument:
                     annotation.__enter__()  # type: ignore[no-untyped-call]
                 return FOREIGN
             if not (target.done and not _ap._is_profiler_enabled):
-                _Step(target, label)
+                step = _Step(target, target.calls if label is None else label)
+                act = SESSION.begin_step(step)  # the step's place, its window (opened, started or deferred)
+                if act == RECORD:
+                    step.record()
+                elif act == ANNOTATE and _ap._is_profiler_enabled:
+                    step.annotate(target.name)  # someone else's profiler records: the call lands in that profile
             return OWNER
         except Exception as e:
             # Give this target up (one error record, then only the idle path) rather than fail every call.

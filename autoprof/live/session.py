@@ -316,10 +316,12 @@ class Step:
     ends (:meth:`Session.end_step`). ``window`` is set the moment the window is opened or found, so that an interrupt
     anywhere after still drops it."""
 
-    __slots__ = ("advance", "last", "number", "recording", "target", "window")
+    __slots__ = ("advance", "annotations", "cpu0", "last", "number", "recording", "target", "window")
 
     def __init__(self, target: Target, number: int) -> None:
         self.target = target
+        self.annotations: list[Any] = []  # the annotations the instrument entered for it (exited at its end)
+        self.cpu0: tuple[int, int] | None = None  # a recorded step's thread CPU time and run-queue wait at its start
         self.number = number  # the step's number (the trainer's own, else the target's calls so far)
         self.window: Window | None = None  # the window it belongs to (opened, or found open)
         self.advance = True  # whether it takes a step of the schedule (not when its window is deferred or skipped)
@@ -490,7 +492,7 @@ class Target:
         finished by the caller. A call that ran is counted."""
         step, self.current = self.current, None
         if wall_ns >= 0:
-            self.account(wall_ns)
+            self.counts.took(wall_ns, self.calls == 0, not self.done)  # as account() counts it
         return step
 
     def account(self, wall_ns: int) -> None:
