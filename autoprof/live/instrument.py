@@ -26,9 +26,9 @@ import wrapt
 
 from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, SWITCH, TRIGGER_KEYS, ConfigError, check_schedule_value, user_stacklevel
 from autoprof.live import _cpu
-from autoprof.live.schedule import Phase, Place, Schedule
-from autoprof.live.session import SECTIONS_SEEN, SESSION, Target, Window, rank_chosen
-from autoprof.live.trigger import FUTURE, Settings
+from autoprof.live.schedule import Schedule
+from autoprof.live.session import ANNOTATE, RECORD, SECTIONS_SEEN, SESSION, Step, Target, rank_chosen
+from autoprof.live.trigger import Settings
 from autoprof.render import emit as _emit
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -86,7 +86,7 @@ def _held(skip: int = 2) -> int:
             if frame.f_code in _WRAPPER_CODES and "t" in frame.f_locals:
                 held = frame.f_locals["t"]
                 if held is not None:
-                    held.plain = False
+                    held.nests()
                 return HELD
             frame = frame.f_back
     except Exception:
@@ -123,100 +123,28 @@ def _close_all(annotations: list[Any]) -> None:
         _close_rf(annotations.pop())
 
 
-class _Step:
-    """What the owner thread does around one outermost call of a target (entered only when not idle).
+class _Step(Step):
+    """What the owner thread does around one outermost call of a target (entered only when not idle): the session's
+    bookkeeping of the step (:class:`autoprof.live.session.Step`: one call into the session at its start, from
+    :meth:`_Instrument.begin`, and one at its end, from :meth:`finish`) and the annotations it entered.
 
     It registers itself as the target's current step before it changes anything, so that whatever
     interrupts it (even a KeyboardInterrupt between two of its statements), :meth:`finish` finds it and
     undoes what it did: every annotation it entered is exited, and a window it belongs to is dropped.
     """
 
-    __slots__ = ("advance", "annotations", "cpu0", "last", "recording", "step", "target", "window")
+    __slots__ = ()
 
-    def __init__(self, target: Target) -> None:
-        self.target = target
-        self.cpu0: tuple[int, int] | None = None  # a recorded step's thread CPU time and switches at its start
-        self.annotations: list[Any] = []
-        self.advance = True
-        self.last = False
-        self.recording = False
-        self.window: Window | None = None
-        self.step = target.calls if target.label is None else target.label
-        stale, target.current = target.current, self
-        if stale is not None:  # a step whose end an interrupt skipped (it landed as a function was entered)
-            stale.finish(-1)  # exit its annotations, drop its window, rewind its cycle
-        if target.rewind:  # the window of this cycle was dropped: start the cycle's warmup again
-            target.rewind = False
-            target.pos = target.schedule.warmup_start(target.pos)
-        place = target.schedule.place(target.pos)
-        if place.phase == Phase.DONE and target.saved is not None:  # a triggered window's schedule is over
-            target.end_triggered()
-            place = target.schedule.place(target.pos)
-        elif (
-            target.tries
-            and target.saved is not None
-            and place.phase != Phase.WAIT
-            and not SESSION.holds(target)
-            and not SESSION.retry_triggered(target)  # tried again after a try was cut: only within its budget
-        ):
-            place = target.schedule.place(target.pos)  # given up: the target's own schedule
-        if target.done and target.saved is None:  # given up (its windows, or by autoprof): no window of its own
-            place = Place(Phase.DONE, False, False)
-        if place.phase in (Phase.DONE, Phase.WAIT):
-            self._unprofiled(place.phase)
-        else:
-            self._profiled(place)
-
-    def _unprofiled(self, phase: Phase) -> None:
-        """A call outside any window: no window may stay open for it; annotated for a user's profiler."""
-        target = self.target
-        if phase == Phase.DONE:
-            target.done = True
-        window = SESSION.window
-        if window is not None and window.target is target:  # a window whose close an interrupt skipped: none is open now
-            SESSION.drop(target)
-        if _ap._is_profiler_enabled:
-            self.annotate(target.name)
-
-    def _profiled(self, place: Place) -> None:
-        """A warmup or active call: open the window (or find it open), start recording at the first active
-        step; deferred to its cycle's warmup when the window cannot open or start."""
-        target = self.target
-        if place.first and place.phase == Phase.WARMUP and SESSION.window is None and SESSION.behind(SWITCH.config):
-            SESSION.skip_cycle(target)  # bounded memory: no window while the analysis is this far behind
-            self.advance = False
-            return
-        held = SESSION.window
-        self.window = SESSION.open(target, SWITCH.config)
-        if self.window is not None and self.window is not held and target.saved is not None:
-            SESSION.opened_triggered(target)  # a try of a triggered window: counted against its budget
-        if self.window is None:
-            self._defer()
-        elif place.phase == Phase.ACTIVE:
-            if SESSION.start(target) is None:
-                self.window = None
-                self._defer()
-            else:
-                self.last = place.last
-                self.recording = True
-                self.annotate(f"ProfilerStep#{self.step}")
-                self.annotate(target.name)
-                self.cpu0 = _cpu.read()
-                return
-        if _ap._is_profiler_enabled:
-            # someone else's profiler records: annotate the call so it lands in that profile
-            self.annotate(target.name)
+    def record(self) -> None:
+        """The step records: its ``ProfilerStep#`` and its target's annotations, and its thread's CPU reading."""
+        self.annotate(f"ProfilerStep#{self.number}")
+        self.annotate(self.target.name)
+        self.cpu0 = _cpu.read()
 
     def annotate(self, name: str) -> None:
         annotation = _record_function(name)
         self.annotations.append(annotation)  # listed before it is entered: an interrupted enter is still exited (or skipped)
         annotation.__enter__()  # type: ignore[no-untyped-call]
-
-    def _defer(self) -> None:
-        # Back to the start of this cycle's warmup: a window is all of its steps or nothing.
-        self.target.deferred += 1
-        self.target.pos = self.target.schedule.warmup_start(self.target.pos)
-        self.advance = False
 
     def close_annotations(self) -> None:
         """Exit this step's own annotations now (its profiler is about to stop: a user's profiler wins)."""
@@ -225,33 +153,16 @@ class _Step:
     def finish(self, wall_ns: int, raised: bool = False) -> None:
         """After the call. ``wall_ns`` < 0: the user's function never ran (autoprof was interrupted first);
         ``raised``: it ran and raised (a step that failed is never a step of a recorded window)."""
-        target = self.target
         try:
             _close_all(self.annotations)
         finally:
-            window = self.window
-            if window is not None and raised and wall_ns >= 0 and not window.dropped:
-                # The step raised (an exception, Ctrl-C, a cancelled task): its window is cut, said once a run, and
-                # this cycle recorded again from its warmup.
-                target.rewind = True
-                SESSION.cut(target, "a step raised")
-                SESSION.failed_try(target, sys.exc_info()[1])  # the exception in flight (None: not an exception)
-            elif window is not None and (wall_ns < 0 or window.dropped):
-                # An interrupted step of a window, or a window given up meanwhile (a user's profiler
-                # started): drop the window, and record this cycle again from its warmup.
-                target.rewind = True
-                SESSION.drop(target)
-            elif wall_ns < 0:
-                pass  # interrupted before the call ran, outside any window: it is not a step
-            else:
-                if self.recording and window is not None:
-                    window.steps.append(self.step)
-                    window.walls.append(wall_ns)
-                    window.cpus.append(_cpu.since(self.cpu0) if self.cpu0 is not None else (-1, -1))
-                if self.advance:
-                    target.pos += 1
-                if self.last:
-                    SESSION.close(target, SWITCH.config)
+            cpu0 = self.cpu0
+            cpu = (-1, -1)
+            try:
+                if cpu0 is not None and wall_ns >= 0:  # a recorded step's thread CPU time and run-queue wait
+                    cpu = _cpu.since(cpu0)
+            finally:  # the bookkeeping, even if an interrupt lands in the reading
+                SESSION.end_step(self, wall_ns, raised, cpu)
 
 
 class _Instrument:
@@ -267,12 +178,9 @@ class _Instrument:
         if target is None:
             target = self.target = SESSION.target(self.name, self._schedule())
             memory = self.schedule.get("profile_memory")
-            if memory is not None:
-                target.profile_memory = bool(memory)
             cfg = SWITCH.config
             options = {k: self.schedule.get(k, getattr(cfg, k)) for k in TRIGGER_KEYS}
-            if options["trigger"] and target.watching is None:
-                target.watch_with(Settings.of(options))
+            target.options(None if memory is None else bool(memory), Settings.of(options) if options["trigger"] else None)
         return target
 
     def _schedule(self) -> Schedule:
@@ -280,9 +188,10 @@ class _Instrument:
         cfg = SWITCH.config
         return Schedule.of({k: self.schedule.get(k, getattr(cfg, k)) for k in SCHEDULE_KEYS})
 
-    def begin(self, calls: list[Any]) -> Mode:
+    def begin(self, calls: list[Any], label: int | None = None) -> Mode:
         """Enter an outermost call (the thread's nesting depth is 0). Returns the mode; an annotation to exit
-        is appended to ``calls``. Sets the depth first: the wrapper's ``finally`` resets it."""
+        is appended to ``calls``; ``label``: the driving trainer's number for the step (None: the calls so far). Sets
+        the depth first: the wrapper's ``finally`` resets it."""
         _tls.d = 1
         try:
             if _is_tracing():
@@ -291,21 +200,21 @@ class _Instrument:
                 return FOREIGN
             target = self.target or self.get_target()
             me = _get_ident()
-            if target.owner != me:
-                if target.owner is None:
-                    with target.lock:
-                        if target.owner is None:
-                            target.owner = me
-                if target.owner != me:
-                    # another thread's call: not a step, annotated while recording; its nested calls are
-                    # annotations too (the depth is set), never targets of their own
-                    if _ap._is_profiler_enabled:
-                        annotation = _record_function(self.name)
-                        calls.append(annotation)
-                        annotation.__enter__()  # type: ignore[no-untyped-call]
-                    return FOREIGN
+            if target.owner != me and not target.claim(me):
+                # another thread's call: not a step, annotated while recording; its nested calls are
+                # annotations too (the depth is set), never targets of their own
+                if _ap._is_profiler_enabled:
+                    annotation = _record_function(self.name)
+                    calls.append(annotation)
+                    annotation.__enter__()  # type: ignore[no-untyped-call]
+                return FOREIGN
             if not (target.done and not _ap._is_profiler_enabled):
-                _Step(target)
+                step = _Step(target, target.calls if label is None else label)
+                act = SESSION.begin_step(step)  # the step's place, its window (opened, started or deferred)
+                if act == RECORD:
+                    step.record()
+                elif act == ANNOTATE and _ap._is_profiler_enabled:
+                    step.annotate(target.name)  # someone else's profiler records: the call lands in that profile
             return OWNER
         except Exception as e:
             # Give this target up (one error record, then only the idle path) rather than fail every call.
@@ -346,10 +255,7 @@ class _Instrument:
         finally:
             target = self.target
             if mode == OWNER and target is not None:
-                step = target.current
-                target.current = None
-                if wall_ns >= 0:
-                    target.account(wall_ns)
+                step = target.leave(wall_ns)  # no step in progress from here; a call that ran is counted
                 if step is not None:
                     step.finish(wall_ns, raised)
 
@@ -363,7 +269,7 @@ def _tick(target: Target, t0: float) -> None:
     try:
         watch = target.watch
         if watch is not None and watch.probing and (getattr(_tls, "d", 0) or (_INSIDE.n and _held(3))):
-            target.plain = False
+            target.nests()
             watch.unstart(t0)
             return
         SESSION.tick(target, t0, _cpu.runqueue_ns())  # the wait for a CPU: read at ticks only, never per call
@@ -373,12 +279,11 @@ def _tick(target: Target, t0: float) -> None:
 
 
 def _drop_watch(target: Target) -> None:
-    """The trigger is given up for this target (its calls go on, still counted)."""
+    """The trigger is given up for this target (its calls go on, still counted); never raises an Exception."""
     try:
-        target._calls = target.calls  # the watch's pending calls, counted before it goes
+        target.drop_watch()
     except Exception:
         pass
-    target.watch = None
 
 
 def _slow(target: Target, step: int, own_ns: int, wall_ns: int) -> None:
@@ -391,8 +296,7 @@ def _slow(target: Target, step: int, own_ns: int, wall_ns: int) -> None:
 
 
 def _give_up(target: Target) -> None:
-    target.done = True
-    step, target.current = target.current, None
+    step = target.give_up()
     if step is not None:  # a step that failed half-way: exit what it entered
         _close_all(step.annotations)
     try:
@@ -467,7 +371,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 in_sync = _held()  # held by a plain idle call (sync, or an async one of this task)
             if here > 0 or (here == 0 and not running and in_sync):
                 if t is not None and t.plain:
-                    t.plain = False  # this target's calls can be held by another's
+                    t.nests()  # this target's calls can be held by another's
                 # nested in this task's call (or in a sync call that runs an event loop): an annotation while a
                 # profiler records
                 if not ap._is_profiler_enabled or _is_tracing():
@@ -559,7 +463,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             depth = tls.d
         if depth:
             if t is not None and t.plain:
-                t.plain = False  # this target's calls can be held by another's: its idle path marks the depth
+                t.nests()  # this target's calls can be held by another's: its idle path marks the depth
             if not ap._is_profiler_enabled or _is_tracing():
                 return fn(*args, **kwargs)
             rf = None
@@ -716,31 +620,22 @@ class Steps:
             self._mode = _IDLE
             watch = target.watch
             if watch is not None:  # the trigger's timing: the period from the last step's begin to this one's
-                t0 = _now()
-                label = target.calls if number is None else number
-                target.calls += 1
-                dt = t0 - watch.start
-                rq, watch.rq = watch.rq, _cpu.runqueue_ns()  # the time the period waited for a CPU: not the step's own
-                own = dt - (watch.rq - rq) if dt > 0 and rq >= 0 and watch.rq >= rq else dt
-                prev, watch.start, watch.prev = watch.prev, t0, label
-                watch.times.append(own)  # negative after a profiled step: no step's period (the judge skips it)
-                if own > watch.limit or prev >= watch.due:
-                    _slow(target, prev, own, dt)
+                # counted, and timed less the time the period waited for a CPU (not the step's own)
+                found = target.driven(_now(), number, _cpu.runqueue_ns())
+                if found is not None:
+                    _slow(target, *found)
             return
         if target is not None and target.watch is not None:
-            target.watch.start = FUTURE  # a period across a profiled step is no step's
+            target.watch.break_period()  # a period across a profiled step is no step's
         mode = UNBEGUN
         _tls.driver = self
         try:
             target = ins.target or ins.get_target()
-            target.framework = self.framework
-            target.label = number
-            mode = ins.begin(self._calls)
+            target.run_by(self.framework)
+            mode = ins.begin(self._calls, number)
         except Exception as e:
             _internal_error("step start", ins.name, e)
         finally:
-            if target is not None:
-                target.label = None
             self._mode = mode
             self._t0 = _now()
 
@@ -838,7 +733,7 @@ class Steps:
         a window of it still open (another loop's run that never ended) is cut first."""
         try:
             target = self._ins.target or self._ins.get_target()
-            target.driver = weakref.ref(self)
+            target.drive(weakref.ref(self))
             if target.calls and target.current is None:
                 SESSION.cut(target, "a new run began")
                 target.restart(not rank_chosen())

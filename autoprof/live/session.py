@@ -1,6 +1,11 @@
 """The one profiler per process: each target's state, the profiler's life (prepare, start, stop, drop), the
 foreign-profiler guard, and the background worker that analyzes closed windows.
 
+A target's state is in small parts, each written through its own methods only (:class:`Position`: where it stands in
+its schedule; the trigger's :class:`~autoprof.live.trigger.Watch`; :class:`Said`: the warnings it gave; this run's
+:class:`Counts`; the drift reference), and a step's bookkeeping is one call into the session at each of its ends: :meth:`Session.begin_step`
+(which returns what the instrument does: record, annotate, nothing) and :meth:`Session.end_step`.
+
 Threads: each target's schedule is driven by the thread that made its first outermost call (its *owner*).
 Calls of the same target from other threads run normally and are annotated while a window records, but do
 not count as steps, so concurrent callers can never corrupt the step count.
@@ -21,6 +26,7 @@ import os
 import queue
 import signal
 import statistics
+import sys
 import threading
 import time
 import warnings
@@ -37,8 +43,8 @@ from autoprof.live import calibrate
 from autoprof.live import window as _window
 from autoprof.live._pace import PACER, lower_thread_priority
 from autoprof.live.calibrate import CpuPeaks
-from autoprof.live.schedule import Phase, Schedule
-from autoprof.live.trigger import FUTURE, Settings, Trigger, Watch, aim
+from autoprof.live.schedule import Phase, Place, Schedule
+from autoprof.live.trigger import Settings, Trigger, Watch, aim
 from autoprof.render import emit as _emit
 
 #: Names of the ``autoprof.section`` blocks entered while a profiler recorded: each window names them in its trace
@@ -154,38 +160,211 @@ def profiler_recording() -> bool:
     return bool(_autograd_profiler._is_profiler_enabled)
 
 
+class Position:
+    """A target's place in its schedule, one part of its :class:`Target`, written through these methods only: the schedule
+    that runs (the target's own, or a triggered window's in its place, the own kept in :attr:`saved` to come back to), the
+    position in it (it stays put while a window cannot open: deferred), whether this cycle's window was dropped (its next
+    step starts the cycle's warmup again), and the triggered window in progress (why it opened, its tries)."""
+
+    __slots__ = ("pos", "rewind", "saved", "schedule", "tries", "trigger")
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        self.pos = 0
+        self.rewind = False
+        self.saved: tuple[Schedule, int, bool] | None = None  # the own schedule, position and done while triggered
+        self.trigger: Trigger | None = None
+        self.tries = 0  # windows opened for the triggered window in progress (a try cut short is tried again)
+
+    def own(self) -> Schedule:
+        """The target's own schedule (the one kept while a triggered window's runs)."""
+        return self.saved[0] if self.saved is not None else self.schedule
+
+    def place(self) -> Place:
+        return self.schedule.place(self.pos)
+
+    def advance(self) -> None:
+        """A step of the schedule was taken."""
+        self.pos += 1
+
+    def to_warmup(self) -> None:
+        """Back to this cycle's warmup: a window is all of its steps or nothing."""
+        self.pos = self.schedule.warmup_start(self.pos)
+
+    def redo(self) -> None:
+        """This cycle's window was dropped: the next step starts its warmup again."""
+        self.rewind = True
+
+    def take_rewind(self) -> None:
+        """At a step's start: a cycle whose window was dropped starts its warmup again."""
+        if self.rewind:
+            self.rewind = False
+            self.to_warmup()
+
+    def next_cycle(self) -> None:
+        """This cycle's window is skipped whole: on to the next cycle's wait."""
+        self.pos = self.schedule.next_cycle(self.pos)
+
+    def tried(self) -> int:
+        """A window opened for the triggered window in progress: the tries before this one."""
+        tries = self.tries
+        self.tries = tries + 1
+        return tries
+
+    def swap_in(self, schedule: Schedule, trigger: Trigger, done: bool) -> None:
+        """Run ``schedule`` (a triggered window's, for ``trigger``) from its start, the own one kept with its position."""
+        self.saved = (self.schedule, self.pos, done)
+        self.schedule = schedule
+        self.pos = 0
+        self.trigger = trigger
+        self.rewind = False
+        self.tries = 0
+
+    def swap_back(self) -> bool | None:
+        """Back to the own schedule where it was; the ``done`` it had then (None: no triggered window ran)."""
+        saved, self.saved = self.saved, None
+        self.trigger = None
+        if saved is None:
+            return None
+        self.schedule, self.pos, done = saved
+        self.rewind = False
+        return done
+
+
+class Counts:
+    """A target's counts in this run, one part of its :class:`Target` (a new run starts new ones), written through these
+    methods only: its outermost calls (the owner thread's; the trigger's watch holds the idle calls it timed and not yet
+    settled, which :attr:`Target.calls` adds), the first call's wall time and recent steady ones (bounded), the
+    scheduled windows cut in a row by a step that raised (see :data:`MAX_CUT_TRIES`), the calls whose window could not
+    open or start because the profiler was taken (another target's window, a profiler of the user's: each sent its cycle
+    back to its warmup), and the cycles skipped whole because the background analysis was :data:`MAX_PENDING` windows
+    behind (both said at exit if it never recorded)."""
+
+    __slots__ = ("calls", "cut_tries", "deferred", "first_call_ns", "recent_ns", "skipped_behind")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.first_call_ns: int | None = None
+        self.recent_ns: list[int] = []
+        self.cut_tries = 0
+        self.deferred = 0
+        self.skipped_behind = 0
+
+    def settle(self, calls: int) -> None:
+        """The owner's count is ``calls`` (the watch's pending calls taken in, or left out)."""
+        self.calls = calls
+
+    def took(self, wall_ns: int, first: bool, steady: bool) -> None:
+        """A call that ran took ``wall_ns``: counted, and its time kept if it is the ``first`` call's, or a ``steady``
+        one's (among the recent)."""
+        self.calls += 1
+        if first:
+            self.first_call_ns = wall_ns
+        elif steady:
+            recent = self.recent_ns
+            recent.append(wall_ns)
+            if len(recent) > STEADY_KEEP:
+                del recent[0]
+
+    def cut(self) -> int:
+        """A scheduled window cut by a step that raised: the cuts in a row so far."""
+        self.cut_tries += 1
+        return self.cut_tries
+
+    def whole(self) -> None:
+        """A window closed whole: the cuts in a row start over."""
+        self.cut_tries = 0
+
+    def defer(self) -> None:
+        self.deferred += 1
+
+    def skip(self) -> None:
+        self.skipped_behind += 1
+
+
+class Said:
+    """The warnings a target already gave, one part of its :class:`Target`: each kind is said once (a process; a run for
+    ``incomplete``, forgotten when a run starts over). Kinds: ``foreign`` (a profiler of the user's found running),
+    ``yield`` (autoprof's window given up to one), ``abandoned``, ``incomplete`` (a window cut short)."""
+
+    __slots__ = ("kinds",)
+
+    def __init__(self) -> None:
+        self.kinds: set[str] = set()
+
+    def __contains__(self, kind: str) -> bool:
+        return kind in self.kinds
+
+    def once(self, kind: str, *also: str) -> bool:
+        """Whether ``kind`` is to be said now (not said before): from here it is said, and so is each of ``also``."""
+        if kind in self.kinds:
+            return False
+        self.note(kind, *also)
+        return True
+
+    def note(self, *kinds: str) -> None:
+        """``kinds`` count as said (another warning said them)."""
+        self.kinds.update(kinds)
+
+    def forget(self, kind: str) -> None:
+        self.kinds.discard(kind)
+
+
+class Step:
+    """The bookkeeping of one step of a target's schedule on its owner thread (the instrument's step extends it with the
+    annotations it entered): written by the session as it learns it (:meth:`Session.begin_step`), read back when the step
+    ends (:meth:`Session.end_step`). ``window`` is set the moment the window is opened or found, so that an interrupt
+    anywhere after still drops it."""
+
+    __slots__ = ("advance", "annotations", "cpu0", "last", "number", "recording", "target", "window")
+
+    def __init__(self, target: Target, number: int) -> None:
+        self.target = target
+        self.annotations: list[Any] = []  # the annotations the instrument entered for it (exited at its end)
+        self.cpu0: tuple[int, int] | None = None  # a recorded step's thread CPU time and run-queue wait at its start
+        self.number = number  # the step's number (the trainer's own, else the target's calls so far)
+        self.window: Window | None = None  # the window it belongs to (opened, or found open)
+        self.advance = True  # whether it takes a step of the schedule (not when its window is deferred or skipped)
+        self.last = False  # the last active step of its window: the window closes after it
+        self.recording = False  # its window records it
+
+    def close_annotations(self) -> None:
+        """Exit the step's own annotations (its profiler is about to stop): the instrument's step has some."""
+
+    def finish(self, wall_ns: int, raised: bool = False) -> None:
+        """After the call (see the instrument's step); here: only the bookkeeping."""
+        SESSION.end_step(self, wall_ns, raised)
+
+
+#: What the instrument does at a step's start (:meth:`Session.begin_step`): nothing, annotate the call while a profiler
+#: records, or record the step (its ``ProfilerStep#`` and the target's annotations, its CPU reading).
+BARE, ANNOTATE, RECORD = 0, 1, 2
+_OVER = Place(Phase.DONE, False, False)
+
+
 class Target:
-    """Schedule position and step state of one outermost decorated callable."""
+    """One outermost decorated callable: its name and options, its owner thread and driving run, and its state in small
+    parts, each written through its own methods only: its :class:`Position` in the schedule, the trigger's
+    :class:`~autoprof.live.trigger.Watch`, the warnings it already gave (:class:`Said`), this run's :class:`Counts`, and
+    the drift reference (its first window's summary, a list the window's analysis fills). Its windows' index and the
+    triggered ones go on across runs. ``done``, ``plain``, ``watch`` and ``owner`` are
+    plain slots the idle path reads."""
 
     __slots__ = (
-        "_calls",
+        "counts",
         "current",
-        "cut_tries",
-        "deferred",
         "done",
         "driver",
-        "first_call_ns",
         "framework",
-        "label",
         "lock",
         "name",
         "owner",
         "plain",
-        "pos",
+        "position",
         "profile_memory",
-        "recent_ns",
         "reference",
-        "rewind",
-        "saved",
-        "schedule",
-        "skipped_behind",
-        "tries",
-        "trigger",
+        "said",
         "triggered",
-        "warned_abandoned",
-        "warned_foreign",
-        "warned_incomplete",
-        "warned_yield",
         "watch",
         "watching",
         "window",
@@ -193,7 +372,7 @@ class Target:
 
     def __init__(self, name: str, schedule: Schedule) -> None:
         self.name = name
-        self.schedule = schedule
+        self.position = Position(schedule)
         self.owner: int | None = None
         # the run that drives it now: a weak reference to the Steps (a trainer integration's) whose run began last; a
         # stale one (an earlier trainer's, stopped by its garbage collection) cuts nothing of this run's
@@ -201,10 +380,7 @@ class Target:
         self.window = 0  # index of the next window
         self.framework: str | None = None  # the trainer integration that drives it (its records say so)
         self.profile_memory: bool | None = None  # its decorator's profile_memory (None: configure()'s)
-        self.label: int | None = None  # the number the driving trainer gives the step being entered (else calls)
-        self.warned_foreign = False
-        self.warned_yield = False
-        self.warned_abandoned = False
+        self.said = Said()
         self.lock = threading.Lock()
         #: The trigger's settings for this target (None: no trigger), set by its first call's wrapper before the call.
         self.watching: Settings | None = None
@@ -218,94 +394,190 @@ class Target:
         """Start the schedule over, as on a first call (its creation, a trainer's new run, a forked child): its first
         call is cold again, its windows count from the next index. ``done``: a rank that is not chosen stays on the
         idle path."""
-        saved = getattr(self, "saved", None)
-        if saved is not None:  # a triggered window's schedule ran: the target's own is the one to start over
-            self.schedule = saved[0]
-        self._calls = 0  # outermost calls by the owner thread (see calls)
-        self.pos = 0  # position in the schedule; stays put while a window cannot open (deferred)
+        # a triggered window's schedule ran: the target's own is the one to start over
+        self.position = Position(self.position.own())
+        self.counts = Counts()  # this run's calls, cuts, deferrals and skipped cycles
         self.done = done
-        self.first_call_ns: int | None = None
-        self.recent_ns: list[int] = []
         # its first window's summary, filled by that window's analysis (drift); a new list: a window of the previous
         # run still being analysed keeps its own
         self.reference: list[Any] = []
-        self.rewind = False  # this cycle's window was dropped: its next step starts the cycle's warmup again
-        self.current: Any = None  # the owner's step in progress (instrument._Step), None between steps
-        self.warned_incomplete = False  # a window cut short is said once a run
-        self.cut_tries = 0  # scheduled windows cut in a row by a step that raised an exception (see MAX_CUT_TRIES)
-        # calls whose window could not open or start because the profiler was taken (another target's window, a
-        # profiler of the user's): each sent its cycle back to its warmup (said at exit if it never recorded)
-        self.deferred = 0
-        # cycles whose window never opened because the background analysis was MAX_PENDING windows behind
-        # (:meth:`Session.skip_cycle`; said at exit if it never recorded)
-        self.skipped_behind = 0
-        # the trigger: the baseline of step times (None: off, or a rank not chosen), the target's own schedule state
-        # while a triggered window's schedule runs in its place, and why that window opened
+        self.current: Any = None  # the owner's step in progress (a Step), None between steps
+        self.said.forget("incomplete")  # a window cut short is said once a run
+        # the trigger: the baseline of step times (None: off, or a rank not chosen)
         self.watch: Watch | None = Watch(self.watching) if self.watching is not None and not done else None
-        self.saved: tuple[Schedule, int, bool] | None = None
-        self.trigger: Trigger | None = None
-        self.tries = 0  # windows opened for the triggered window in progress (a try cut short is tried again)
+
+    def after_fork(self, done: bool) -> None:
+        """In a forked child: no owner yet, a fresh lock (one held by another of the parent's threads is never
+        released), the schedule over."""
+        self.lock = threading.Lock()
+        self.owner = None
+        self.restart(done)
+
+    # -- read-only views of the position (the tests' and the records' words) ----------------------------------------
+    @property
+    def schedule(self) -> Schedule:
+        return self.position.schedule
+
+    @property
+    def pos(self) -> int:
+        return self.position.pos
+
+    @property
+    def saved(self) -> tuple[Schedule, int, bool] | None:
+        """The own schedule, position and done while a triggered window's schedule runs in its place; else None."""
+        return self.position.saved
+
+    @property
+    def trigger(self) -> Trigger | None:
+        return self.position.trigger
 
     @property
     def calls(self) -> int:
         """Outermost calls so far (the owner thread's, and every idle call the trigger timed: the idle path counts
         nothing itself, its watch's starts do)."""
         watch = self.watch
-        return self._calls + (watch.pending() if watch is not None else 0)
+        return self.counts.calls + (watch.pending() if watch is not None else 0)
 
-    @calls.setter
-    def calls(self, value: int) -> None:
+    # -- who calls it, and how -------------------------------------------------------------------------------------
+    def claim(self, me: int) -> bool:
+        """Whether thread ``me`` owns the target (the first thread that makes an outermost call of it does)."""
+        if self.owner is None:
+            with self.lock:
+                if self.owner is None:
+                    self.owner = me
+        return self.owner == me
+
+    def nests(self) -> None:
+        """One of its calls holds a decorated call or is held by one: its idle path marks the depth from now."""
+        self.plain = False
+
+    def options(self, profile_memory: bool | None, trigger: Settings | None) -> None:
+        """Its decorator's options, read at its first call: ``profile_memory`` (None: configure()'s), and the trigger's
+        settings (None: no trigger; a watch already on stays)."""
+        if profile_memory is not None:
+            self.profile_memory = profile_memory
+        if trigger is not None and self.watching is None:
+            self.watch_with(trigger)
+
+    def drive(self, driver: Any) -> None:
+        """The run of ``driver`` (a weak reference to a Steps) drives it from now."""
+        self.driver = driver
+
+    def run_by(self, framework: str | None) -> None:
+        """The trainer integration whose steps it takes (its records say so)."""
+        self.framework = framework
+
+    def retire(self) -> None:
+        """No window of its own any more (its schedule is over, its windows were given up, or autoprof gave it up): the
+        idle path from its next call."""
+        self.done = True
+
+    def give_up(self) -> Any:
+        """autoprof gives the target up (its own failure): the idle path from now; the step in progress, if any, left
+        for the caller to undo."""
+        self.done = True
+        step, self.current = self.current, None
+        return step
+
+    # -- a step ----------------------------------------------------------------------------------------------------
+    def enter(self, step: Step) -> None:
+        """``step`` is the owner's step in progress from now, before anything else changes; one whose end an interrupt
+        skipped (it landed as a function was entered) is finished first (its annotations exited, its window dropped)."""
+        stale, self.current = self.current, step
+        if stale is not None:
+            stale.finish(-1)
+
+    def leave(self, wall_ns: int) -> Any:
+        """The owner's step ends (``wall_ns`` < 0: the call never ran): no step in progress from now; the step, to be
+        finished by the caller. A call that ran is counted."""
+        step, self.current = self.current, None
+        if wall_ns >= 0:
+            self.counts.took(wall_ns, self.calls == 0, not self.done)  # as account() counts it
+        return step
+
+    def account(self, wall_ns: int) -> None:
+        """Count an outermost call that ran, keeping its wall time (the first call's, then recent steady
+        ones: bounded memory)."""
+        self.counts.took(wall_ns, self.calls == 0, not self.done)
+
+    def _count(self, calls: int) -> None:
         watch = self.watch
-        self._calls = value - (watch.pending() if watch is not None else 0)
+        self.counts.settle(calls - (watch.pending() if watch is not None else 0))
 
+    def deferred_call(self) -> None:
+        """A call whose window could not open or start: counted, and its cycle back to its warmup."""
+        self.counts.defer()
+        self.position.to_warmup()
+
+    def skip_cycle(self) -> None:
+        """This cycle's window skipped whole (the analysis is behind): counted."""
+        self.position.next_cycle()
+        self.counts.skip()
+
+    def closed_window(self) -> int:
+        """A window of it closed whole: its index (the next one counts from here); a triggered one is counted as such,
+        and the target goes back to its own schedule from its next step."""
+        index = self.window
+        self.window = index + 1
+        self.counts.whole()
+        if self.position.saved is not None:
+            self.triggered += 1
+            self.end_triggered()
+        return index
+
+    def cut_try(self) -> int:
+        """A scheduled window cut by a step that raised: the cuts in a row so far."""
+        return self.counts.cut()
+
+    # -- the trigger -----------------------------------------------------------------------------------------------
     def watch_with(self, settings: Settings | None) -> None:
         """Turn the trigger on (``settings``) or off for this target, with a fresh baseline."""
         self.watching = settings
-        self._calls = self.calls  # the old watch's pending calls are counted
+        self.counts.settle(self.calls)  # the old watch's pending calls are counted
         self.watch = Watch(settings) if settings is not None and not self.done else None
+
+    def drop_watch(self) -> None:
+        """The trigger is given up for this target (its calls go on, still counted)."""
+        watch, self.watch = self.watch, None  # gone first: whatever happens next, the idle path times no more
+        if watch is not None:
+            self.counts.settle(self.counts.calls + watch.pending())  # the watch's pending calls, counted as it goes
+
+    def driven(self, t0: int, number: int | None, waited: int) -> tuple[int, int, int] | None:
+        """A trainer's step begins at ``t0`` on the idle path (``number``: the trainer's own, else the calls so far;
+        ``waited``: the thread's run-queue wait now): counted, and its period since the last one's start timed by the
+        watch; the (step, own, wall) time of the period that ends here when the trigger must look at it."""
+        watch = self.watch
+        if watch is None:
+            return None
+        calls = self.calls
+        self._count(calls + 1)
+        return watch.period(t0, calls if number is None else number, waited)
 
     def run_triggered(self, trigger: Trigger) -> int:
         """Put a triggered window's schedule in place of the target's own (kept, to come back to): ``wait`` steps
         (aimed at a recurring slowdown's next occurrence), the target's ``warmup`` and ``active``, once. Returns the
         profiled steps it takes."""
-        own = self.schedule
-        self.saved = (own, self.pos, self.done)
-        self.schedule = Schedule(skip_first=0, wait=aim(trigger, own.warmup), warmup=own.warmup, active=own.active, repeat=1)
-        self.pos = 0
+        own = self.position.schedule
+        triggered = Schedule(skip_first=0, wait=aim(trigger, own.warmup), warmup=own.warmup, active=own.active, repeat=1)
+        self.position.swap_in(triggered, trigger, self.done)
         self.done = False
-        self.trigger = trigger
-        self.rewind = False
-        self.tries = 0
         return own.warmup + own.active
 
     def end_triggered(self) -> None:
         """Back to the target's own schedule where it was, after a triggered window (closed, or over)."""
-        saved, self.saved = self.saved, None
-        if saved is not None:
-            self.schedule, self.pos, self.done = saved
-            self.rewind = False
-        self.trigger = None
-
-    def account(self, wall_ns: int) -> None:
-        """Count an outermost call that ran, keeping its wall time (the first call's, then recent steady
-        ones: bounded memory)."""
-        if self.calls == 0:
-            self.first_call_ns = wall_ns
-        elif not self.done:
-            recent = self.recent_ns
-            recent.append(wall_ns)
-            if len(recent) > STEADY_KEEP:
-                del recent[0]
-        self.calls += 1
+        done = self.position.swap_back()
+        if done is not None:
+            self.done = done
 
     def cost(self) -> int:
         """The profiled steps (warmup and active) of one triggered window of this target."""
-        own = self.saved[0] if self.saved is not None else self.schedule
+        own = self.position.own()
         return own.warmup + own.active
 
     def steady_ns(self) -> int | None:
         """The median wall time of recent calls (None before any)."""
-        return int(statistics.median(self.recent_ns)) if self.recent_ns else None
+        recent = self.counts.recent_ns
+        return int(statistics.median(recent)) if recent else None
 
 
 class Window:
@@ -325,6 +597,12 @@ class Window:
         self.walls: list[int] = []
         self.cpus: list[tuple[int, int]] = []  # each step's thread CPU time and run-queue wait (ns; -1: unknown)
         self.host_memory: tuple[int | None, int | None] = (None, None)  # the machine's memory, and available, at the start
+
+    def took(self, step: int, wall_ns: int, cpu: tuple[int, int]) -> None:
+        """A step recorded whole: its number, wall time and thread CPU reading."""
+        self.steps.append(step)
+        self.walls.append(wall_ns)
+        self.cpus.append(cpu)
 
 
 class Session:
@@ -355,7 +633,8 @@ class Session:
             target = self.targets.get(name)
             if target is None:
                 target = self.targets[name] = Target(name, schedule)
-                target.done = not rank_chosen()  # a rank not chosen: only the idle path, never a window
+                if not rank_chosen():  # a rank not chosen: only the idle path, never a window
+                    target.retire()
             return target
 
     # -- the trigger ---------------------------------------------------------------------------------
@@ -390,7 +669,7 @@ class Session:
         target = self.targets.get(name)
         watch = target.watch if target is not None else None
         if watch is not None:
-            watch.start = FUTURE  # the trainers' driver: the next period, measured from the future, is negative
+            watch.break_period()  # the trainers' driver: the next period, measured from the future, is negative
             watch.pause()  # the wrappers' starts: a break
 
     def arm(self, target: Target, trigger: Trigger) -> bool:
@@ -401,7 +680,7 @@ class Session:
         if watch is None:
             return False
         with self.lock:
-            own = Phase.DONE if target.done else target.schedule.place(target.pos).phase  # done: given up too
+            own = Phase.DONE if target.done else target.position.place().phase  # done: given up too
             busy = self.window is not None or profiler_recording() or self.foreign_prepared()
             if target.saved is not None or busy or own in (Phase.WARMUP, Phase.ACTIVE) or target.current is not None:
                 watch.refused()
@@ -414,6 +693,95 @@ class Session:
         """Whether ``target``'s window is open (prepared or recording)."""
         window = self.window
         return window is not None and window.target is target
+
+    # -- a step of a target's schedule (owner thread): one call at its start, one at its end ------------------------
+    def begin_step(self, step: Step) -> int:
+        """A step of its target's schedule begins on the owner thread: ``step`` becomes the target's step in progress
+        before anything else changes (a stale one is finished first, see :meth:`Target.enter`), its place in the
+        schedule is found, and the window is opened (or found open) for a warmup or active step and started at the
+        first active one, else deferred to the cycle's warmup; outside a window none is left open. ``step`` learns its
+        window, whether it records, is its window's last and takes a step of the schedule as each is known. Returns
+        what the instrument does: :data:`RECORD`, :data:`ANNOTATE` (the call, while a profiler records) or :data:`BARE`."""
+        target = step.target
+        target.enter(step)
+        place = self._place(target)
+        if place.phase in (Phase.DONE, Phase.WAIT):
+            if place.phase == Phase.DONE:
+                target.retire()
+            window = self.window
+            if window is not None and window.target is target:  # a window whose close an interrupt skipped: none is open now
+                self.drop(target)
+            return ANNOTATE
+        cfg = SWITCH.config
+        if place.first and place.phase == Phase.WARMUP and self.window is None and self.behind(cfg):
+            self.skip_cycle(target)  # bounded memory: no window while the analysis is this far behind
+            step.advance = False
+            return BARE
+        held = self.window
+        window = step.window = self.open(target, cfg)
+        if window is not None and window is not held and target.saved is not None:
+            self.opened_triggered(target)  # a try of a triggered window: counted against its budget
+        if window is not None and place.phase == Phase.ACTIVE:
+            if self.start(target) is not None:
+                step.last = place.last
+                step.recording = True
+                return RECORD
+            step.window = window = None
+        if window is None:  # back to the start of this cycle's warmup: a window is all of its steps or nothing
+            target.deferred_call()
+            step.advance = False
+        return ANNOTATE
+
+    def _place(self, target: Target) -> Place:
+        """Where ``target``'s step now falls: a dropped cycle starts its warmup again; a triggered window's schedule that
+        is over, or whose retry the budget refuses, gives way to the target's own; a target given up has no window."""
+        position = target.position
+        if position.rewind:
+            position.take_rewind()
+        place = position.schedule.place(position.pos)
+        if place.phase == Phase.DONE and position.saved is not None:  # a triggered window's schedule is over
+            target.end_triggered()
+            place = position.place()
+        elif (
+            position.tries
+            and position.saved is not None
+            and place.phase != Phase.WAIT
+            and not self.holds(target)
+            and not self.retry_triggered(target)  # tried again after a try was cut: only within its budget
+        ):
+            place = position.place()  # given up: the target's own schedule
+        if target.done and position.saved is None:  # given up (its windows, or by autoprof): no window of its own
+            return _OVER
+        return place
+
+    def end_step(self, step: Step, wall_ns: int, raised: bool, cpu: tuple[int, int] = (-1, -1)) -> None:
+        """``step`` ended (its annotations exited): ``wall_ns`` < 0: the user's function never ran (autoprof was
+        interrupted first); ``raised``: it ran and raised (a step that failed is never a step of a recorded window);
+        ``cpu``: a recorded step's thread CPU time and run-queue wait. A window cut or dropped meanwhile sends the cycle
+        back to its warmup; a recorded step is kept in its window, the schedule steps on, and the window's last step
+        closes it."""
+        target = step.target
+        window = step.window
+        if window is not None and raised and wall_ns >= 0 and not window.dropped:
+            # The step raised (an exception, Ctrl-C, a cancelled task): its window is cut, said once a run, and this
+            # cycle recorded again from its warmup.
+            target.position.redo()
+            self.cut(target, "a step raised")
+            self.failed_try(target, sys.exc_info()[1])  # the exception in flight (None: not an exception)
+        elif window is not None and (wall_ns < 0 or window.dropped):
+            # An interrupted step of a window, or a window given up meanwhile (a user's profiler started): drop the
+            # window, and record this cycle again from its warmup.
+            target.position.redo()
+            self.drop(target)
+        elif wall_ns < 0:
+            pass  # interrupted before the call ran, outside any window: it is not a step
+        else:
+            if step.recording and window is not None:
+                window.took(step.number, wall_ns, cpu)
+            if step.advance:
+                target.position.advance()
+            if step.last:
+                self.close(target, SWITCH.config)
 
     def retry_triggered(self, target: Target) -> bool:
         """A triggered window whose last try was cut (a step raised, a profiler of the user's, an interrupt) is about to
@@ -433,9 +801,8 @@ class Session:
         """A window opened for ``target``'s triggered window: its first try was counted when the trigger fired, each
         later one counts against the budget now."""
         watch = target.watch
-        if target.tries and watch is not None:
-            watch.profiled += target.cost()
-        target.tries += 1
+        if target.position.tried() and watch is not None:
+            watch.spent(target.cost())
 
     def cut(self, target: Target, reason: str) -> bool:
         """End ``target``'s window before its last step (its run ended: a trainer returned, stopped early or
@@ -448,9 +815,8 @@ class Session:
                 return False
             recorded = len(window.steps)
             self._discard(window)
-            target.pos = target.schedule.warmup_start(target.pos)
-            if not target.warned_incomplete:
-                target.warned_incomplete = True
+            target.position.to_warmup()
+            if target.said.once("incomplete"):
                 _emit.warning(
                     f"{target.name}'s window ended before its last step ({reason}): it recorded {recorded} of its "
                     f"{target.schedule.active} active steps; autoprof stopped its profiler and dropped the window (a "
@@ -471,18 +837,18 @@ class Session:
         every few calls kept the profiler recording as an exception did)."""
         if target.saved is not None or target.done or error is None or isinstance(error, KeyboardInterrupt):
             return
-        target.cut_tries += 1
-        if target.cut_tries < MAX_CUT_TRIES:
+        tries = target.cut_try()
+        if tries < MAX_CUT_TRIES:
             return
-        target.done = True
+        target.retire()
         _emit.warning(
-            f"{target.name}'s window was cut {target.cut_tries} times in a row by a step that raised "
+            f"{target.name}'s window was cut {tries} times in a row by a step that raised "
             f"({type(error).__name__}): each try recorded again from its warmup, so autoprof gave up its windows "
             "(no profiler records for it any more; a new run starts its schedule over)",
             "window_given_up",
             target=target.name,
             window=target.window,
-            tries=target.cut_tries,
+            tries=tries,
             error=type(error).__name__,
         )
 
@@ -607,13 +973,9 @@ class Session:
             if not self._stop(window, target, sections):
                 return None
         stopped = time.perf_counter_ns()
-        index = target.window
-        target.window += 1
-        target.cut_tries = 0
         trigger = target.trigger if target.saved is not None else None
+        index = target.closed_window()  # a triggered window's: the target's own schedule from its next step
         if trigger is not None:
-            target.triggered += 1
-            target.end_triggered()  # the target's own schedule from its next step
             watch = target.watch
             if watch is not None:
                 owns = [w - c[1] if c[1] > 0 else w for w, c in zip(window.walls, window.cpus, strict=False)]  # less the wait
@@ -636,7 +998,7 @@ class Session:
             walls=window.walls,
             cpus=window.cpus,
             calls=target.calls,
-            first_call_ns=target.first_call_ns,
+            first_call_ns=target.counts.first_call_ns,
             steady_ns=target.steady_ns(),
             stall_ns=time.perf_counter_ns() - started,  # what the calling thread pays when work runs in the background
             stop_ns=stopped - started,
@@ -671,8 +1033,7 @@ class Session:
     def skip_cycle(self, target: Target) -> None:
         """Skip ``target``'s window of this cycle whole (the analysis is behind): no profiler starts for it; it is
         counted as a skipped window."""
-        target.pos = target.schedule.next_cycle(target.pos)
-        target.skipped_behind += 1
+        target.skip_cycle()
         self._skip(target, target.window)
 
     def _skip(self, target: Target, index: int) -> None:
@@ -790,10 +1151,9 @@ class Session:
                     pass
             self._discard(window)
             if target.current is None:  # between steps: this cycle starts again at its warmup (in a step: its finish)
-                target.pos = target.schedule.warmup_start(target.pos)
-            if not target.warned_yield:
-                target.warned_yield = True
-                target.warned_foreign = True  # one warning for this: the deferrals while your profiler records say nothing
+                target.position.to_warmup()
+            # one warning for this: the deferrals while your profiler records say nothing
+            if target.said.once("yield", "foreign"):
                 _emit.warning(
                     "a torch.profiler of yours started while autoprof's window recorded: autoprof ended and dropped "
                     "its window so that your profile keeps its events, and records this cycle again once your "
@@ -814,8 +1174,8 @@ class Session:
         self._broken_threads.add(owner)
         for other in list(self.targets.values()):
             if other.owner == owner:
-                other.done = True  # the idle path from now on
-        target.warned_yield = target.warned_foreign = True
+                other.retire()  # the idle path from now on
+        target.said.note("yield", "foreign")
         _emit.warning(
             "a torch.profiler of yours started on another thread while autoprof's window recorded on the training "
             "thread: torch runs one profiler at a time and stops one only on its own thread, so autoprof stopped its "
@@ -827,9 +1187,7 @@ class Session:
         )
 
     def _foreign(self, target: Target) -> None:
-        if not target.warned_foreign:
-            target.warned_foreign = True
-            target.warned_yield = True  # one warning per target for the user's profilers, whichever comes first
+        if target.said.once("foreign", "yield"):  # one warning per target for the user's profilers, whichever comes first
             if _FORKED_RECORDING and profiler_recording():  # no profiler of the user's: the parent's state came along
                 _emit.warning(
                     "this process was forked while autoprof's window recorded in its parent: torch's profiler state came "
@@ -853,9 +1211,8 @@ class Session:
         target starts its cycle again from the warmup if it is called again; said once per target."""
         holder = window.target
         self._discard(window)
-        holder.pos = holder.schedule.warmup_start(holder.pos)
-        if not holder.warned_abandoned:
-            holder.warned_abandoned = True
+        holder.position.to_warmup()
+        if holder.said.once("abandoned"):
             _emit.warning(
                 f"{holder.name} stopped being called before its window ended: autoprof gave that window up after "
                 f"{ABANDON_AFTER} calls of other targets, so that they can be profiled; {holder.name} records its "
@@ -934,26 +1291,27 @@ class Session:
         """At exit: one warning for each target whose schedule never reached the end of a window (a script that
         ends before it: 4 calls for a 5-call schedule), saying how many calls it made and how many one needed."""
         for target in list(self.targets.values()):
-            if target.window or target.calls == 0 or (target.done and not target.skipped_behind):
+            if target.window or target.calls == 0 or (target.done and not target.counts.skipped_behind):
                 continue  # (a schedule over with no window: its windows were skipped, said here too)
             schedule = target.schedule
             needed = schedule.skip_first + schedule.cycle
-            target.warned_incomplete = True
+            target.said.note("incomplete")
             calls = target.calls
+            deferred, skipped = target.counts.deferred, target.counts.skipped_behind
             why = ""
-            if target.deferred and _FORKED_RECORDING:
+            if deferred and _FORKED_RECORDING:
                 why = (
-                    f"; {target.deferred} of its calls found the profiler taken: this process was forked while its "
+                    f"; {deferred} of its calls found the profiler taken: this process was forked while its "
                     "parent's window recorded, and torch's profiler state came along"
                 )
-            elif target.deferred:
+            elif deferred:
                 why = (
-                    f"; {target.deferred} of its calls found the profiler taken (another target's window, or a profiler "
+                    f"; {deferred} of its calls found the profiler taken (another target's window, or a profiler "
                     "of the user's: one records at a time in a process), each sending its cycle back to its warmup"
                 )
-            if target.skipped_behind:
+            if skipped:
                 why += (
-                    f"; {target.skipped_behind} of its windows were skipped before they opened: the background analysis "
+                    f"; {skipped} of its windows were skipped before they opened: the background analysis "
                     f"was {MAX_PENDING} windows behind (fewer windows, repeat or wait, or flush() keep up)"
                 )
             _emit.warning(
@@ -966,8 +1324,8 @@ class Session:
                 window=None,
                 calls=calls,
                 calls_needed=needed,
-                calls_deferred=target.deferred,
-                windows_skipped=target.skipped_behind,
+                calls_deferred=deferred,
+                windows_skipped=skipped,
             )
 
     def shutdown(self) -> None:
@@ -1239,9 +1597,7 @@ def _after_fork_in_child() -> None:
     session._broken_threads = set()
     done = not rank_chosen()
     for target in session.targets.values():
-        target.lock = threading.Lock()
-        target.owner = None
-        target.restart(done)
+        target.after_fork(done)
     import sys
 
     util = sys.modules.get("multiprocessing.util")

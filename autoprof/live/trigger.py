@@ -486,6 +486,29 @@ class Watch:
             waited_ns=max(wall - wall_ns, 0) if wall >= 0 else 0,
         )
 
+    def break_period(self) -> None:
+        """The trainers' driver: the next step's period is no step's (a profiled step, or another stage's steps ran
+        meanwhile): it is measured from the future, negative, and skipped by the baseline and the judge."""
+        self.start = FUTURE
+
+    def period(self, t0: int, step: int, waited: int) -> tuple[int, int, int] | None:
+        """The trainers' driver: step ``step`` begins at ``t0`` (perf_counter_ns; ``waited``: its thread's run-queue
+        wait now, -1: unknown). The period since the last step's start is that step's: its own time (less the wait
+        meanwhile) goes into :attr:`times`; returns (that step, its own time, its wall time) when the trigger must look
+        at it (:meth:`check`: over the limit, or the baseline due), else None."""
+        dt = t0 - self.start
+        rq, self.rq = self.rq, waited
+        own = dt - (waited - rq) if dt > 0 and rq >= 0 and waited >= rq else dt
+        prev, self.start, self.prev = self.prev, t0, step
+        self.times.append(own)  # negative after a profiled step: no step's period (the judge skips it)
+        if own > self.limit or prev >= self.due:
+            return prev, own, dt
+        return None
+
+    def spent(self, cost: int) -> None:
+        """Another try of the triggered window opened (the first was counted when it fired): ``cost`` more steps."""
+        self.profiled += cost
+
     def fired(self, trigger: Trigger, cost: int) -> None:
         """The session opened the window ``trigger`` asked for: it counts against the budget and the interval."""
         self.earlier, self.last_window = self.last_window, trigger.step
