@@ -1060,16 +1060,21 @@ class Session:
             step_cpu = _window.step_cpu_of(window.walls, window.cpus)  # the steps' CPU readings: a kept trace's gate reads them
             if step_cpu is not None:
                 window.prof.add_metadata_json("autoprof_step_cpu", json.dumps(step_cpu))
-        with _guard.call(_unstopped, target.name, target.window):
-            try:
+        try:
+            with _guard.call(self._unstopped, target):  # failed: healed and said, below
                 with self._owning():
                     _stop(window.prof)
                     self._live = None
-            except BaseException:  # failed or interrupted: if it still records, stop it before the exception goes on
-                self._heal()
-                raise
-            return True
+                return True
+        except BaseException:  # interrupted: if it still records, stop it before the interrupt goes on
+            self._heal()
+            raise
         return False
+
+    def _unstopped(self, target: Target, e: Exception) -> None:
+        """A profiler's stop failed: if it still records, it is stopped, and one error record says so."""
+        self._heal()
+        _emit.error(f"profiler stop failed: {e}", "profiler", e, target=target.name, window=target.window)
 
     def drop(self, target: Target) -> None:
         """Discard ``t``'s window without analyzing it (an internal failure, an interrupted step, a user's
@@ -1378,10 +1383,6 @@ def _unwritten(out: str, e: Exception) -> None:
 
 def _unread(target: str, window: int, e: Exception) -> None:
     _emit.error(f"reading the window failed: {e}", "profiler", e, target=target, window=window)
-
-
-def _unstopped(target: str, window: int, e: Exception) -> None:
-    _emit.error(f"profiler stop failed: {e}", "profiler", e, target=target, window=window)
 
 
 def _stop_quietly(prof: Any) -> None:
