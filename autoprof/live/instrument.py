@@ -190,34 +190,37 @@ class _Instrument:
         cfg = SWITCH.config
         return Schedule.of({k: self.schedule.get(k, getattr(cfg, k)) for k in SCHEDULE_KEYS})
 
-    @_guard.hook(lambda e, self, calls, label=None: self.failed("step start", e), FOREIGN)  # exit what was entered, reset the depth
     def begin(self, calls: list[Any], label: int | None = None) -> Mode:
         """Enter an outermost call (the thread's nesting depth is 0). Returns the mode; an annotation to exit
         is appended to ``calls``; ``label``: the driving trainer's number for the step (None: the calls so far). Sets
         the depth first: the wrapper's ``finally`` resets it. A failure gives the target up (:meth:`failed`): FOREIGN."""
         _tls.d = 1
-        if _is_tracing():
-            # torch.jit.trace runs the call to record it: an annotation (ProfilerStep#3, autoprof.warmup) would
-            # be baked into the traced graph, and differ on its check run. Not a step; nothing recorded.
-            return FOREIGN
-        target = self.target or self.get_target()
-        me = _get_ident()
-        if target.owner != me and not target.claim(me):
-            # another thread's call: not a step, annotated while recording; its nested calls are
-            # annotations too (the depth is set), never targets of their own
-            if _ap._is_profiler_enabled:
-                annotation = _record_function(self.name)
-                calls.append(annotation)
-                annotation.__enter__()  # type: ignore[no-untyped-call]
-            return FOREIGN
-        if not (target.done and not _ap._is_profiler_enabled):
-            step = _Step(target, target.calls if label is None else label)
-            act = SESSION.begin_step(step)  # the step's place, its window (opened, started or deferred)
-            if act == RECORD:
-                step.record()
-            elif act == ANNOTATE and _ap._is_profiler_enabled:
-                step.annotate(target.name)  # someone else's profiler records: the call lands in that profile
-        return OWNER
+        try:
+            if _is_tracing():
+                # torch.jit.trace runs the call to record it: an annotation (ProfilerStep#3, autoprof.warmup) would
+                # be baked into the traced graph, and differ on its check run. Not a step; nothing recorded.
+                return FOREIGN
+            target = self.target or self.get_target()
+            me = _get_ident()
+            if target.owner != me and not target.claim(me):
+                # another thread's call: not a step, annotated while recording; its nested calls are
+                # annotations too (the depth is set), never targets of their own
+                if _ap._is_profiler_enabled:
+                    annotation = _record_function(self.name)
+                    calls.append(annotation)
+                    annotation.__enter__()  # type: ignore[no-untyped-call]
+                return FOREIGN
+            if not (target.done and not _ap._is_profiler_enabled):
+                step = _Step(target, target.calls if label is None else label)
+                act = SESSION.begin_step(step)  # the step's place, its window (opened, started or deferred)
+                if act == RECORD:
+                    step.record()
+                elif act == ANNOTATE and _ap._is_profiler_enabled:
+                    step.annotate(target.name)  # someone else's profiler records: the call lands in that profile
+            return OWNER
+        except Exception as e:  # outside the guard, for speed: docs/architecture.md
+            self.failed("step start", e)
+            return FOREIGN  # exit what was entered, reset the depth
 
     def failed(self, where: str, e: Exception) -> None:
         """Give this target up (one error record, then only the idle path) rather than fail every call."""
@@ -231,19 +234,21 @@ class _Instrument:
         target = self.target
         return OWNER if target is not None and target.owner == _get_ident() and target.current is not None else FOREIGN
 
-    @_guard.hook(lambda e, self, mode, calls, t0, raised=False: self.failed("step end", e))
     def end(self, mode: Mode, calls: list[Any], t0: int, raised: bool = False) -> None:
         """Leave an outermost call entered with :meth:`begin`: ``mode`` is what it returned (UNBEGUN: it was
         interrupted), ``t0`` when the user's function started (< 0: it never ran). Everything happens in
         here, under ``finally`` clauses, so an interrupt at any point still exits the annotations and finishes
         (or drops) the step: the caller evaluates nothing that could fail, and resets the depth in its own
         ``finally`` (an interrupt can land as this method is entered). A failure gives the target up."""
-        wall_ns = -1
         try:
-            if t0 >= 0:
-                wall_ns = _now() - t0
-        finally:
-            self._end(mode, calls, wall_ns, raised)
+            wall_ns = -1
+            try:
+                if t0 >= 0:
+                    wall_ns = _now() - t0
+            finally:
+                self._end(mode, calls, wall_ns, raised)
+        except Exception as e:  # outside the guard, for speed: docs/architecture.md
+            self.failed("step end", e)
 
     def _end(self, mode: Mode, calls: list[Any], wall_ns: int, raised: bool = False) -> None:
         if mode == UNBEGUN:
