@@ -350,16 +350,24 @@ def _show_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
 
+#: ``autoprof run``'s options that go to ``configure()`` (the schedule's and ``--trigger`` go to the runner): declared
+#: once, read by the parser and by :func:`_run`.
+_RUN_SETTINGS: dict[str, dict[str, Any]] = {
+    "trace_dir": {"metavar": "DIR", "help": "keep each window's trace in DIR"},
+    "report": {"action": "store_true", "help": "with --trace-dir: an HTML report at the end"},
+    "sink": {"metavar": "FILE", "help": "append the records (JSON lines) to FILE"},
+    "format": {"choices": FORMATS, "help": "records as text or JSON lines (default auto)"},
+}
+
+
 def _run_arguments(cmd: argparse.ArgumentParser) -> None:
     for key in SCHEDULE_KEYS:
         counts = "a number of windows" if key == "repeat" else "a number of steps"
         cmd.add_argument(f"--{key.replace('_', '-')}", type=_whole(0, counts), default=None, metavar="N")
     cmd.add_argument("--trigger", action="store_true", default=None, help="also open a window when steps turn slow")
     cmd.add_argument("--name", default=None, help="the plain loop's target (default: SCRIPT's name.step)")
-    cmd.add_argument("--trace-dir", default=None, metavar="DIR", help="keep each window's trace in DIR")
-    cmd.add_argument("--report", action="store_true", default=None, help="with --trace-dir: an HTML report at the end")
-    cmd.add_argument("--sink", default=None, metavar="FILE", help="append the records (JSON lines) to FILE")
-    cmd.add_argument("--format", choices=FORMATS, default=None, help="records as text or JSON lines (default auto)")
+    for key, how in _RUN_SETTINGS.items():
+        cmd.add_argument(f"--{key.replace('_', '-')}", default=None, **how)
     cmd.add_argument("script", metavar="SCRIPT", help="the training script (a Python file), run as python runs it")
     script_args = cmd.add_argument(
         "args", nargs=argparse.REMAINDER, default=[], metavar="ARGS", help="the script's own arguments (its sys.argv[1:])"
@@ -530,7 +538,7 @@ def _run(args: argparse.Namespace) -> int:
     runs it (:mod:`autoprof.runner`). A bad option or a script that is not there: one line, exit 2 (as python's)."""
     from autoprof.config import configure
 
-    settings = {k: getattr(args, k) for k in ("trace_dir", "report", "sink", "format") if getattr(args, k) is not None}
+    settings = {k: getattr(args, k) for k in _RUN_SETTINGS if getattr(args, k) is not None}
     schedule = {k: getattr(args, k) for k in (*SCHEDULE_KEYS, "trigger") if getattr(args, k) is not None}
     try:
         configure(**settings)

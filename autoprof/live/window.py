@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from autoprof import _guard
 from autoprof.analysis import drift, ranks
 from autoprof.config import Config
 from autoprof.findings import Finding
@@ -142,24 +143,20 @@ def run(job: ClosedWindow, inline: bool = False) -> None:
     if job.framework is not None:
         ctx["framework"] = job.framework
     try:
-        rank, _local, world = _emit.dist_info()
-        path = _keep_trace(job, rank)
-        analysis = _analyze(job, rank, world)
-        overhead = time.perf_counter_ns() - started + job.stall_ns
-        if inline:  # all of it on the closing thread, before its call returns
-            job.stall_ns = overhead
-        live = _live(job, analysis, path, overhead)
-        for event, level, fields in records.window_records(analysis.analysis, ctx, {"source": "live"}, live):
-            _emit.emit(event, level, **fields)
-        if world > 1 and job.peer_window is not None:
-            summary = ranks.summary_from(rank, job.walls, analysis.findings)
-            exchange.compare(job.target, job.peer_window, rank, world, summary, job.config)
-    except _ReadError as e:
-        cause = e.__cause__ or e
-        _emit.error(f"reading the window failed: {cause}", "profiler", cause, **ctx)
-    except Exception as e:
-        _emit.error(f"window analysis failed: {e}", "analysis", e, **ctx)
-    except BaseException as e:
+        with _guard.worker(_failed, ctx):
+            rank, _local, world = _emit.dist_info()
+            path = _keep_trace(job, rank)
+            analysis = _analyze(job, rank, world)
+            overhead = time.perf_counter_ns() - started + job.stall_ns
+            if inline:  # all of it on the closing thread, before its call returns
+                job.stall_ns = overhead
+            live = _live(job, analysis, path, overhead)
+            for event, level, fields in records.window_records(analysis.analysis, ctx, {"source": "live"}, live):
+                _emit.emit(event, level, **fields)
+            if world > 1 and job.peer_window is not None:
+                summary = ranks.summary_from(rank, job.walls, analysis.findings)
+                exchange.compare(job.target, job.peer_window, rank, world, summary, job.config)
+    except BaseException as e:  # not an Exception (the worker's boundary records those): a Ctrl-C, a SystemExit
         _emit.error("window analysis interrupted: the window is dropped", "interrupted", e, **ctx)
         raise
     finally:
@@ -167,6 +164,16 @@ def run(job: ClosedWindow, inline: bool = False) -> None:
         release(prof)
         job.events = job.results = job.reader = None
         job.go.set()  # a reader still waiting for this job moves on (it finds no results)
+
+
+def _failed(ctx: dict[str, Any], e: Exception) -> None:
+    """The record of a window whose analysis failed: torch's failure to hand its events over is a ``profiler`` error
+    (as a failed stop is), any other an ``analysis`` one."""
+    if isinstance(e, _ReadError):
+        cause = e.__cause__ or e
+        _emit.error(f"reading the window failed: {cause}", "profiler", cause, **ctx)
+    else:
+        _emit.error(f"window analysis failed: {e}", "analysis", e, **ctx)
 
 
 def release(prof: Any) -> None:
@@ -278,13 +285,14 @@ class Reader:
             job = self._queue.get()
             job.go.wait()
             if job.results is not None and job.events is None:  # None: the job ended without its events
-                try:
+                with _guard.worker(_read_failed, job, catches=BaseException):  # never raised on a thread of autoprof's
                     job.events = _read_events(job)
-                except _ReadError as e:
-                    job.read_error = e.__cause__ or e
-                except BaseException as e:  # never raised on a thread of autoprof's: the job says it
-                    job.read_error = e
             job.read.set()
+
+
+def _read_failed(job: ClosedWindow, e: BaseException) -> None:
+    """The reader could not read the job's events: the job says why (torch's own exception where it is one)."""
+    job.read_error = (e.__cause__ or e) if isinstance(e, _ReadError) else e
 
 
 READER = Reader()
@@ -334,11 +342,13 @@ def _keep_trace(job: ClosedWindow, rank: int) -> str | None:
     folder = job.config.trace_dir
     if not folder:
         return None
-    try:
+    with _guard.worker(_not_kept, job, folder):
         name = f"{safe_name(job.target)}.window{job.window}.rank{rank}.pt.trace.json.gz"
         path = keep_gzipped(os.fspath(folder), name, job.prof.export_chrome_trace)
         KEPT.append(path)
         return path
-    except Exception as e:
-        _emit.error(f"could not keep the trace in {folder}: {e}", "trace_dir", e, target=job.target, window=job.window)
-        return None
+    return None
+
+
+def _not_kept(job: ClosedWindow, folder: Any, e: Exception) -> None:
+    _emit.error(f"could not keep the trace in {folder}: {e}", "trace_dir", e, target=job.target, window=job.window)

