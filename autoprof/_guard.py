@@ -39,7 +39,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 #: Every reason an exception may be swallowed for, and why it may be: what :func:`quiet` counts, and what a boundary
 #: counts when its own handler fails. A new reason is a line here (``tests/test_guard.py`` checks that each one is
@@ -79,6 +79,23 @@ REASONS: dict[str, str] = {
     "record.tally": "the end-of-run summary could not count a record (the record itself is written)",
     "record.stderr": "a line autoprof writes on stderr could not be written (stderr closed, a broken pipe)",
     "record.summary": "the end-of-run summary failed, or a Ctrl-C came in it: the exit goes on",
+    # the live session and the decorator: probes and cleanups around the user's calls and the profiler
+    "live.stack_probe": "this thread's stack could not be read for a plain idle call holding this one: not held",
+    "live.annotation_exit": "a record_function could not be exited (never entered, its profiler gone): it is skipped",
+    "live.drop_watch": "a target whose trigger failed (one record says so) could not give its watch up cleanly",
+    "live.drop_window": "a target given up after an internal error (one record says so) could not drop its window",
+    "live.trace_metadata": "a window's metadata (its target, sections, CPU and memory readings) could not be put in its "
+    "trace: the trace goes without it",
+    "live.close_annotations": "a step's annotations could not be exited as its window gave way to a user's profiler",
+    "live.job": "a background job raised past its own records (each job writes its failures): the worker goes on",
+    "live.interrupted_at_exit": "the record of a Ctrl-C at exit (windows left unwritten) could not be written",
+    "live.stop_quietly": "a profiler autoprof gives up could not be stopped or torn down: nothing more can be done",
+    "live.profiler_enabled": "torch could not say whether its profiler is enabled on this thread: not known to be stopped",
+    "live.pool_worker": "the process' multiprocessing name could not be read: not a pool worker",
+    "live.device_properties": "CUDA's devices could not be counted or read: the devices read so far are written",
+    "live.foreign_start": "autoprof's look at a profiler about to start failed: that profiler starts as it would have",
+    "live.foreign_stop": "autoprof's note of a profiler that stopped failed: that profiler's stop is unchanged",
+    "live.preparing_frame": "the profiler being prepared could not be read from torch's frame: a stand-in is kept",
 }
 
 _counts: dict[str, int] = {}
@@ -165,20 +182,28 @@ def call(report: Callable[..., object], *args: Any) -> Boundary:
 
 
 P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def hook(report: Callable[Concatenate[Exception, P], object]) -> Callable[[Callable[P, None]], Callable[P, None]]:
-    """:func:`call` as a decorator, for a hook a trainer calls often: the function runs in its own frame (no
-    ``with`` on its path), and its exception goes to ``report(e, *the call's arguments)``."""
+@overload
+def hook(report: Callable[Concatenate[Exception, P], object]) -> Callable[[Callable[P, None]], Callable[P, None]]: ...
+@overload
+def hook(report: Callable[Concatenate[Exception, P], object], fallback: R) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+def hook(report: Callable[Concatenate[Exception, P], object], fallback: Any = None) -> Callable[[Callable[P, Any]], Callable[P, Any]]:
+    """:func:`call` as a decorator, for a hook a trainer calls often or a step's bookkeeping: the function runs in
+    its own frame (no ``with`` on its path, no object made per call), and its exception goes to ``report(e, *the
+    call's arguments)``; the call then returns ``fallback`` (a function that returns a value says what it is when
+    it failed)."""
 
-    def decorate(fn: Callable[P, None]) -> Callable[P, None]:
+    def decorate(fn: Callable[P, Any]) -> Callable[P, Any]:
         @functools.wraps(fn)
-        def hooked(*args: P.args, **kwargs: P.kwargs) -> None:
+        def hooked(*args: P.args, **kwargs: P.kwargs) -> Any:
             try:
-                fn(*args, **kwargs)
+                return fn(*args, **kwargs)
             except Exception as e:
                 with Boundary("call.report"):
                     report(e, *args, **kwargs)
+                return fallback
 
         return hooked
 

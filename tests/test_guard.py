@@ -108,6 +108,30 @@ def test_hook_records_with_the_calls_arguments_and_lets_an_interrupt_through() -
     assert _guard.swallowed() == {"call.report": 1}
 
 
+def test_hook_returns_the_functions_value_and_its_fallback_when_it_failed() -> None:
+    seen: list[str] = []
+
+    @_guard.hook(lambda e, name: seen.append(f"{type(e).__name__} {name}"), "fallback")
+    def annotate(name: str) -> str:
+        if name == "raise":
+            _boom()
+        if name == "interrupt":
+            _interrupt()
+        return name.upper()
+
+    assert annotate("step") == "STEP" and annotate("raise") == "fallback"
+    assert seen == ["ValueError raise"]
+    with pytest.raises(KeyboardInterrupt):
+        annotate("interrupt")
+
+    @_guard.hook(lambda e: 1 / 0, 0)
+    def failing() -> int:
+        _boom()
+        return 1
+
+    assert failing() == 0 and _guard.swallowed() == {"call.report": 1}
+
+
 def test_worker_hands_the_failure_on_and_only_a_waited_for_thread_takes_an_interrupt() -> None:
     handed: list[BaseException] = []
     with _guard.worker(handed.append):
@@ -313,6 +337,33 @@ def test_an_outcome_leaves_no_cycle_behind_for_a_worker_without_the_cyclic_colle
         assert refs[0]() is None  # freed by reference counting alone
     finally:
         gc.enable()
+
+
+def test_the_live_probes_fall_back_and_count_their_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    import torch.autograd.profiler as ap
+
+    from autoprof.live import instrument, session
+
+    instrument._close_rf(ap.record_function("never_entered"))  # nothing to exit: skipped
+    prof = type("Prof", (), {"_autoprof_thread": __import__("threading").get_ident()})()
+    monkeypatch.setattr(torch._C._autograd, "_profiler_enabled", _boom)
+    assert session._stopped_in_torch(prof) is False  # cannot say: not known to be stopped
+    monkeypatch.setattr(session, "_DEVICES", None)
+    monkeypatch.setattr(torch.cuda, "device_count", _boom)
+    assert session.device_properties() == []
+    assert _guard.swallowed() == {"live.annotation_exit": 1, "live.profiler_enabled": 1, "live.device_properties": 1}
+
+
+def test_a_nested_calls_annotation_that_cannot_be_entered_is_one_record_and_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autoprof.live import instrument
+
+    errors: list[str] = []
+    monkeypatch.setattr(instrument, "_internal_error", lambda where, target, e: errors.append(f"{where} {target}: {e}"))
+    monkeypatch.setattr(instrument, "_record_function", lambda name: _boom())
+    monkeypatch.setattr(instrument, "SECTIONS_SEEN", set())  # the process' own names stay as they were
+    assert instrument._annotation("nested") is None and instrument._section("a_section") is None
+    assert errors == ["annotate nested: boom", "section enter a_section: boom"] and _guard.swallowed() == {}
 
 
 # -- config, the engine, the live window, the GPU database: converted after the others ---------------------------

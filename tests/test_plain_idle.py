@@ -170,6 +170,38 @@ def test_another_threads_call_during_a_plain_call_is_outermost(records: Any) -> 
     assert SESSION.targets["waiting_outer"].plain  # nothing held it: another thread's call is not nested
 
 
+def test_a_probe_outermost_in_its_thread_is_a_step_while_another_threads_plain_call_runs(records: Any) -> None:
+    """The tick's probe looks for a plain call holding it on its own thread's stack, from the wrapper's caller up (past
+    the guard around the tick): another thread's plain call in flight makes no call of this thread nested."""
+    autoprof.configure(trigger=True)
+    go, inside, done = threading.Event(), threading.Event(), threading.Event()
+
+    def body(x: int) -> int:
+        if go.is_set():
+            inside.set()
+            done.wait(10)  # held while this thread's target is probed
+        return x + 1
+
+    outer = autoprof(name="plain_elsewhere", **FAST)(body)
+    probed = autoprof(name="probed_outermost", **FAST)(lambda x: x)
+    _idle(outer, 1)
+    _idle(probed, 1)
+    target = SESSION.targets["probed_outermost"]
+    watch = target.watch
+    assert watch is not None and target.plain
+    go.set()
+    t = threading.Thread(target=outer, args=(1,))
+    t.start()
+    try:
+        assert inside.wait(10) and instrument._INSIDE.n == 1  # the other thread is in its plain call
+        watch.probing, watch.next = 1, -1.0  # this call ticks, as a probe
+        assert probed(7) == 7
+    finally:
+        done.set()
+        t.join(10)
+    assert target.plain  # not found nested: its own wrapper's frame is not a holder
+
+
 def test_the_trigger_skips_the_period_across_a_profiled_call(records: Any) -> None:
     autoprof.configure(trigger=True)
     step = autoprof(name="periods", **FAST)(lambda x: x)

@@ -85,6 +85,31 @@ def test_a_read_that_fails_is_one_profiler_error_and_the_step_returns(records: R
     assert records.of("autoprof.window") == []
 
 
+def test_a_stop_that_fails_is_one_profiler_error_and_no_profiler_is_left_recording(
+    records: Records, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torch.autograd import profiler as ap
+
+    from autoprof.live import session
+
+    real, failed = session._stop, []
+
+    def stop_once(prof: Any) -> None:
+        if not failed:
+            failed.append(prof)
+            raise RuntimeError("kineto refused to stop")
+        real(prof)  # the heal after the failure stops it
+
+    monkeypatch.setattr(session, "_stop", stop_once)
+    step = autoprof.autoprof(name="unstoppable", skip_first=0, wait=0, warmup=1, active=1)(_step)
+    results = [step() for _ in range(3)]
+    assert all(r.shape == (8, 8) for r in results) and failed
+    (err,) = records.of("autoprof.error")
+    assert err["reason"] == "profiler" and err["error_type"] == "RuntimeError" and err["target"] == "unstoppable"
+    assert err["message"] == "profiler stop failed: kineto refused to stop" and err["window"] == 0
+    assert not ap._is_profiler_enabled and records.of("autoprof.window") == []
+
+
 @pytest.mark.parametrize("background", [True, False])
 def test_a_closed_windows_results_are_freed_when_its_record_is_written_not_at_the_next_gc(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, background: bool

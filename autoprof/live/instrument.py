@@ -24,6 +24,7 @@ import torch
 import torch.autograd.profiler as _ap
 import wrapt
 
+from autoprof import _guard
 from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, SWITCH, TRIGGER_KEYS, ConfigError, check_schedule_value, user_stacklevel
 from autoprof.live import _cpu
 from autoprof.live.schedule import Schedule
@@ -72,13 +73,18 @@ _WRAPPER_CODES: set[Any] = set()
 #: :func:`_end_elsewhere`). The wrappers' nested path tests it (empty: one truth test).
 _ENDED_ELSEWHERE: set[Steps] = set()
 HELD = 3  # the depth of a call held by a plain idle call: nested, found on the stack (never stored in the thread-local)
+# The counted reasons of this module's paths that run often (a nested call's, a tick's): each boundary made once.
+_STACK_PROBE = _guard.quiet("live.stack_probe")
+_ANNOTATION_EXIT = _guard.quiet("live.annotation_exit")
+_DROP_WATCH = _guard.quiet("live.drop_watch")
+_DROP_WINDOW = _guard.quiet("live.drop_window")
 
 
 def _held(skip: int = 2) -> int:
     """:data:`HELD` when a plain idle call of this thread holds its caller (a frame of the sync wrapper up the stack,
     past its guards, while the depth is 0), else 0. That call's target is no longer plain: from its next call it marks
     the depth. ``skip``: the frames from here to the wrapper's caller (2: called by the wrapper itself)."""
-    try:
+    with _STACK_PROBE:
         frame: types.FrameType | None = sys._getframe(skip)
         while frame is not None:
             # a frame of the wrapper past its guards (its target read) while this thread's depth is 0: on its plain
@@ -89,8 +95,6 @@ def _held(skip: int = 2) -> int:
                     held.nests()
                 return HELD
             frame = frame.f_back
-    except Exception:
-        pass
     return 0
 
 
@@ -111,10 +115,8 @@ def _internal_error(where: str, target: str | None, e: BaseException) -> None:
 
 def _close_rf(annotation: Any) -> None:
     """Exit a record_function; never raises an Exception (an annotation that was never entered is skipped)."""
-    try:
+    with _ANNOTATION_EXIT:
         annotation.__exit__(None, None, None)
-    except Exception:
-        pass
 
 
 def _close_all(annotations: list[Any]) -> None:
@@ -191,7 +193,7 @@ class _Instrument:
     def begin(self, calls: list[Any], label: int | None = None) -> Mode:
         """Enter an outermost call (the thread's nesting depth is 0). Returns the mode; an annotation to exit
         is appended to ``calls``; ``label``: the driving trainer's number for the step (None: the calls so far). Sets
-        the depth first: the wrapper's ``finally`` resets it."""
+        the depth first: the wrapper's ``finally`` resets it. A failure gives the target up (:meth:`failed`): FOREIGN."""
         _tls.d = 1
         try:
             if _is_tracing():
@@ -216,12 +218,15 @@ class _Instrument:
                 elif act == ANNOTATE and _ap._is_profiler_enabled:
                     step.annotate(target.name)  # someone else's profiler records: the call lands in that profile
             return OWNER
-        except Exception as e:
-            # Give this target up (one error record, then only the idle path) rather than fail every call.
-            _internal_error("step start", self.name, e)
-            if self.target is not None:
-                _give_up(self.target)
+        except Exception as e:  # outside the guard, for speed: docs/architecture.md
+            self.failed("step start", e)
             return FOREIGN  # exit what was entered, reset the depth
+
+    def failed(self, where: str, e: Exception) -> None:
+        """Give this target up (one error record, then only the idle path) rather than fail every call."""
+        _internal_error(where, self.name, e)
+        if self.target is not None:
+            _give_up(self.target)
 
     def interrupted_mode(self) -> Mode:
         """The mode of a call whose :meth:`begin` was interrupted before it returned: OWNER where it had
@@ -234,7 +239,7 @@ class _Instrument:
         interrupted), ``t0`` when the user's function started (< 0: it never ran). Everything happens in
         here, under ``finally`` clauses, so an interrupt at any point still exits the annotations and finishes
         (or drops) the step: the caller evaluates nothing that could fail, and resets the depth in its own
-        ``finally`` (an interrupt can land as this method is entered)."""
+        ``finally`` (an interrupt can land as this method is entered). A failure gives the target up."""
         try:
             wall_ns = -1
             try:
@@ -242,10 +247,8 @@ class _Instrument:
                     wall_ns = _now() - t0
             finally:
                 self._end(mode, calls, wall_ns, raised)
-        except Exception as e:
-            _internal_error("step end", self.name, e)
-            if self.target is not None:
-                _give_up(self.target)
+        except Exception as e:  # outside the guard, for speed: docs/architecture.md
+            self.failed("step end", e)
 
     def _end(self, mode: Mode, calls: list[Any], wall_ns: int, raised: bool = False) -> None:
         if mode == UNBEGUN:
@@ -260,60 +263,75 @@ class _Instrument:
                     step.finish(wall_ns, raised)
 
 
+def _trigger_failed(e: Exception, target: Target) -> None:
+    """The trigger failed for ``target``: one error record, and its trigger is given up (its calls go on)."""
+    _internal_error("trigger", target.name, e)
+    _drop_watch(target)
+
+
+@_guard.hook(lambda e, target, t0: _trigger_failed(e, target))
 def _tick(target: Target, t0: float) -> None:
     """An idle call past its watch's next tick (see autoprof.live.trigger); never raises an Exception. The call right
     after each tick is a *probe* (:attr:`Watch.probing`): one nested in another call of this thread (a recursion first
     made after the windows, another target's call holding it: a step of its schedule, which marks the depth, or a
     plain call, found on the stack) is no step: its start is taken back and its target, like a plain holder, marks
     the depth from its next call, so the periods are the outermost calls' only."""
-    try:
-        watch = target.watch
-        if watch is not None and watch.probing and (getattr(_tls, "d", 0) or (_INSIDE.n and _held(3))):
-            target.nests()
-            watch.unstart(t0)
-            return
-        SESSION.tick(target, t0, _cpu.runqueue_ns())  # the wait for a CPU: read at ticks only, never per call
-    except Exception as e:
-        _internal_error("trigger", target.name, e)
-        _drop_watch(target)
+    watch = target.watch
+    # _held(4): from here, this function, the guard's frame around it (_guard.hook) and the wrapper to its caller
+    if watch is not None and watch.probing and (getattr(_tls, "d", 0) or (_INSIDE.n and _held(4))):
+        target.nests()
+        watch.unstart(t0)
+        return
+    SESSION.tick(target, t0, _cpu.runqueue_ns())  # the wait for a CPU: read at ticks only, never per call
 
 
 def _drop_watch(target: Target) -> None:
     """The trigger is given up for this target (its calls go on, still counted); never raises an Exception."""
-    try:
+    with _DROP_WATCH:
         target.drop_watch()
-    except Exception:
-        pass
 
 
+@_guard.hook(lambda e, target, step, own_ns, wall_ns: _trigger_failed(e, target))
 def _slow(target: Target, step: int, own_ns: int, wall_ns: int) -> None:
     """An idle step the trigger must look at (slow, or its baseline is due); never raises an Exception."""
-    try:
-        SESSION.check_slow(target, step, own_ns, wall_ns)
-    except Exception as e:
-        _internal_error("trigger", target.name, e)
-        _drop_watch(target)
+    SESSION.check_slow(target, step, own_ns, wall_ns)
 
 
 def _give_up(target: Target) -> None:
     step = target.give_up()
     if step is not None:  # a step that failed half-way: exit what it entered
         _close_all(step.annotations)
-    try:
+    with _DROP_WINDOW:
         SESSION.drop(target)
-    except Exception:
-        pass
 
 
+@_guard.hook(lambda e, name: _internal_error("annotate", name, e), None)
 def _annotation(name: str) -> Any:
     """An entered ``record_function(name)`` for a nested call, or None when entering it failed (reported)."""
-    try:
-        rf = _record_function(name)
-        rf.__enter__()  # type: ignore[no-untyped-call]
-        return rf
-    except Exception as e:
-        _internal_error("annotate", name, e)
-        return None
+    rf = _record_function(name)
+    rf.__enter__()  # type: ignore[no-untyped-call]
+    return rf
+
+
+@_guard.hook(lambda e, name: _internal_error("section enter", name, e), None)
+def _section(name: str) -> Any:
+    """An entered ``record_function(name)`` for a section of a loop's step (its name seen), or None when entering it
+    failed (reported)."""
+    SECTIONS_SEEN.add(name)
+    rf = _record_function(name)
+    rf.__enter__()  # type: ignore[no-untyped-call]
+    return rf
+
+
+def _unentered(e: Exception, annotation: Any, stack: list[Any], name: str) -> None:
+    stack[-1] = None  # never entered: nothing to exit
+    _internal_error("section enter", name, e)
+
+
+@_guard.hook(_unentered)
+def _enter_pushed(annotation: Any, stack: list[Any], name: str) -> None:
+    """Enter ``annotation``, already on top of ``stack`` (so that an interrupt exits it): taken off when it fails."""
+    annotation.__enter__()
 
 
 def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
@@ -535,6 +553,14 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+@_guard.hook(lambda e, ins, steps, number: _internal_error("step start", ins.name, e), UNBEGUN)
+def _begin_driven(ins: _Instrument, steps: Steps, number: int | None) -> Mode:
+    """:meth:`Steps.begin`'s step: its target driven by ``steps``' run, and begun (:meth:`_Instrument.begin`)."""
+    target = ins.target or ins.get_target()
+    target.run_by(steps.framework)
+    return ins.begin(steps._calls, number)
+
+
 class Steps:
     """The steps of a loop that autoprof does not call (a trainer's): :meth:`begin` before each step and :meth:`end`
     after it drive the schedule of the target ``name`` exactly as calls of an ``@autoprof`` function do (or ``with
@@ -630,11 +656,7 @@ class Steps:
         mode = UNBEGUN
         _tls.driver = self
         try:
-            target = ins.target or ins.get_target()
-            target.run_by(self.framework)
-            mode = ins.begin(self._calls, number)
-        except Exception as e:
-            _internal_error("step start", ins.name, e)
+            mode = _begin_driven(ins, self, number)
         finally:
             self._mode = mode
             self._t0 = _now()
@@ -692,32 +714,30 @@ class Steps:
         else:
             self.stop(request[2], failed=request[3])
 
+    @_guard.hook(lambda e, self, reason="", *, failed=False: _internal_error("stop", self.name, e))
     def stop(self, reason: str = "the run ended", *, failed: bool = False) -> None:
         """The loop's run is over (``failed``: it raised): end the step in progress (a failed one is not counted and
         drops its window) and stop the target's window if one is still open, so that no profiler of autoprof's
         records after the run: that window is dropped (a window is all of its steps or none), never mixed into the
         next run's, and one ``autoprof.warning`` (``reason: "window_incomplete"``) says so. Never raises."""
+        target = self._ins.target
+        if self._mode is None and target is not None and not self._drives(target):
+            return  # a stale run with no step in progress (torn down from any thread, by the GC): nothing of its own
+        if self._asked_elsewhere(("stop", _now(), reason, failed)) or not self._on_thread("stop"):
+            return
+        if target is not None and not self._drives(target):
+            # another loop's run (a later trainer's) drives the target now: this one's stop (an earlier trainer
+            # torn down by the garbage collector, at whatever step of the new run it runs) ends only its own step
+            target = None
+        # first: a failed step's window is cut (said), never closed with that step; a loop that goes on after it
+        # (``with steps.step(n):`` in a try) tries that cycle again, a bounded number of times
+        if failed and target is not None and SESSION.cut(target, reason):
+            SESSION.failed_try(target, sys.exc_info()[1])
         try:
-            target = self._ins.target
-            if self._mode is None and target is not None and not self._drives(target):
-                return  # a stale run with no step in progress (torn down from any thread, by the GC): nothing of its own
-            if self._asked_elsewhere(("stop", _now(), reason, failed)) or not self._on_thread("stop"):
-                return
-            if target is not None and not self._drives(target):
-                # another loop's run (a later trainer's) drives the target now: this one's stop (an earlier trainer
-                # torn down by the garbage collector, at whatever step of the new run it runs) ends only its own step
-                target = None
-            # first: a failed step's window is cut (said), never closed with that step; a loop that goes on after it
-            # (``with steps.step(n):`` in a try) tries that cycle again, a bounded number of times
-            if failed and target is not None and SESSION.cut(target, reason):
-                SESSION.failed_try(target, sys.exc_info()[1])
-            try:
-                self._end(failed=failed)
-            finally:
-                if target is not None:
-                    SESSION.cut(target, reason)
-        except Exception as e:
-            _internal_error("stop", self.name, e)
+            self._end(failed=failed)
+        finally:
+            if target is not None:
+                SESSION.cut(target, reason)
 
     def restart(self) -> None:
         """A new run of the loop (a trainer's second ``fit``/``train``): a step left open is stopped first (stop never
@@ -728,17 +748,15 @@ class Steps:
         self.stop("a new run began", failed=True)
         self._new_run = True
 
+    @_guard.hook(lambda e, self: _internal_error("restart", self.name, e))
     def _restart_target(self) -> None:
         """The first step of a run: a target of an earlier run (this loop's or another's) starts its schedule over;
         a window of it still open (another loop's run that never ended) is cut first."""
-        try:
-            target = self._ins.target or self._ins.get_target()
-            target.drive(weakref.ref(self))
-            if target.calls and target.current is None:
-                SESSION.cut(target, "a new run began")
-                target.restart(not rank_chosen())
-        except Exception as e:
-            _internal_error("restart", self.name, e)
+        target = self._ins.target or self._ins.get_target()
+        target.drive(weakref.ref(self))
+        if target.calls and target.current is None:
+            SESSION.cut(target, "a new run began")
+            target.restart(not rank_chosen())
 
     def _drives(self, target: Any) -> bool:
         """Whether this loop's run is the one driving ``target`` (the last whose first step began; or none began)."""
@@ -785,13 +803,7 @@ class Steps:
             return
         annotation = None
         if _ap._is_profiler_enabled and SWITCH.enabled and not _is_compiling():
-            try:
-                SECTIONS_SEEN.add(name)
-                annotation = _record_function(name)
-                annotation.__enter__()  # type: ignore[no-untyped-call]
-            except Exception as e:
-                _internal_error("section enter", name, e)
-                annotation = None
+            annotation = _section(name)
         self._sections.append((name, annotation))
 
     def phase(self, name: str) -> None:
@@ -1033,11 +1045,7 @@ class Section:
             if _ap._is_profiler_enabled and SWITCH.enabled and not _is_tracing():
                 SECTIONS_SEEN.add(self.name)
                 annotation = stack[-1] = _record_function(self.name)
-                try:
-                    annotation.__enter__()  # type: ignore[no-untyped-call]
-                except Exception as e:
-                    stack[-1] = None
-                    _internal_error("section enter", self.name, e)
+                _enter_pushed(annotation, stack, self.name)  # not entered: off the stack (reported)
             return self
         except BaseException:  # interrupted: ``with`` will not call __exit__, so undo the push here
             if stack:

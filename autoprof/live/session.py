@@ -38,6 +38,7 @@ from typing import Any
 import torch
 import torch.autograd.profiler as _autograd_profiler
 
+from autoprof import _guard
 from autoprof.config import SWITCH, Config
 from autoprof.live import calibrate
 from autoprof.live import window as _window
@@ -930,7 +931,7 @@ class Session:
                 window.started = True  # a stop is owed from here on
                 window.prof._autoprof_thread = threading.get_ident()  # torch's state is this thread's (_stopped_in_torch)
                 window.prof.start_trace()
-            try:  # name the target inside the trace, so the offline analysis reads it as the live one did
+            with _guard.quiet("live.trace_metadata"):  # name the target inside the trace, as the live analysis did
                 window.prof.add_metadata_json("autoprof_target", json.dumps(target.name))
                 peaks = window.cpu_peaks
                 if peaks:
@@ -941,8 +942,6 @@ class Session:
                 for key, value in zip(("autoprof_host_memory_bytes", "autoprof_host_memory_available_bytes"), window.host_memory):
                     if value:
                         window.prof.add_metadata_json(key, json.dumps(value))
-            except Exception:
-                pass
             return window
 
     def close(self, target: Target, cfg: Config) -> None:
@@ -984,10 +983,11 @@ class Session:
         # may read them (``events()``): a thread of their own reads them (see :class:`autoprof.live.window.Reader`),
         # which the background job waits for. The training thread keeps only what torch requires of it: ``stop_trace``
         # (a profiler stops on its own thread).
-        try:
+        read = False
+        with _guard.call(_unread, target.name, index):
             results = window.prof.profiler.kineto_results
-        except Exception as e:
-            _emit.error(f"reading the window failed: {e}", "profiler", e, target=target.name, window=index)
+            read = True
+        if not read:
             return None
         job = _window.ClosedWindow(
             target=target.name,
@@ -1054,26 +1054,27 @@ class Session:
 
     def _stop(self, window: Window, target: Target, sections: list[str]) -> bool:
         """Name the sections seen in ``w``'s trace and stop its profiler; False (reported) if it would not stop."""
-        try:
+        with _guard.quiet("live.trace_metadata"):
             if sections:
                 window.prof.add_metadata_json("autoprof_sections", json.dumps(sections))
             step_cpu = _window.step_cpu_of(window.walls, window.cpus)  # the steps' CPU readings: a kept trace's gate reads them
             if step_cpu is not None:
                 window.prof.add_metadata_json("autoprof_step_cpu", json.dumps(step_cpu))
-        except Exception:
-            pass
         try:
-            with self._owning():
-                _stop(window.prof)
-                self._live = None
-        except Exception as e:
-            self._heal()
-            _emit.error(f"profiler stop failed: {e}", "profiler", e, target=target.name, window=target.window)
-            return False
+            with _guard.call(self._unstopped, target):  # failed: healed and said, below
+                with self._owning():
+                    _stop(window.prof)
+                    self._live = None
+                return True
         except BaseException:  # interrupted: if it still records, stop it before the interrupt goes on
             self._heal()
             raise
-        return True
+        return False
+
+    def _unstopped(self, target: Target, e: Exception) -> None:
+        """A profiler's stop failed: if it still records, it is stopped, and one error record says so."""
+        self._heal()
+        _emit.error(f"profiler stop failed: {e}", "profiler", e, target=target.name, window=target.window)
 
     def drop(self, target: Target) -> None:
         """Discard ``t``'s window without analyzing it (an internal failure, an interrupted step, a user's
@@ -1145,10 +1146,8 @@ class Session:
                 return
             current = target.current
             if current is not None:  # in a step: exit its annotations before its profiler stops (else torch warns)
-                try:
+                with _guard.quiet("live.close_annotations"):
                     current.close_annotations()
-                except Exception:
-                    pass
             self._discard(window)
             if target.current is None:  # between steps: this cycle starts again at its warmup (in a step: its finish)
                 target.position.to_warmup()
@@ -1242,10 +1241,9 @@ class Session:
             try:
                 if fn is None:
                     return
-                PACER.start()  # this job's analysis yields to the training thread (see autoprof.live._pace)
-                fn()
-            except Exception:
-                pass  # jobs report their own failures
+                with _guard.quiet("live.job"):  # jobs report their own failures
+                    PACER.start()  # this job's analysis yields to the training thread (see autoprof.live._pace)
+                    fn()
             finally:
                 self._queue.task_done()
 
@@ -1346,15 +1344,13 @@ class Session:
             write_report()
         except KeyboardInterrupt:
             left = self._queue.unfinished_tasks
-            try:
+            with _guard.quiet("live.interrupted_at_exit", catches=BaseException):
                 _emit.warning(
                     f"interrupted while autoprof wrote its last windows at exit: {left} window(s) left unwritten",
                     "interrupted_at_exit",
                     target=None,
                     window=None,
                 )
-            except BaseException:
-                pass
 
 
 def rank_chosen() -> bool:
@@ -1373,14 +1369,20 @@ def write_report() -> str | None:
     # a forked child's page is its own (its parent writes the same rank's at its own exit)
     child = f".pid{os.getpid()}" if _FORKED_CHILD else ""
     out = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{_emit.dist_info()[0]}{child}.html")
-    try:
+    with _guard.call(_unwritten, out):
         from autoprof.render import write_page
 
         write_page(kept, out, cfg)
-    except Exception as e:
-        _emit.error(f"could not write the report {out}: {e}", "report", e, target=None, window=None)
-        return None
-    return out
+        return out
+    return None
+
+
+def _unwritten(out: str, e: Exception) -> None:
+    _emit.error(f"could not write the report {out}: {e}", "report", e, target=None, window=None)
+
+
+def _unread(target: str, window: int, e: Exception) -> None:
+    _emit.error(f"reading the window failed: {e}", "profiler", e, target=target, window=window)
 
 
 def _stop_quietly(prof: Any) -> None:
@@ -1389,7 +1391,7 @@ def _stop_quietly(prof: Any) -> None:
     (a user's). One that was prepared and never started is started and stopped at once (an empty cycle): before
     torch 2.13 a prepared profiler that is dropped leaves kineto prepared, and every later ``prepare_trace()``
     in the process, a user's profiler's too, raises "Can't disable Kineto profiler when it's not running"."""
-    try:
+    with _guard.quiet("live.stop_quietly"):
         if _runs(prof):
             if not _stopped_in_torch(prof):
                 _stop(prof)
@@ -1398,8 +1400,6 @@ def _stop_quietly(prof: Any) -> None:
         elif _prepared(prof) and not profiler_recording():
             prof.start_trace()
             _stop(prof)
-    except Exception:
-        pass
 
 
 def _stopped_in_torch(prof: Any) -> bool:
@@ -1409,10 +1409,9 @@ def _stopped_in_torch(prof: Any) -> bool:
     keeps a profiler's state per thread. False when it cannot say."""
     if getattr(prof, "_autoprof_thread", None) != threading.get_ident():
         return False
-    try:
+    with _guard.quiet("live.profiler_enabled"):
         return not torch._C._autograd._profiler_enabled()
-    except Exception:
-        return False
+    return False
 
 
 def _prepared(prof: Any) -> bool:
@@ -1474,10 +1473,10 @@ def in_pool_worker() -> bool:
         import sys
 
         mp = sys.modules.get("multiprocessing")
-        try:
-            _POOL_WORKER = mp is not None and "PoolWorker" in mp.current_process().name
-        except Exception:
-            _POOL_WORKER = False
+        worker = False
+        with _guard.quiet("live.pool_worker"):
+            worker = mp is not None and "PoolWorker" in mp.current_process().name
+        _POOL_WORKER = worker
     return _POOL_WORKER
 
 
@@ -1490,7 +1489,7 @@ def device_properties() -> list[dict[str, Any]]:
     global _DEVICES
     if _DEVICES is None:
         found = []
-        try:
+        with _guard.quiet("live.device_properties"):
             for i in range(torch.cuda.device_count()):
                 p = torch.cuda.get_device_properties(i)
                 found.append(
@@ -1503,8 +1502,6 @@ def device_properties() -> list[dict[str, Any]]:
                         "numSms": int(p.multi_processor_count),
                     }
                 )
-        except Exception:
-            pass
         _DEVICES = found
     return _DEVICES
 
@@ -1536,12 +1533,15 @@ def _guard_foreign_profilers(session: Session) -> None:
         setattr(mod, attr, guard)
 
 
+# Every profiler's start and stop pass through these (a user's too): each boundary made once.
+_FOREIGN_START = _guard.quiet("live.foreign_start")
+_FOREIGN_STOP = _guard.quiet("live.foreign_stop")
+
+
 def _start_guard(session: Session, orig: Any, prepare: bool) -> Any:
     def guard(*args: Any, **kwargs: Any) -> Any:
-        try:
+        with _FOREIGN_START:
             session.before_foreign_start(_preparing() if prepare else None)
-        except Exception:
-            pass
         return orig(*args, **kwargs)
 
     return guard
@@ -1552,10 +1552,8 @@ def _stop_guard(session: Session, orig: Any) -> Any:
         try:
             return orig(*args, **kwargs)
         finally:
-            try:
+            with _FOREIGN_STOP:
                 session.after_foreign_stop()
-            except Exception:
-                pass
 
     return guard
 
@@ -1566,12 +1564,11 @@ _UNKNOWN_PROFILER = object()  # a prepared profiler whose object torch's frame d
 def _preparing() -> object:
     """The profiler object whose ``_prepare_trace`` calls ``_prepare_profiler`` (the frame above the guard), else a
     stand-in that lives until the next stop."""
-    try:
+    found = None
+    with _guard.quiet("live.preparing_frame"):
         import sys
 
         found = sys._getframe(2).f_locals.get("self")
-    except Exception:
-        found = None
     return found if found is not None else _UNKNOWN_PROFILER
 
 
