@@ -291,3 +291,20 @@ def test_fault_counts_are_read_only_when_one_per_step(tmp_path: Path) -> None:
     a = engine.profile_of(chrome.load(path, workers=0), [], "a")
     b = engine.profile_of(chrome.load(_trace(tmp_path / "b.json", [faulted(10, 5)] * 3), workers=0), [], "b")
     assert compare.pool([a, a]).step_faults == [5] * 6 and compare.pool([a, b]).step_faults == []
+
+
+def test_a_side_the_machine_slowed_as_it_faulted_does_not_set_the_faults_cost(tmp_path: Path) -> None:
+    # the base's second window faulted 3000 pages a step and the machine slowed it 3x besides (its time per fault reads
+    # 10 µs); the new run's (1.5x the work) faults cost their 2 µs. The faults' cost is the lower: the new run's
+    # faulting steps lose 6 ms (both sides' slopes pooled read 2.8 µs: 8.5 ms)
+    fb = [0] * 10 + [3000] * 10
+    base = _trace(
+        tmp_path / "base.json",
+        [(own_ms(10, k) if f == 0 else own_ms(40, k), own_ms(10, k) if f == 0 else own_ms(40, k), 0.0) for k, f in enumerate(fb)],
+        faults=fb,
+    )
+    new = _trace(tmp_path / "new.json", [faulted(own_ms(15, k + 1), f) for k, f in enumerate(fb)], faults=fb)
+    (d,) = autoprof.diff(base, new)
+    g = d.gate(10)
+    assert g.judged is not None and g.judged.fault_ns == pytest.approx(FAULT_MS * MS, rel=0.05)
+    assert g.estimate_pct is not None and g.estimate_pct > 0  # the new run is not read faster than a base it outworks

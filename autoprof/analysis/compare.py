@@ -306,28 +306,27 @@ def _own_times(p: Profile, runqueue: bool) -> tuple[list[float], list[float]]:
 
 
 def _fault_cost(sides: list[tuple[list[float], list[int]]]) -> float | None:
-    """What one minor page fault costs a step (ns): the median slope of time against faults over every pair of steps of
-    a side whose faults differ by ``FAULT_SPREAD`` or more (Theil-Sen, both sides' pairs pooled: one machine), not
-    below 0; None with fewer than ``FAULT_PAIRS`` such pairs."""
-    slopes: list[float] = []
+    """What one minor page fault costs a step (ns): per side, the median slope of time against faults over every pair of
+    its steps whose faults differ by ``FAULT_SPREAD`` or more (Theil-Sen; a side with fewer than ``FAULT_PAIRS`` such
+    pairs tells nothing), not below 0; of two sides' costs the lower. A fault costs the same on both sides (one
+    machine); a side whose faulting window the machine also slowed (its thread kept off the CPU and its caches cold)
+    reads a higher cost, which is the machine's, not the faults'. None where no side tells it."""
+    costs: list[float] = []
     for times, faults in sides:
         n = len(times)
         keep = range(n) if n <= FAULT_STEPS else sorted({round(i * (n - 1) / (FAULT_STEPS - 1)) for i in range(FAULT_STEPS)})
         pts = [(faults[i], times[i]) for i in keep]
-        for a, (fa, ta) in enumerate(pts):
-            for fb, tb in pts[a + 1 :]:
-                if abs(fb - fa) >= FAULT_SPREAD:
-                    slopes.append((tb - ta) / (fb - fa))
-    if len(slopes) < FAULT_PAIRS:
-        return None
-    return max(statistics.median(slopes), 0.0)
+        slopes = [(tb - ta) / (fb - fa) for a, (fa, ta) in enumerate(pts) for fb, tb in pts[a + 1 :] if abs(fb - fa) >= FAULT_SPREAD]
+        if len(slopes) >= FAULT_PAIRS:
+            costs.append(max(statistics.median(slopes), 0.0))
+    return min(costs) if costs else None
 
 
 def _less_faults(times: list[float], faults: list[int], cost: float) -> list[float]:
     """Each step's time less what its page faults above its side's fewest cost (a side's level of faults stays: a
-    change that maps new memory every step is the program's)."""
+    change that maps new memory every step is the program's), never less than half the step."""
     fewest = min(faults)
-    return [max(t - cost * (f - fewest), 1.0) for t, f in zip(times, faults, strict=True)]
+    return [max(t - cost * (f - fewest), t / 2) for t, f in zip(times, faults, strict=True)]
 
 
 def judge_steps(base: Profile, new: Profile, confidence: float = 0.95) -> Judged:
