@@ -20,10 +20,15 @@ table shows what the wall-time interval alone (the record's ``step_ms.interval_p
 have decided, and how many steps the gate set aside.
 
 Cost: a run is ~3 s on a quiet machine (mostly imports), several times that under load; ``--pairs 4`` took 134 s
-for its runs at load average 1 to 2, ``--pairs 8`` 1049 s in all at load average 4 to 10 (other agents' work).
+for its runs at load average 1 to 2, ``--pairs 8`` 1049 s in all at load average 4 to 10 (other agents' work), and
+373 s at load average 4 to 7 (a full test suite and two busy loops beside it).
 
-Measured (``--pairs 8``, load average 4 to 10 before the script's own load; docs/diff.md): quiet 0/8 false alarms,
-1/8 missed; loaded 0/8 false alarms, 1/8 missed; the wall-time interval alone: quiet 1/8 and 4/8, loaded 2/8 and 5/8.
+Measured (docs/diff.md), load average 4 to 8 before the script's own load (a full test suite and two busy loops ran
+beside it throughout): ``--pairs 6`` and ``--pairs 8`` with ``--keep``, each pair also judged by the gate before the
+page faults were read (same traces): quiet 0/14 false alarms, 0/14 missed (before: 0/14, 1/14); loaded 1/14 false
+alarms, 1/14 missed (before: 1/14, 1/14: both the pairs of one base run whose second window the machine slowed, its
+steps running 7.5-12 ms of CPU for 2.4 ms of work); the wall-time interval alone: quiet 0/14 and 2/14, loaded 1/14
+and 4/14. Earlier (``--pairs 8``, before the faults; load average 4 to 10): quiet 0/8 and 1/8, loaded 0/8 and 1/8.
 """
 
 from __future__ import annotations
@@ -208,7 +213,7 @@ def main() -> None:
             for p in results[cond][kind]:
                 g = p.get("gate") or {}
                 reading = f"{g.get('estimate_pct')}% {g.get('interval_pct')}"
-                what = g.get("reason") or f"{reading} judged {g.get('judged_steps')} on {g.get('basis')}"
+                what = g.get("reason") or f"{reading} judged {g.get('judged_steps')} on {g.get('basis')}, fault {g.get('fault_us')} us"
                 print(f"  {cond} {kind} {p['base']} -> {p['new']}: exit {p['rc']}; {what}; wall {p.get('wall')}", file=sys.stderr)
 
 

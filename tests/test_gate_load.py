@@ -18,6 +18,11 @@ from autoprof import cli
 from autoprof.analysis import compare, engine
 from autoprof.trace import chrome
 
+try:
+    import resource
+except ImportError:  # not on Windows
+    resource = None  # type: ignore[assignment]
+
 MS = 1_000_000
 JITTER = (0.0, 0.01, 0.02, 0.03, 0.04)  # a step's own time varies by up to 4%, in a fixed pattern
 
@@ -26,9 +31,12 @@ def own_ms(base: float, k: int) -> float:
     return base * (1 + JITTER[k % len(JITTER)])
 
 
-def _trace(path: Path, steps: list[tuple[float, float, float]] | list[float], readings: bool = True) -> Path:
+def _trace(
+    path: Path, steps: list[tuple[float, float, float]] | list[float], readings: bool = True, faults: list[int] | None = None
+) -> Path:
     """A chrome trace of ``steps``: each (wall, thread CPU time, run-queue wait) in ms, or a wall time alone (CPU time
-    equal to it, no wait); with ``readings``, a live window's ``autoprof_step_cpu`` metadata."""
+    equal to it, no wait); with ``readings``, a live window's ``autoprof_step_cpu`` metadata (with ``faults``, each
+    step's minor page faults in it)."""
     rows = [s if isinstance(s, tuple) else (s, s, 0.0) for s in steps]
     events: list[dict[str, Any]] = []
     ts = 0.0
@@ -43,6 +51,8 @@ def _trace(path: Path, steps: list[tuple[float, float, float]] | list[float], re
             "cpu_ns": [round(c * MS) for _, c, _ in rows],
             "runqueue_ns": [round(r * MS) if r >= 0 else -1 for _, _, r in rows],
         }
+        if faults is not None:
+            doc["autoprof_step_cpu"]["minflt"] = faults
     path.write_text(json.dumps(doc))
     return path
 
@@ -202,5 +212,99 @@ def test_a_kept_live_window_carries_its_steps_cpu_readings(tmp_path: Path) -> No
     trace = chrome.load(kept, workers=0)
     readings = engine.step_cpu(trace)
     assert len(readings) == len(trace.steps) == 4 and all(cpu > 0 for cpu, _ in readings)
+    if resource is not None and hasattr(resource, "RUSAGE_THREAD"):  # Linux: each step's minor page faults too
+        assert len(engine.step_faults(trace)) == 4 and all(f >= 0 for f in engine.step_faults(trace))
     (d,) = autoprof.diff(kept, kept)
     assert d.judged is not None and d.judged.basis == (compare.OWN_TIME if all(w >= 0 for _, w in readings) else compare.WALL_TIME)
+
+
+FAULT_MS = 0.002  # what a minor page fault costs here: 2 µs (a fresh page mapped and zero-filled)
+
+
+def faulted(own: float, faults: int) -> tuple[float, float, float]:
+    """A CPU-bound step whose thread took ``faults`` minor page faults: each one's cost is in its CPU time."""
+    return (own + faults * FAULT_MS, own + faults * FAULT_MS, 0.0)
+
+
+def test_page_faults_of_one_window_are_taken_out_and_a_real_slowdown_trips(tmp_path: Path, capsys: Any) -> None:
+    # the profiler's allocations left the heap so that the base's second window maps 3000 pages afresh every step (+6 ms,
+    # +60%); the new run does 1.5x the work in windows that fault little: on the steps' own time as they are, within
+    # noise at 10% (the gate before); less the faults above each side's fewest, +50%
+    fb = [0] * 10 + [3000] * 10
+    fn = [(k % 3) * 10 for k in range(20)]
+    base = _trace(tmp_path / "base.json", [faulted(own_ms(10, k), f) for k, f in enumerate(fb)], faults=fb)
+    new = _trace(tmp_path / "new.json", [faulted(own_ms(15, k + 1), f) for k, f in enumerate(fn)], faults=fn)
+    (d,) = autoprof.diff(base, new)
+    g = d.gate(10)
+    assert g.tripped and g.estimate_pct == pytest.approx(50, abs=3) and g.interval_pct is not None and g.interval_pct[0] > 40
+    assert g.judged is not None and g.judged.fault_ns == pytest.approx(FAULT_MS * MS, rel=0.05)
+    assert cli.main(["diff", str(base), str(new), "--fail-on-regression", "10"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.endswith(
+        "judged 20 of 20 steps a side on their own time (wall less run-queue wait); "
+        "less their page faults above their side's fewest (2 µs a fault, read from the steps)"
+    )
+    assert cli.main(["diff", "--json", str(base), str(new), "--fail-on-regression", "10"]) == 1
+    rec = json.loads(capsys.readouterr().out)
+    validate_record(rec)
+    assert rec["gate"]["fault_us"] == pytest.approx(2.0, rel=0.05) and rec["step_ms"]["judged"]["fault_us"] == rec["gate"]["fault_us"]
+
+
+def test_an_a_a_pair_whose_windows_faulted_differently_passes(tmp_path: Path) -> None:
+    # the same program: the new run's last 15 steps each faulted 3000 pages (+60%), the base's none
+    fn = [0] * 5 + [3000] * 15
+    base = _trace(tmp_path / "base.json", [faulted(own_ms(10, k), 0) for k in range(20)], faults=[0] * 20)
+    new = _trace(tmp_path / "new.json", [faulted(own_ms(10, k + 2), f) for k, f in enumerate(fn)], faults=fn)
+    (d,) = autoprof.diff(base, new)
+    g = d.gate(10)
+    assert g.reason is None and not g.tripped and g.interval_pct is not None and g.interval_pct[0] <= 0 <= g.interval_pct[1]
+
+
+def test_a_side_that_faults_in_every_step_keeps_its_faults(tmp_path: Path) -> None:
+    # a change that maps new memory every step (3000 pages, +60%) is the program's: only faults above a side's fewest
+    # are taken out, so it trips; its few steps' extra faults (under FAULT_SPREAD apart) tell no cost
+    fn = [3000 + (k % 4) * 20 for k in range(20)]
+    base = _trace(tmp_path / "base.json", [faulted(own_ms(10, k), 0) for k in range(20)], faults=[0] * 20)
+    new = _trace(tmp_path / "new.json", [faulted(own_ms(10, k), f) for k, f in enumerate(fn)], faults=fn)
+    (d,) = autoprof.diff(base, new)
+    g = d.gate(10)
+    assert g.judged is not None and g.judged.fault_ns is None
+    assert g.tripped and g.estimate_pct == pytest.approx(60, abs=5)
+    # with a cost read from its own varying steps, its level stays all the same
+    fn2 = [3000] * 10 + [6000] * 10
+    new2 = _trace(tmp_path / "new2.json", [faulted(own_ms(10, k), f) for k, f in enumerate(fn2)], faults=fn2)
+    (d2,) = autoprof.diff(base, new2)
+    g2 = d2.gate(10)
+    assert g2.judged is not None and g2.judged.fault_ns == pytest.approx(FAULT_MS * MS, rel=0.05)
+    assert g2.tripped and g2.estimate_pct == pytest.approx(60, abs=5)
+
+
+def test_fault_counts_are_read_only_when_one_per_step(tmp_path: Path) -> None:
+    path = _trace(tmp_path / "t.json", [faulted(10, 5)] * 3, faults=[5, 5, 5])
+    doc = json.loads(path.read_text())
+    trace = chrome.from_document(doc)
+    assert engine.step_faults(trace) == [5, 5, 5] and len(engine.step_cpu(trace)) == 3
+    for bad in ([5, 5], [5, -1, 5], [5, 5.5, 5], "5"):
+        doc["autoprof_step_cpu"]["minflt"] = bad
+        t = chrome.from_document(doc)
+        assert engine.step_faults(t) == [] and len(engine.step_cpu(t)) == 3  # the rest of the readings kept
+    a = engine.profile_of(chrome.load(path, workers=0), [], "a")
+    b = engine.profile_of(chrome.load(_trace(tmp_path / "b.json", [faulted(10, 5)] * 3), workers=0), [], "b")
+    assert compare.pool([a, a]).step_faults == [5] * 6 and compare.pool([a, b]).step_faults == []
+
+
+def test_a_side_the_machine_slowed_as_it_faulted_does_not_set_the_faults_cost(tmp_path: Path) -> None:
+    # the base's second window faulted 3000 pages a step and the machine slowed it 3x besides (its time per fault reads
+    # 10 µs); the new run's (1.5x the work) faults cost their 2 µs. The faults' cost is the lower: the new run's
+    # faulting steps lose 6 ms (both sides' slopes pooled read 2.8 µs: 8.5 ms)
+    fb = [0] * 10 + [3000] * 10
+    base = _trace(
+        tmp_path / "base.json",
+        [(own_ms(10, k) if f == 0 else own_ms(40, k), own_ms(10, k) if f == 0 else own_ms(40, k), 0.0) for k, f in enumerate(fb)],
+        faults=fb,
+    )
+    new = _trace(tmp_path / "new.json", [faulted(own_ms(15, k + 1), f) for k, f in enumerate(fb)], faults=fb)
+    (d,) = autoprof.diff(base, new)
+    g = d.gate(10)
+    assert g.judged is not None and g.judged.fault_ns == pytest.approx(FAULT_MS * MS, rel=0.05)
+    assert g.estimate_pct is not None and g.estimate_pct > 0  # the new run is not read faster than a base it outworks

@@ -72,6 +72,8 @@ class Profile:
     # each step's thread CPU time and run-queue wait (ns; the wait -1 where not known), in the order of step_ns, from a
     # live window's readings (issue 49); empty: not known (an offline trace, a window kept before autoprof read them)
     step_cpu: list[tuple[int, int]] = field(default_factory=list)
+    # each step's thread minor page faults, in the order of step_ns, where the window read them; empty: not known
+    step_faults: list[int] = field(default_factory=list)
 
     @property
     def window_findings(self) -> list[list[Finding]]:
@@ -246,6 +248,13 @@ def confidence_text(confidence: float) -> str:
 #: typical (median) share: the machine's doing, or a stall that is not the step's work.
 BLOCKED_ASIDE = 0.25
 OWN_TIME, WALL_TIME = "own_time", "wall_time"
+#: Two steps of a side tell what a page fault costs when their minor page faults differ by this many or more (512 KiB of
+#: 4 KiB pages: a buffer mapped afresh, not the few faults any step may take).
+FAULT_SPREAD = 128
+#: The page faults' cost is read only from this many such pairs of steps or more.
+FAULT_PAIRS = 10
+#: At most this many steps a side (evenly spaced) are paired to read the faults' cost (their pairs grow as the square).
+FAULT_STEPS = 200
 
 
 @dataclass(frozen=True)
@@ -253,13 +262,18 @@ class Judged:
     """The steps the gate judges, and on what: each step's own time (its wall time less what the machine kept its
     thread waiting for a CPU: the run-queue wait) where both sides' traces carry their steps' CPU readings (a live
     window's ``step_cpu``), else wall time; steps whose unexplained time off the CPU is ``BLOCKED_ASIDE`` above their
-    side's typical share are set aside (where that leaves enough steps for an interval)."""
+    side's typical share are set aside (where that leaves enough steps for an interval); where both sides' traces carry
+    each step's minor page faults, what a fault costs is read from the steps and each step's faults above its side's
+    fewest are taken out of its time (``fault_ns``: the profiler's allocations make some windows fault far more)."""
 
     basis: str  # OWN_TIME or WALL_TIME
     shift: Shift | None  # the judged steps' shift (percent of the base) and its interval
     judged: tuple[int, int]  # (base, new) steps judged
     steps: tuple[int, int]  # (base, new) steps in all
     why_wall: str | None = None  # why the basis is wall time (None: own time)
+    # what a minor page fault cost the steps (ns, read from them), each step's faults above its side's fewest taken out
+    # of its time; None: not (the traces carry no fault counts, or their steps do not tell the cost)
+    fault_ns: float | None = None
 
     @property
     def set_aside(self) -> tuple[int, int]:
@@ -275,6 +289,7 @@ class Judged:
             "judged_steps": list(self.judged),
             "steps": list(self.steps),
             "set_aside": list(self.set_aside),
+            "fault_us": None if self.fault_ns is None else round(self.fault_ns / 1e3, 3),
         }
 
 
@@ -290,6 +305,30 @@ def _own_times(p: Profile, runqueue: bool) -> tuple[list[float], list[float]]:
     return times, blocked
 
 
+def _fault_cost(sides: list[tuple[list[float], list[int]]]) -> float | None:
+    """What one minor page fault costs a step (ns): per side, the median slope of time against faults over every pair of
+    its steps whose faults differ by ``FAULT_SPREAD`` or more (Theil-Sen; a side with fewer than ``FAULT_PAIRS`` such
+    pairs tells nothing), not below 0; of two sides' costs the lower. A fault costs the same on both sides (one
+    machine); a side whose faulting window the machine also slowed (its thread kept off the CPU and its caches cold)
+    reads a higher cost, which is the machine's, not the faults'. None where no side tells it."""
+    costs: list[float] = []
+    for times, faults in sides:
+        n = len(times)
+        keep = range(n) if n <= FAULT_STEPS else sorted({round(i * (n - 1) / (FAULT_STEPS - 1)) for i in range(FAULT_STEPS)})
+        pts = [(faults[i], times[i]) for i in keep]
+        slopes = [(tb - ta) / (fb - fa) for a, (fa, ta) in enumerate(pts) for fb, tb in pts[a + 1 :] if abs(fb - fa) >= FAULT_SPREAD]
+        if len(slopes) >= FAULT_PAIRS:
+            costs.append(max(statistics.median(slopes), 0.0))
+    return min(costs) if costs else None
+
+
+def _less_faults(times: list[float], faults: list[int], cost: float) -> list[float]:
+    """Each step's time less what its page faults above its side's fewest cost (a side's level of faults stays: a
+    change that maps new memory every step is the program's), never less than half the step."""
+    fewest = min(faults)
+    return [max(t - cost * (f - fewest), t / 2) for t, f in zip(times, faults, strict=True)]
+
+
 def judge_steps(base: Profile, new: Profile, confidence: float = 0.95) -> Judged:
     """The gate's reading of the step times: see :class:`Judged`."""
     steps = (len(base.step_ns), len(new.step_ns))
@@ -301,18 +340,23 @@ def judge_steps(base: Profile, new: Profile, confidence: float = 0.95) -> Judged
     basis = OWN_TIME if runqueue else WALL_TIME
     why = None if runqueue else "the run-queue wait is not known on this platform"
     (bt, bb), (nt, nb) = _own_times(base, runqueue), _own_times(new, runqueue)
-    every = ratio_shift(bt, nt, confidence)
 
-    def kept(times: list[float], blocked: list[float]) -> list[float]:
+    def kept(values: list[Any], blocked: list[float]) -> list[Any]:
         limit = statistics.median(blocked) + BLOCKED_ASIDE
-        return [t for t, b in zip(times, blocked, strict=True) if b <= limit]
+        return [v for v, b in zip(values, blocked, strict=True) if b <= limit]
 
+    cost = None
+    if all(len(p.step_faults) == len(p.step_ns) for p in (base, new)):  # the profiler's own faults (issue 49)
+        cost = _fault_cost([(kept(bt, bb), kept(base.step_faults, bb)), (kept(nt, nb), kept(new.step_faults, nb))])
+        if cost is not None:
+            bt, nt = _less_faults(bt, base.step_faults, cost), _less_faults(nt, new.step_faults, cost)
+    every = ratio_shift(bt, nt, confidence)
     kb, kn = kept(bt, bb), kept(nt, nb)
     if (len(kb), len(kn)) != steps and min(len(kb), len(kn)) >= MIN_STEPS:
         aside = ratio_shift(kb, kn, confidence)
         if aside is not None and aside.decided:  # set aside only where an interval is left
-            return Judged(basis, aside, (len(kb), len(kn)), steps, why)
-    return Judged(basis, every, steps, steps, why)
+            return Judged(basis, aside, (len(kb), len(kn)), steps, why, cost)
+    return Judged(basis, every, steps, steps, why, cost)
 
 
 @dataclass(frozen=True)
@@ -344,6 +388,7 @@ class Gate:
             "why_wall": self.judged.why_wall if self.judged else None,
             "judged_steps": list(self.judged.judged) if self.judged else [self.base_steps, self.new_steps],
             "set_aside": list(self.judged.set_aside) if self.judged else [0, 0],
+            "fault_us": None if self.judged is None or self.judged.fault_ns is None else round(self.judged.fault_ns / 1e3, 3),
         }
 
 
@@ -648,6 +693,7 @@ def pool(profiles: list[Profile]) -> Profile:
     peaks: dict[str, list[int]] = {}
     known = all(not p.step_ns or p.op_steps or not p.ops for p in profiles)
     cpu_known = all(len(p.step_cpu) == len(p.step_ns) for p in profiles)  # readings for every step, or none kept
+    faults_known = cpu_known and all(len(p.step_faults) == len(p.step_ns) for p in profiles)
     for p in profiles:
         offset = len(steps)
         steps.extend(p.step_ns)
@@ -686,6 +732,7 @@ def pool(profiles: list[Profile]) -> Profile:
         paths,
         memory_peaks=peaks,
         step_cpu=[r for p in profiles for r in p.step_cpu] if cpu_known else [],
+        step_faults=[f for p in profiles for f in p.step_faults] if faults_known else [],
     )
 
 

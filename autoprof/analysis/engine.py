@@ -143,6 +143,7 @@ def profile_of(trace: Trace, findings: Sequence[Finding], path: str) -> Profile:
         kernel_steps=kernel_steps,
         memory_peaks={device: [p for p in series if p is not None] for device, series in peaks.items()},
         step_cpu=step_cpu(trace),
+        step_faults=step_faults(trace),
     )
 
 
@@ -154,6 +155,15 @@ def step_cpu(trace: Trace) -> list[tuple[int, int]]:
     if meta is None or len(meta["cpu_ns"]) != len(trace.steps):
         return []
     return list(zip(meta["cpu_ns"], meta["runqueue_ns"], strict=True))
+
+
+def step_faults(trace: Trace) -> list[int]:
+    """Each step's thread minor page faults, in the order of the trace's steps, from a live window's ``step_cpu``
+    metadata; empty where the trace has none, or its readings are not one per step."""
+    meta = step_cpu_of(trace.metadata.get("step_cpu"))
+    if meta is None or len(meta.get("minflt", ())) != len(trace.steps):
+        return []
+    return list(meta["minflt"])
 
 
 def profiles(

@@ -4,7 +4,10 @@ other work on the machine), read at a recorded step's start and end (never on th
 A step's wall time less its thread's CPU time is time the thread was off the CPU: waiting by its own doing (a sync, a
 sleep, a lock, data, torch's intra-op workers) or runnable and waiting for a CPU that other work held. Linux says the
 second apart: ``/proc/thread-self/schedstat``'s run-queue wait (the scheduler's own count, ~9 µs to read). Where it
-cannot be read, only the CPU time is known. The readers are module attributes so that tests inject their own clocks.
+cannot be read, only the CPU time is known. The thread's minor page faults (``getrusage(RUSAGE_THREAD)``, Linux)
+say how much of its CPU time went to mapping pages it touched: a profiled step's faults depend on where the
+profiler's own allocations left the heap, and differ from one window to the next (issue 49). The readers are module
+attributes so that tests inject their own clocks.
 """
 
 from __future__ import annotations
@@ -12,6 +15,11 @@ from __future__ import annotations
 import os
 import threading
 import time
+
+try:
+    import resource
+except ImportError:  # not on Windows
+    resource = None  # type: ignore[assignment,unused-ignore]
 
 #: The calling thread's CPU time (ns).
 thread_ns = time.thread_time_ns
@@ -73,6 +81,19 @@ if hasattr(os, "register_at_fork"):
 
 #: The calling thread's run-queue wait so far (ns; -1: not known here).
 runqueue_ns = _runqueue_kept_ns if hasattr(os, "pread") else _runqueue_ns
+
+
+def _minor_faults() -> int:
+    """The calling thread's minor page faults so far (a page it touched that the kernel had to map, most often a fresh
+    one it zero-fills: ~1-2 µs each, in the thread's CPU time); -1 where the platform does not say."""
+    try:
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt  # type: ignore[attr-defined,unused-ignore]
+    except (AttributeError, OSError, ValueError):
+        return -1
+
+
+#: The calling thread's minor page faults so far (-1: not known here).
+minor_faults = _minor_faults
 
 
 def read() -> tuple[int, int]:

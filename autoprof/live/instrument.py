@@ -142,6 +142,7 @@ class _Step(Step):
         self.annotate(f"ProfilerStep#{self.number}")
         self.annotate(self.target.name)
         self.cpu0 = _cpu.read()
+        self.faults0 = _cpu.minor_faults()
 
     def annotate(self, name: str) -> None:
         annotation = _record_function(name)
@@ -159,12 +160,15 @@ class _Step(Step):
             _close_all(self.annotations)
         finally:
             cpu0 = self.cpu0
-            cpu = (-1, -1)
+            cpu, faults = (-1, -1), -1
             try:
                 if cpu0 is not None and wall_ns >= 0:  # a recorded step's thread CPU time and run-queue wait
                     cpu = _cpu.since(cpu0)
+                    if self.faults0 >= 0:
+                        now = _cpu.minor_faults()
+                        faults = now - self.faults0 if now >= self.faults0 else -1
             finally:  # the bookkeeping, even if an interrupt lands in the reading
-                SESSION.end_step(self, wall_ns, raised, cpu)
+                SESSION.end_step(self, wall_ns, raised, cpu, faults)
 
 
 class _Instrument:

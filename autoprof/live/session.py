@@ -317,12 +317,13 @@ class Step:
     ends (:meth:`Session.end_step`). ``window`` is set the moment the window is opened or found, so that an interrupt
     anywhere after still drops it."""
 
-    __slots__ = ("advance", "annotations", "cpu0", "last", "number", "recording", "target", "window")
+    __slots__ = ("advance", "annotations", "cpu0", "faults0", "last", "number", "recording", "target", "window")
 
     def __init__(self, target: Target, number: int) -> None:
         self.target = target
         self.annotations: list[Any] = []  # the annotations the instrument entered for it (exited at its end)
         self.cpu0: tuple[int, int] | None = None  # a recorded step's thread CPU time and run-queue wait at its start
+        self.faults0 = -1  # a recorded step's thread minor page faults at its start (-1: not known)
         self.number = number  # the step's number (the trainer's own, else the target's calls so far)
         self.window: Window | None = None  # the window it belongs to (opened, or found open)
         self.advance = True  # whether it takes a step of the schedule (not when its window is deferred or skipped)
@@ -584,7 +585,20 @@ class Target:
 class Window:
     """One recording window of one target: its profiler and the steps it recorded."""
 
-    __slots__ = ("cpu_peaks", "cpus", "devices", "dropped", "host_memory", "others", "prof", "started", "steps", "target", "walls")
+    __slots__ = (
+        "cpu_peaks",
+        "cpus",
+        "devices",
+        "dropped",
+        "faults",
+        "host_memory",
+        "others",
+        "prof",
+        "started",
+        "steps",
+        "target",
+        "walls",
+    )
 
     def __init__(self, target: Target, prof: Any, cpu_peaks: CpuPeaks | None) -> None:
         self.target = target
@@ -597,13 +611,15 @@ class Window:
         self.steps: list[int] = []
         self.walls: list[int] = []
         self.cpus: list[tuple[int, int]] = []  # each step's thread CPU time and run-queue wait (ns; -1: unknown)
+        self.faults: list[int] = []  # each step's thread minor page faults (-1: unknown)
         self.host_memory: tuple[int | None, int | None] = (None, None)  # the machine's memory, and available, at the start
 
-    def took(self, step: int, wall_ns: int, cpu: tuple[int, int]) -> None:
-        """A step recorded whole: its number, wall time and thread CPU reading."""
+    def took(self, step: int, wall_ns: int, cpu: tuple[int, int], faults: int = -1) -> None:
+        """A step recorded whole: its number, wall time, thread CPU reading and minor page faults."""
         self.steps.append(step)
         self.walls.append(wall_ns)
         self.cpus.append(cpu)
+        self.faults.append(faults)
 
 
 class Session:
@@ -755,7 +771,7 @@ class Session:
             return _OVER
         return place
 
-    def end_step(self, step: Step, wall_ns: int, raised: bool, cpu: tuple[int, int] = (-1, -1)) -> None:
+    def end_step(self, step: Step, wall_ns: int, raised: bool, cpu: tuple[int, int] = (-1, -1), faults: int = -1) -> None:
         """``step`` ended (its annotations exited): ``wall_ns`` < 0: the user's function never ran (autoprof was
         interrupted first); ``raised``: it ran and raised (a step that failed is never a step of a recorded window);
         ``cpu``: a recorded step's thread CPU time and run-queue wait. A window cut or dropped meanwhile sends the cycle
@@ -778,7 +794,7 @@ class Session:
             pass  # interrupted before the call ran, outside any window: it is not a step
         else:
             if step.recording and window is not None:
-                window.took(step.number, wall_ns, cpu)
+                window.took(step.number, wall_ns, cpu, faults)
             if step.advance:
                 target.position.advance()
             if step.last:
@@ -997,6 +1013,7 @@ class Session:
             steps=window.steps,
             walls=window.walls,
             cpus=window.cpus,
+            faults=window.faults,
             calls=target.calls,
             first_call_ns=target.counts.first_call_ns,
             steady_ns=target.steady_ns(),
@@ -1057,7 +1074,8 @@ class Session:
         with _guard.quiet("live.trace_metadata"):
             if sections:
                 window.prof.add_metadata_json("autoprof_sections", json.dumps(sections))
-            step_cpu = _window.step_cpu_of(window.walls, window.cpus)  # the steps' CPU readings: a kept trace's gate reads them
+            # the steps' CPU readings: a kept trace's gate reads them
+            step_cpu = _window.step_cpu_of(window.walls, window.cpus, window.faults)
             if step_cpu is not None:
                 window.prof.add_metadata_json("autoprof_step_cpu", json.dumps(step_cpu))
         try:

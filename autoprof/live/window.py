@@ -92,6 +92,8 @@ class ClosedWindow:
     #: Each recorded step's thread CPU time and run-queue wait (ns; -1: not known): how much of the step the machine
     #: kept the thread off the CPU.
     cpus: list[tuple[int, int]] = field(default_factory=list)
+    #: Each recorded step's thread minor page faults (-1: not known).
+    faults: list[int] = field(default_factory=list)
 
     def cpu_share(self) -> float | None:
         """The recorded steps' thread CPU time over their wall time (None where not read)."""
@@ -104,7 +106,7 @@ class ClosedWindow:
         meta: dict[str, Any] = {"live": True, "sections": self.sections}
         if self.cpu_peaks:
             meta.update(self.cpu_peaks.metadata())
-        step_cpu = step_cpu_of(self.walls, self.cpus)
+        step_cpu = step_cpu_of(self.walls, self.cpus, self.faults)
         if step_cpu is not None:
             meta["step_cpu"] = step_cpu
         host, available = self.host_memory
@@ -125,12 +127,16 @@ class ClosedWindow:
         return round(max(sum(self.walls) - self.steady_ns * len(self.walls), 0) / 1e6, 3)
 
 
-def step_cpu_of(walls: list[int], cpus: list[tuple[int, int]]) -> dict[str, list[int]] | None:
+def step_cpu_of(walls: list[int], cpus: list[tuple[int, int]], faults: list[int] | None = None) -> dict[str, list[int]] | None:
     """The trace metadata's ``step_cpu`` of a window's recorded steps (their wall times, and each one's thread CPU time
-    and run-queue wait): None where the CPU time was not read for every step."""
+    and run-queue wait; ``minflt``, their minor page faults, where read for every step): None where the CPU time was not
+    read for every step."""
     if not cpus or len(cpus) != len(walls) or any(c < 0 for c, _ in cpus):
         return None
-    return {"wall_ns": list(walls), "cpu_ns": [c for c, _ in cpus], "runqueue_ns": [w for _, w in cpus]}
+    out = {"wall_ns": list(walls), "cpu_ns": [c for c, _ in cpus], "runqueue_ns": [w for _, w in cpus]}
+    if faults is not None and len(faults) == len(walls) and all(f >= 0 for f in faults):
+        out["minflt"] = list(faults)
+    return out
 
 
 def run(job: ClosedWindow, inline: bool = False) -> None:

@@ -52,6 +52,8 @@ def judged_text(j: Judged) -> str:
     if ab or an:
         n = f"{ab} a side" if ab == an else f"base {ab}, new {an}"
         out += f"; {n} set aside (blocked off the CPU {BLOCKED_ASIDE:.0%} of the step more than their side's typical step)"
+    if j.fault_ns is not None:
+        out += f"; less their page faults above their side's fewest ({j.fault_ns / 1e3:.2g} µs a fault, read from the steps)"
     return out
 
 
@@ -64,7 +66,7 @@ def gate_line(g: Gate) -> str:
     verb = "tripped" if g.tripped else "passed"
     rel = ">" if g.tripped else "not >"
     j = g.judged
-    if j is None or (j.basis == WALL_TIME and j.set_aside == (0, 0)):
+    if j is None or (j.basis == WALL_TIME and j.set_aside == (0, 0) and j.fault_ns is None):
         steps = f"base {g.base_steps} steps, new {g.new_steps} steps" + (f"; on wall time ({j.why_wall})" if j else "")
     else:
         steps = judged_text(j)
@@ -174,7 +176,7 @@ def table(d: Diff, stream: IO[str]) -> None:
     elif d.step_problem:
         out.write(f"  step time: not compared: {d.step_problem}\n")
     j = d.judged
-    if b and n and j is not None and (j.basis == OWN_TIME or j.set_aside != (0, 0)):
+    if b and n and j is not None and (j.basis == OWN_TIME or j.set_aside != (0, 0) or j.fault_ns is not None):
         js = j.shift
         if js is not None and js.lo is not None and js.hi is not None:
             out.write(f"  the gate's reading: {js.estimate:+.1f}% [{js.lo:+.1f}%, {js.hi:+.1f}%]; {judged_text(j)}\n")

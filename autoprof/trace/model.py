@@ -849,7 +849,8 @@ def split_processes(trace: Trace, pids: Iterable[Any]) -> list[Trace]:
 
 def step_cpu_of(value: Any) -> dict[str, list[int]] | None:
     """A live window's per-step CPU readings (its metadata's ``step_cpu``; a kept window's ``autoprof_step_cpu``): each
-    recorded step's ``wall_ns``, thread ``cpu_ns`` and ``runqueue_ns`` (-1 where the run-queue wait is not known); None
+    recorded step's ``wall_ns``, thread ``cpu_ns`` and ``runqueue_ns`` (-1 where the run-queue wait is not known), and where
+    recorded its ``minflt`` (minor page faults; left out unless one non-negative integer per step); None
     unless it is three lists of integers of one length (at most 1,000,000 steps), the wall and CPU times not negative."""
     if not isinstance(value, dict):
         return None
@@ -862,4 +863,8 @@ def step_cpu_of(value: Any) -> dict[str, list[int]] | None:
         return None
     if not all(type(v) is int for v in (*walls, *cpus, *waits)) or any(v < 0 for v in (*walls, *cpus)) or any(w < -1 for w in waits):
         return None
-    return {"wall_ns": list(walls), "cpu_ns": list(cpus), "runqueue_ns": list(waits)}
+    out = {"wall_ns": list(walls), "cpu_ns": list(cpus), "runqueue_ns": list(waits)}
+    faults = value.get("minflt")  # optional: left out (the rest kept) unless one non-negative integer per step
+    if isinstance(faults, list) and len(faults) == len(walls) and all(type(v) is int and v >= 0 for v in faults):
+        out["minflt"] = list(faults)
+    return out
