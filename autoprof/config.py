@@ -327,7 +327,7 @@ class Config:
         "keep each window (a relative path: of where it is given, as `sink`'s) as "
         "`<target>.window<N>.rank<R>.pt.trace.json.gz` (opens in Perfetto; `autoprof analyze` reads it with the live "
         "verdicts). `<target>` is the name percent-encoded (`kept/step` → `kept%2Fstep`; one name, one file; long "
-        "names keep a prefix and a hash)",
+        "names keep a prefix and a hash; a forked child's: `<target>.window<N>.rank<R>.pid<pid>.pt.trace.json.gz`)",
         env="AUTOPROF_TRACE_DIR",
         takes="str | PathLike[str] | None",
     )

@@ -7,6 +7,7 @@ and prints one ``RESULT <json>`` line. Counts, never timings: the machine is sha
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,50 @@ def test_a_sigint_at_the_end_of_every_timed_run_still_lets_the_calibration_compl
     assert cal.result is not None and not cal.failed, (attempts, cal.timings)
     assert interrupts >= runs - 1 and attempts <= runs + 1, (attempts, interrupts)
     assert cal.result.flops > 0 and cal.result.bytes_per_s > 0
+
+
+def test_a_sigint_in_every_allocation_of_the_calibrations_operands_still_lets_it_complete(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same, one step earlier (found on torch 2.4.1, a loaded machine): each attempt allocated its operands afresh
+    (two 4 MB matrices, two 32 MB copy buffers: new pages, 5-15 ms each under load) before the held run, so a SIGINT
+    every 2-10 ms landed in an allocation, the attempt ended before its run, and the calibration never advanced (in a
+    2 s storm the trigger's step ran 3 times, every later call spending itself on it). The operands are now allocated
+    with signals held and kept across attempts. A real SIGINT, raised as each allocation returns."""
+    import signal
+    import types
+
+    import torch
+
+    from autoprof.live import calibrate
+    from autoprof.live.session import SIGNALS_HELD
+
+    allocations = {"n": 0}
+
+    def interrupted(make: object) -> object:
+        def alloc(*args: object, **kwargs: object) -> object:
+            allocations["n"] += 1
+            tensor = make(*args, **kwargs)  # type: ignore[operator]
+            signal.raise_signal(signal.SIGINT)  # a Ctrl-C lands as the allocation returns
+            return tensor
+
+        return alloc
+
+    fake = types.SimpleNamespace(full=interrupted(torch.full), empty=interrupted(torch.empty), mm=torch.mm)
+    monkeypatch.setattr(calibrate, "torch", fake)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    cal = calibrate.Calibration()
+    attempts = interrupts = 0
+    try:
+        while cal.result is None and not cal.failed and attempts < 100:
+            attempts += 1
+            try:
+                cal.peaks(SIGNALS_HELD)
+            except KeyboardInterrupt:
+                interrupts += 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert cal.result is not None and not cal.failed, (attempts, {k: len(v) for k, v in cal.timings.items()})
+    assert interrupts >= 1 and allocations["n"] <= 2 * len(calibrate.MATMUL_SIZES) + 2, (attempts, allocations)  # each operand once
+    assert not cal.operands, "the operands are dropped once the calibration is done"
 
 
 STORM = """
@@ -427,3 +472,49 @@ def test_a_new_run_after_a_window_given_up_records_whole(tmp_path: Path) -> None
     )
     ok(r)
     assert r.result == {"given_up": 1, "windows": [[1, 2, 3]], "on": False}, r.result
+
+
+# -- forked children that keep traces in one trace_dir ------------------------------------------------------------
+
+CHILDREN_KEEP = """
+import multiprocessing
+TRACES = os.path.join(os.getcwd(), "traces")
+autoprof.configure(trace_dir=TRACES, report=True)
+@autoprof(name="kid", skip_first=0, wait=0, warmup=0, active=2)
+def step():
+    return work()
+def train():
+    for _ in range(3):
+        step()
+ctx = multiprocessing.get_context("fork")
+for _ in range(2):  # two training children, one after the other, then the parent's own training
+    p = ctx.Process(target=train)
+    p.start()
+    p.join()
+train()
+ws = windows("kid")
+result({"windows": [(w["pid"], w["trace_path"]) for w in ws], "files": sorted(os.listdir(TRACES)), "parent": os.getpid()})
+"""
+
+
+def test_forked_children_and_their_parent_keep_a_trace_each_in_one_trace_dir(tmp_path: Path) -> None:
+    """docs/guarantees.md: a forked child's windows are written, its kept trace too. Found on torch 2.4.1: two children
+    forked from one parent (a ``Process`` each, a ``ProcessPoolExecutor``'s workers) and the parent itself numbered
+    their windows alike (each child starts its targets over) and kept them under the same name,
+    ``kid.window0.rank0.pt.trace.json.gz``: each write replaced the one before, so two window records named one file,
+    which held the last process's trace. A forked child's kept traces now carry its pid, as its page does."""
+    from autoprof.analysis.compare import group_key, target_of
+
+    r = run(tmp_path, CHILDREN_KEEP)
+    ok(r)
+    got = r.result
+    pids = [pid for pid, _ in got["windows"]]
+    paths = [path for _, path in got["windows"]]
+    assert len(got["windows"]) == 3 and len(set(pids)) == 3, got
+    assert len(set(paths)) == 3 and all(os.path.exists(p) for p in paths), got  # before: one path, three records
+    for pid, path in got["windows"]:
+        name = os.path.basename(path)
+        assert (f".pid{pid}." in name) == (pid != got["parent"]), got  # the parent's name is unchanged
+        assert target_of(name) == "kid" and group_key(name) == "kid.rank0.pt.trace.json.gz", name  # diff pools them
+    for pid in set(pids) - {got["parent"]}:
+        assert f"autoprof-report.rank0.pid{pid}.html" in got["files"], got  # each child's page (the parent's: at its exit)

@@ -1583,6 +1583,7 @@ def _after_fork_in_child() -> None:
     window = SESSION.window
     _FORKED_RECORDING = window is not None and window.started and profiler_recording()
     _window.KEPT.clear()  # the parent's kept traces are its own page's
+    _window.FORKED_TAG = f".pid{os.getpid()}"  # its kept traces' names: its windows are numbered as its parent's are
     SIGNALS_HELD.after_fork_in_child()
     session = SESSION
     session.lock = threading.RLock()

@@ -335,6 +335,10 @@ def _live(job: ClosedWindow, analyzed: _Analyzed, path: str | None, overhead_ns:
 
 #: The trace files this process kept (in ``trace_dir``), in the order written: the end-of-run report reads them.
 KEPT: list[str] = []
+#: ``.pid<pid>`` in a forked child (set at the fork), else empty: what a kept trace's name carries after its rank. A
+#: forked child's targets start over, so its windows are numbered as its parent's and its siblings' are: under one name
+#: each write replaced the one before.
+FORKED_TAG = ""
 
 
 def _keep_trace(job: ClosedWindow, rank: int) -> str | None:
@@ -343,7 +347,7 @@ def _keep_trace(job: ClosedWindow, rank: int) -> str | None:
     if not folder:
         return None
     with _guard.worker(_not_kept, job, folder):
-        name = f"{safe_name(job.target)}.window{job.window}.rank{rank}.pt.trace.json.gz"
+        name = f"{safe_name(job.target)}.window{job.window}.rank{rank}{FORKED_TAG}.pt.trace.json.gz"
         path = keep_gzipped(os.fspath(folder), name, job.prof.export_chrome_trace)
         KEPT.append(path)
         return path
