@@ -518,3 +518,47 @@ def test_forked_children_and_their_parent_keep_a_trace_each_in_one_trace_dir(tmp
         assert target_of(name) == "kid" and group_key(name) == "kid.rank0.pt.trace.json.gz", name  # diff pools them
     for pid in set(pids) - {got["parent"]}:
         assert f"autoprof-report.rank0.pid{pid}.html" in got["files"], got  # each child's page (the parent's: at its exit)
+
+
+# -- a target whose only window closed while the analysis was behind ----------------------------------------------
+
+SKIPPED_UNREAD = """
+import threading
+from autoprof.live import window as _window
+autoprof.configure(background=True)  # as a user runs it: the background analysis, here held until the end
+gate = threading.Event()
+_run = _window.run
+def held_back(job):
+    gate.wait()
+    return _run(job)
+_window.run = held_back
+@autoprof(name="busy", skip_first=0, wait=0, warmup=0, active=1, repeat=0)  # one-step windows
+def busy():
+    return work(4)
+@autoprof(name="late", skip_first=0, wait=0, warmup=0, active=1)
+def late():
+    return work(4)
+for _ in range(6):  # 4 queued, then 2 skipped unread
+    busy()
+late()  # its one window closes while the analysis is 4 behind: skipped unread
+gate.set()
+result({"late": len(windows("late")), "busy": len(windows("busy"))})
+"""
+
+
+def test_a_target_whose_only_window_was_skipped_unread_says_no_window_at_exit(tmp_path: Path) -> None:
+    """docs/usage.md, "A run too short": at exit each target that was called but never recorded a window says so
+    (``no_window``) and why, ``windows_skipped`` when the background analysis was behind. Found on torch 2.4.1: a
+    target whose window closed while the analysis was 4 windows behind (one-step windows: ``warmup=0``, so never
+    skipped before it opened) was counted only in the process's ``windows_skipped`` total, with no target; the run
+    named it nowhere (no window, no ``no_window``, not in the summary)."""
+    r = run(tmp_path, SKIPPED_UNREAD)
+    ok(r)
+    assert r.result == {"late": 0, "busy": 4}, r.result
+    said = [x for x in r.records if x.get("reason") == "no_window" and x["target"] == "late"]
+    assert len(said) == 1, [x for x in r.records if x["event"] == "autoprof.warning"]
+    assert said[0]["calls"] == 1 and said[0]["calls_needed"] == 1 and said[0]["windows_skipped"] == 1, said
+    assert "skipped unread" in said[0]["message"] and "behind" in said[0]["message"], said
+    assert not [x for x in r.records if x.get("reason") == "no_window" and x["target"] == "busy"]  # it wrote windows
+    totals = [x["windows_skipped"] for x in r.records if x.get("reason") == "windows_skipped"]
+    assert totals == [3], totals  # busy's 2 and late's 1: still counted once in the run's total too

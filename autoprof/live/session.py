@@ -238,10 +238,10 @@ class Counts:
     settled, which :attr:`Target.calls` adds), the first call's wall time and recent steady ones (bounded), the
     scheduled windows cut in a row by a step that raised (see :data:`MAX_CUT_TRIES`), the calls whose window could not
     open or start because the profiler was taken (another target's window, a profiler of the user's: each sent its cycle
-    back to its warmup), and the cycles skipped whole because the background analysis was :data:`MAX_PENDING` windows
-    behind (both said at exit if it never recorded)."""
+    back to its warmup), the cycles skipped whole because the background analysis was :data:`MAX_PENDING` windows
+    behind, and its windows that closed then and were skipped unread (all said at exit if it never recorded)."""
 
-    __slots__ = ("calls", "cut_tries", "deferred", "first_call_ns", "recent_ns", "skipped_behind")
+    __slots__ = ("calls", "cut_tries", "deferred", "first_call_ns", "recent_ns", "skipped_behind", "skipped_closed")
 
     def __init__(self) -> None:
         self.calls = 0
@@ -250,6 +250,7 @@ class Counts:
         self.cut_tries = 0
         self.deferred = 0
         self.skipped_behind = 0
+        self.skipped_closed = 0
 
     def settle(self, calls: int) -> None:
         """The owner's count is ``calls`` (the watch's pending calls taken in, or left out)."""
@@ -281,6 +282,9 @@ class Counts:
 
     def skip(self) -> None:
         self.skipped_behind += 1
+
+    def skip_closed(self) -> None:
+        self.skipped_closed += 1
 
 
 class Said:
@@ -1015,6 +1019,7 @@ class Session:
         )
         if cfg.background and not in_pool_worker():
             if self._queue.unfinished_tasks >= MAX_PENDING:
+                target.counts.skip_closed()  # no record of it will come: said at exit if the target wrote none
                 self._skip(target, index)
                 return None
             with self.lock:  # the reader and the worker take the windows in the same order
@@ -1287,15 +1292,18 @@ class Session:
 
     def _never_recorded(self) -> None:
         """At exit: one warning for each target whose schedule never reached the end of a window (a script that
-        ends before it: 4 calls for a 5-call schedule), saying how many calls it made and how many one needed."""
+        ends before it: 4 calls for a 5-call schedule), saying how many calls it made and how many one needed. A
+        window that closed and was skipped unread (the analysis was behind) is no record: a target whose windows all
+        were is said too."""
         for target in list(self.targets.values()):
-            if target.window or target.calls == 0 or (target.done and not target.counts.skipped_behind):
+            before, unread = target.counts.skipped_behind, target.counts.skipped_closed
+            if target.window > unread or target.calls == 0 or (target.done and not before and not unread):
                 continue  # (a schedule over with no window: its windows were skipped, said here too)
             schedule = target.schedule
             needed = schedule.skip_first + schedule.cycle
             target.said.note("incomplete")
             calls = target.calls
-            deferred, skipped = target.counts.deferred, target.counts.skipped_behind
+            deferred, skipped = target.counts.deferred, before + unread
             why = ""
             if deferred and _FORKED_RECORDING:
                 why = (
@@ -1308,9 +1316,15 @@ class Session:
                     "of the user's: one records at a time in a process), each sending its cycle back to its warmup"
                 )
             if skipped:
+                if not unread:
+                    which = f"{before} of its windows were skipped before they opened"
+                elif not before:
+                    which = f"{unread} of its windows closed and were skipped unread"
+                else:
+                    which = f"{skipped} of its windows were skipped ({before} before they opened, {unread} closed, unread)"
                 why += (
-                    f"; {skipped} of its windows were skipped before they opened: the background analysis "
-                    f"was {MAX_PENDING} windows behind (fewer windows, repeat or wait, or flush() keep up)"
+                    f"; {which}: the background analysis was {MAX_PENDING} windows behind (fewer windows, repeat or "
+                    "wait, or flush() keep up)"
                 )
             _emit.warning(
                 f"{target.name} was called {calls} time(s) and never recorded a window: its schedule needs "
