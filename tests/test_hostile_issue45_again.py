@@ -562,3 +562,67 @@ def test_a_target_whose_only_window_was_skipped_unread_says_no_window_at_exit(tm
     assert not [x for x in r.records if x.get("reason") == "no_window" and x["target"] == "busy"]  # it wrote windows
     totals = [x["windows_skipped"] for x in r.records if x.get("reason") == "windows_skipped"]
     assert totals == [3], totals  # busy's 2 and late's 1: still counted once in the run's total too
+
+
+# -- Ctrl-C held down into a driven loop -------------------------------------------------------------------------
+
+DRIVEN_STORM = """
+import glob, random, signal, threading, time
+from autoprof.live.instrument import Steps
+TRACES = os.path.join(os.getcwd(), "traces")
+autoprof.configure(background=True, trace_dir=TRACES)  # as a user runs it
+steps = Steps("driven", skip_first=0, wait=0, warmup=0, active=1, repeat=0)  # one-step windows
+over = False
+inside = False  # as STORM's: a KeyboardInterrupt only where the loop's try catches it (the script's race, not autoprof's)
+def on_sigint(signum, frame):
+    global inside
+    if inside and not over:
+        inside = False
+        raise KeyboardInterrupt
+signal.signal(signal.SIGINT, on_sigint)
+def held_down():  # a SIGINT every 2-10 ms, 150 of them
+    global over
+    rng = random.Random(11)
+    for _ in range(150):
+        time.sleep(rng.uniform(0.002, 0.010))
+        os.kill(os.getpid(), signal.SIGINT)
+    over = True
+sender = threading.Thread(target=held_down)
+sender.start()
+n = interrupts = 0
+while not over:
+    try:
+        inside = True
+        n += 1
+        with steps.step(n):
+            work()
+        inside = False
+    except KeyboardInterrupt:
+        inside = False
+        interrupts += 1
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+sender.join()
+on_after = prof_on()
+for _ in range(20):
+    n += 1
+    with steps.step(n):
+        work()
+steps.stop()
+ws = windows("driven")
+result({"interrupts": interrupts, "on_after": on_after, "on": prof_on(), "windows": len(ws),
+        "traces": len(glob.glob(os.path.join(TRACES, "*.pt.trace.json.gz"))), "kept": sum(1 for w in ws if w.get("trace_path"))})
+"""
+
+
+def test_ctrl_c_held_down_into_a_driven_loop_with_one_step_windows_leaves_nothing_on(tmp_path: Path) -> None:
+    """Issue 45's first case on ``Steps`` (tried on torch 2.4.1, where it held): real SIGINTs 2-10 ms apart into a loop
+    of ``with steps.step(n):`` that catches KeyboardInterrupt, one-step windows kept in a ``trace_dir``. Exit 0, no
+    profiler recording after the storm or at the end, no torch line on stderr, windows after it, and each window record
+    names a kept trace that is there."""
+    r = run(tmp_path, DRIVEN_STORM, timeout=300)
+    ok(r)
+    got = r.result
+    assert got["interrupts"] >= 5, got  # the storm reached the loop
+    assert not got["on_after"] and not got["on"], got
+    assert got["windows"] >= 1 and got["kept"] == got["windows"] == got["traces"], got
+    assert "disableProfiler called" not in r.stderr and "Requested callback is not found" not in r.stderr, r.stderr[-2000:]
