@@ -626,3 +626,50 @@ def test_ctrl_c_held_down_into_a_driven_loop_with_one_step_windows_leaves_nothin
     assert not got["on_after"] and not got["on"], got
     assert got["windows"] >= 1 and got["kept"] == got["windows"] == got["traces"], got
     assert "disableProfiler called" not in r.stderr and "Requested callback is not found" not in r.stderr, r.stderr[-2000:]
+
+
+CHILD_STARTED = """
+import json, multiprocessing, os, sys
+import torch, autoprof
+TRACES, SINK, METHOD = sys.argv[1], sys.argv[2], sys.argv[3]
+autoprof.configure(sink=SINK, trace_dir=TRACES, report=True)  # the background analysis: the default
+@autoprof.autoprof(name="kid", skip_first=0, wait=0, warmup=0, active=2)
+def step():
+    x = torch.randn(16, 16)
+    return (x @ x).sum()
+def train():
+    for _ in range(3):
+        step()
+if __name__ == "__main__":
+    p = multiprocessing.get_context(METHOD).Process(target=train)
+    p.start()
+    p.join()
+    assert p.exitcode == 0, p.exitcode
+    train()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_spawned_or_forkserver_child_writes_its_window_and_keeps_a_trace_of_its_own(tmp_path: Path, method: str) -> None:
+    """docs/guarantees.md: a child's windows are written. Found on torch 2.4.1 after the fork case: a child started by
+    ``forkserver`` leaves through ``os._exit`` too, and its parent never had its state (autoprof is imported in the
+    child), so its queued window was dropped without a word; a ``spawn`` child's was written, but under the parent's
+    name (``kid.window0.rank0.pt.trace.json.gz``, ``autoprof-report.rank0.html``), each process's file replacing the
+    other's. A child that ``multiprocessing`` starts, by any method, now drains at its exit and names its kept traces
+    and page with its pid (where it is no rank of a distributed job: a rank's number names it apart)."""
+    import json
+    import subprocess
+    import sys
+
+    traces, sink, script = tmp_path / "traces", tmp_path / "r.jsonl", tmp_path / "train.py"
+    script.write_text(CHILD_STARTED)
+    p = subprocess.run([sys.executable, str(script), str(traces), str(sink), method], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    windows = [r for r in map(json.loads, sink.read_text().splitlines()) if r["event"] == "autoprof.window"]
+    pids = {w["pid"] for w in windows}
+    assert len(windows) == 2 and len(pids) == 2, windows  # forkserver, before: the parent's only
+    paths = {w["trace_path"] for w in windows}
+    assert len(paths) == 2 and all(os.path.exists(x) for x in paths), paths  # spawn, before: one file for both
+    files = sorted(os.listdir(traces))
+    assert "autoprof-report.rank0.html" in files and len([f for f in files if f.startswith("autoprof-report.")]) == 2, files

@@ -1380,9 +1380,8 @@ def write_report() -> str | None:
     kept = [p for p in _window.KEPT if os.path.exists(p)]
     if not (cfg.report and cfg.trace_dir and kept):
         return None
-    # a forked child's page is its own (its parent writes the same rank's at its own exit)
-    child = f".pid{os.getpid()}" if _FORKED_CHILD else ""
-    out = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{_emit.dist_info()[0]}{child}.html")
+    # a child's page is its own (its parent writes the same rank's at its own exit)
+    out = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{_emit.dist_info()[0]}{_window.child_tag()}.html")
     with _guard.call(_unwritten, out):
         from autoprof.render import write_page
 
@@ -1591,13 +1590,12 @@ def _after_fork_in_child() -> None:
     profiler is not the child's), no queue of the parent's windows (their analysis thread did not come along),
     fresh locks (a lock held by another of the parent's threads at the fork would never be released). The
     child's own targets start their schedules over."""
-    global _POOL_WORKER, _FORKED_CHILD, _FORKED_RECORDING
+    global _POOL_WORKER, _FORKED_RECORDING
     _POOL_WORKER = None  # a fork-context pool worker: asked again in the child
-    _FORKED_CHILD = True
     window = SESSION.window
     _FORKED_RECORDING = window is not None and window.started and profiler_recording()
     _window.KEPT.clear()  # the parent's kept traces are its own page's
-    _window.FORKED_TAG = f".pid{os.getpid()}"  # its kept traces' names: its windows are numbered as its parent's are
+    _window.CHILD = True  # its kept traces' and page's names carry its pid: its windows are numbered as its parent's are
     SIGNALS_HELD.after_fork_in_child()
     session = SESSION
     session.lock = threading.RLock()
@@ -1620,8 +1618,6 @@ def _after_fork_in_child() -> None:
             pass
 
 
-#: This process is a forked child (its end-of-run page is named with its pid).
-_FORKED_CHILD = False
 #: This process was forked while its parent's autoprof window recorded: torch's profiler state came along (enabled,
 #: with no profiler of this process's behind it), so its targets find the profiler taken; said as that, not as a
 #: profiler of the user's.
@@ -1629,18 +1625,45 @@ _FORKED_RECORDING = False
 
 
 def _in_multiprocessing_child(session: Session) -> None:
-    """In a child that ``multiprocessing`` forked (a ``Process``, a ``ProcessPoolExecutor``'s worker): it leaves through
+    """In a child that ``multiprocessing`` started (a ``Process``, a ``ProcessPoolExecutor``'s worker; forked, or
+    by ``spawn`` or ``forkserver``, which import autoprof afresh): a forked or forkserver child leaves through
     ``os._exit``, so ``atexit`` never runs and the windows queued for the background analysis (their records, kept
     traces and page) were dropped without a word. ``multiprocessing`` runs its finalizers before that exit
-    (``Process._bootstrap``: ``util._exit_function``): the drain is one of them."""
-    import sys
-
+    (``Process._bootstrap``: ``util._exit_function``): the drain is one of them (run once however often it was asked
+    for: the at-fork handler and the import both ask)."""
+    _window.CHILD = True  # its kept traces and page carry its pid (a spawned child's were named as its parent's)
     util = sys.modules.get("multiprocessing.util")
     if util is not None:
         util.Finalize(None, _child_exit, exitpriority=100)  # first: before the child's queues and pools are torn down
 
 
+def _for_multiprocessing_children() -> None:
+    """At import: a child that ``multiprocessing`` starts by ``spawn`` or ``forkserver`` imports autoprof afresh (its
+    main module, or its task's), so no at-fork handler of a parent's ran there. Imported while such a child inherits its
+    parent's main module and task (``_inheriting``, as ``multiprocessing.spawn`` tells it), or inside a running child,
+    it is said a child now (:func:`_in_multiprocessing_child`); a bootstrap after that which clears the finalizers
+    (a forkserver's child) runs it again, as an after-fork hook."""
+    mp = sys.modules.get("multiprocessing")
+    util = sys.modules.get("multiprocessing.util")
+    if mp is None or util is None:
+        return  # no multiprocessing child: a process that starts one later is its parent
+    with _guard.quiet("live.multiprocessing_child"):
+        inheriting = getattr(mp.current_process(), "_inheriting", False)
+        if mp.parent_process() is not None or inheriting:
+            _in_multiprocessing_child(SESSION)
+        if inheriting:
+            util.register_after_fork(SESSION, _in_multiprocessing_child)
+
+
+#: The process whose exit drain ran (:func:`_child_exit`): once a process, however often it was registered.
+_EXITED_PID: int | None = None
+
+
 def _child_exit() -> None:
+    global _EXITED_PID
+    if os.getpid() == _EXITED_PID:
+        return
+    _EXITED_PID = os.getpid()
     atexit.unregister(SESSION.shutdown)  # once, if this child also ran its atexit handlers
     SESSION.shutdown()
 
@@ -1650,3 +1673,4 @@ atexit.register(SESSION.shutdown)
 _guard_foreign_profilers(SESSION)  # from the start: a user's profiler prepared before autoprof's first window counts
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+_for_multiprocessing_children()

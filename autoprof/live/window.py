@@ -335,10 +335,16 @@ def _live(job: ClosedWindow, analyzed: _Analyzed, path: str | None, overhead_ns:
 
 #: The trace files this process kept (in ``trace_dir``), in the order written: the end-of-run report reads them.
 KEPT: list[str] = []
-#: ``.pid<pid>`` in a forked child (set at the fork), else empty: what a kept trace's name carries after its rank. A
-#: forked child's targets start over, so its windows are numbered as its parent's and its siblings' are: under one name
-#: each write replaced the one before.
-FORKED_TAG = ""
+#: This process is a child: forked, or started by ``multiprocessing`` (spawn, forkserver). Its targets start over, so
+#: its windows are numbered as its parent's and its siblings' are: under one name each write replaced the one before.
+CHILD = False
+
+
+def child_tag() -> str:
+    """``.pid<pid>`` in a child process (:data:`CHILD`) that is no rank of a distributed job (a rank's number names
+    its files apart: ``mp.spawn``'s ranks keep their names), else ''; what its kept traces' and page's names carry
+    after the rank."""
+    return f".pid{os.getpid()}" if CHILD and _emit.dist_info()[2] <= 1 else ""
 
 
 def _keep_trace(job: ClosedWindow, rank: int) -> str | None:
@@ -347,7 +353,7 @@ def _keep_trace(job: ClosedWindow, rank: int) -> str | None:
     if not folder:
         return None
     with _guard.worker(_not_kept, job, folder):
-        name = f"{safe_name(job.target)}.window{job.window}.rank{rank}{FORKED_TAG}.pt.trace.json.gz"
+        name = f"{safe_name(job.target)}.window{job.window}.rank{rank}{child_tag()}.pt.trace.json.gz"
         path = keep_gzipped(os.fspath(folder), name, job.prof.export_chrome_trace)
         KEPT.append(path)
         return path
