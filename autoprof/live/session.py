@@ -1595,7 +1595,7 @@ def _after_fork_in_child() -> None:
     window = SESSION.window
     _FORKED_RECORDING = window is not None and window.started and profiler_recording()
     _window.KEPT.clear()  # the parent's kept traces are its own page's
-    _window.CHILD = True  # its kept traces' and page's names carry its pid: its windows are numbered as its parent's are
+    _window.CHILD = "forked"  # its kept traces' and page's names carry its pid: its windows are numbered as its parent's
     SIGNALS_HELD.after_fork_in_child()
     session = SESSION
     session.lock = threading.RLock()
@@ -1631,7 +1631,7 @@ def _in_multiprocessing_child(session: Session) -> None:
     traces and page) were dropped without a word. ``multiprocessing`` runs its finalizers before that exit
     (``Process._bootstrap``: ``util._exit_function``): the drain is one of them (run once however often it was asked
     for: the at-fork handler and the import both ask)."""
-    _window.CHILD = True  # its kept traces and page carry its pid (a spawned child's were named as its parent's)
+    _window.CHILD = _window.CHILD or "started"  # its kept traces and page carry its pid (a spawned child's were its parent's)
     util = sys.modules.get("multiprocessing.util")
     if util is not None:
         util.Finalize(None, _child_exit, exitpriority=100)  # first: before the child's queues and pools are torn down
