@@ -327,7 +327,8 @@ class Config:
         "keep each window (a relative path: of where it is given, as `sink`'s) as "
         "`<target>.window<N>.rank<R>.pt.trace.json.gz` (opens in Perfetto; `autoprof analyze` reads it with the live "
         "verdicts). `<target>` is the name percent-encoded (`kept/step` → `kept%2Fstep`; one name, one file; long "
-        "names keep a prefix and a hash)",
+        "names keep a prefix and a hash; a child process's, forked or started by `multiprocessing` (not a rank of "
+        "its own, as `mp.spawn`'s are): `<target>.window<N>.rank<R>.pid<pid>.pt.trace.json.gz`)",
         env="AUTOPROF_TRACE_DIR",
         takes="str | PathLike[str] | None",
     )
@@ -415,7 +416,8 @@ class Config:
         False,
         BOOLEAN,
         "with `trace_dir`: at the end of the run, write `autoprof-report.rank<R>.html` of the traces this process kept, "
-        "next to them (a forked child's: `autoprof-report.rank<R>.pid<pid>.html`; see `autoprof report` in "
+        "next to them (a child process's, forked or started by `multiprocessing`, not a rank of its own: "
+        "`autoprof-report.rank<R>.pid<pid>.html`; see `autoprof report` in "
         "[offline.md](offline.md); needs `autoprof[report]`, else one error record)",
         env="AUTOPROF_REPORT",
     )

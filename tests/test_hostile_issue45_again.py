@@ -7,6 +7,7 @@ and prints one ``RESULT <json>`` line. Counts, never timings: the machine is sha
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,50 @@ def test_a_sigint_at_the_end_of_every_timed_run_still_lets_the_calibration_compl
     assert cal.result is not None and not cal.failed, (attempts, cal.timings)
     assert interrupts >= runs - 1 and attempts <= runs + 1, (attempts, interrupts)
     assert cal.result.flops > 0 and cal.result.bytes_per_s > 0
+
+
+def test_a_sigint_in_every_allocation_of_the_calibrations_operands_still_lets_it_complete(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same, one step earlier (found on torch 2.4.1, a loaded machine): each attempt allocated its operands afresh
+    (two 4 MB matrices, two 32 MB copy buffers: new pages, 5-15 ms each under load) before the held run, so a SIGINT
+    every 2-10 ms landed in an allocation, the attempt ended before its run, and the calibration never advanced (in a
+    2 s storm the trigger's step ran 3 times, every later call spending itself on it). The operands are now allocated
+    with signals held and kept across attempts. A real SIGINT, raised as each allocation returns."""
+    import signal
+    import types
+
+    import torch
+
+    from autoprof.live import calibrate
+    from autoprof.live.session import SIGNALS_HELD
+
+    allocations = {"n": 0}
+
+    def interrupted(make: object) -> object:
+        def alloc(*args: object, **kwargs: object) -> object:
+            allocations["n"] += 1
+            tensor = make(*args, **kwargs)  # type: ignore[operator]
+            signal.raise_signal(signal.SIGINT)  # a Ctrl-C lands as the allocation returns
+            return tensor
+
+        return alloc
+
+    fake = types.SimpleNamespace(full=interrupted(torch.full), empty=interrupted(torch.empty), mm=torch.mm)
+    monkeypatch.setattr(calibrate, "torch", fake)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    cal = calibrate.Calibration()
+    attempts = interrupts = 0
+    try:
+        while cal.result is None and not cal.failed and attempts < 100:
+            attempts += 1
+            try:
+                cal.peaks(SIGNALS_HELD)
+            except KeyboardInterrupt:
+                interrupts += 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert cal.result is not None and not cal.failed, (attempts, {k: len(v) for k, v in cal.timings.items()})
+    assert interrupts >= 1 and allocations["n"] <= 2 * len(calibrate.MATMUL_SIZES) + 2, (attempts, allocations)  # each operand once
+    assert not cal.operands, "the operands are dropped once the calibration is done"
 
 
 STORM = """
@@ -427,3 +472,204 @@ def test_a_new_run_after_a_window_given_up_records_whole(tmp_path: Path) -> None
     )
     ok(r)
     assert r.result == {"given_up": 1, "windows": [[1, 2, 3]], "on": False}, r.result
+
+
+# -- forked children that keep traces in one trace_dir ------------------------------------------------------------
+
+CHILDREN_KEEP = """
+import multiprocessing
+TRACES = os.path.join(os.getcwd(), "traces")
+autoprof.configure(trace_dir=TRACES, report=True)
+@autoprof(name="kid", skip_first=0, wait=0, warmup=0, active=2)
+def step():
+    return work()
+def train():
+    for _ in range(3):
+        step()
+ctx = multiprocessing.get_context("fork")
+for _ in range(2):  # two training children, one after the other, then the parent's own training
+    p = ctx.Process(target=train)
+    p.start()
+    p.join()
+train()
+ws = windows("kid")
+result({"windows": [(w["pid"], w["trace_path"]) for w in ws], "files": sorted(os.listdir(TRACES)), "parent": os.getpid()})
+"""
+
+
+def test_forked_children_and_their_parent_keep_a_trace_each_in_one_trace_dir(tmp_path: Path) -> None:
+    """docs/guarantees.md: a forked child's windows are written, its kept trace too. Found on torch 2.4.1: two children
+    forked from one parent (a ``Process`` each, a ``ProcessPoolExecutor``'s workers) and the parent itself numbered
+    their windows alike (each child starts its targets over) and kept them under the same name,
+    ``kid.window0.rank0.pt.trace.json.gz``: each write replaced the one before, so two window records named one file,
+    which held the last process's trace. A forked child's kept traces now carry its pid, as its page does."""
+    from autoprof.analysis.compare import group_key, target_of
+
+    r = run(tmp_path, CHILDREN_KEEP)
+    ok(r)
+    got = r.result
+    pids = [pid for pid, _ in got["windows"]]
+    paths = [path for _, path in got["windows"]]
+    assert len(got["windows"]) == 3 and len(set(pids)) == 3, got
+    assert len(set(paths)) == 3 and all(os.path.exists(p) for p in paths), got  # before: one path, three records
+    for pid, path in got["windows"]:
+        name = os.path.basename(path)
+        assert (f".pid{pid}." in name) == (pid != got["parent"]), got  # the parent's name is unchanged
+        assert target_of(name) == "kid" and group_key(name) == "kid.rank0.pt.trace.json.gz", name  # diff pools them
+    for pid in set(pids) - {got["parent"]}:
+        assert f"autoprof-report.rank0.pid{pid}.html" in got["files"], got  # each child's page (the parent's: at its exit)
+
+
+# -- a target whose only window closed while the analysis was behind ----------------------------------------------
+
+SKIPPED_UNREAD = """
+import threading
+from autoprof.live import window as _window
+autoprof.configure(background=True)  # as a user runs it: the background analysis, here held until the end
+gate = threading.Event()
+_run = _window.run
+def held_back(job):
+    gate.wait()
+    return _run(job)
+_window.run = held_back
+@autoprof(name="busy", skip_first=0, wait=0, warmup=0, active=1, repeat=0)  # one-step windows
+def busy():
+    return work(4)
+@autoprof(name="late", skip_first=0, wait=0, warmup=0, active=1)
+def late():
+    return work(4)
+for _ in range(6):  # 4 queued, then 2 skipped unread
+    busy()
+late()  # its one window closes while the analysis is 4 behind: skipped unread
+gate.set()
+result({"late": len(windows("late")), "busy": len(windows("busy"))})
+"""
+
+
+def test_a_target_whose_only_window_was_skipped_unread_says_no_window_at_exit(tmp_path: Path) -> None:
+    """docs/usage.md, "A run too short": at exit each target that was called but never recorded a window says so
+    (``no_window``) and why, ``windows_skipped`` when the background analysis was behind. Found on torch 2.4.1: a
+    target whose window closed while the analysis was 4 windows behind (one-step windows: ``warmup=0``, so never
+    skipped before it opened) was counted only in the process's ``windows_skipped`` total, with no target; the run
+    named it nowhere (no window, no ``no_window``, not in the summary)."""
+    r = run(tmp_path, SKIPPED_UNREAD)
+    ok(r)
+    assert r.result == {"late": 0, "busy": 4}, r.result
+    said = [x for x in r.records if x.get("reason") == "no_window" and x["target"] == "late"]
+    assert len(said) == 1, [x for x in r.records if x["event"] == "autoprof.warning"]
+    assert said[0]["calls"] == 1 and said[0]["calls_needed"] == 1 and said[0]["windows_skipped"] == 1, said
+    assert "skipped unread" in said[0]["message"] and "behind" in said[0]["message"], said
+    assert not [x for x in r.records if x.get("reason") == "no_window" and x["target"] == "busy"]  # it wrote windows
+    totals = [x["windows_skipped"] for x in r.records if x.get("reason") == "windows_skipped"]
+    assert totals == [3], totals  # busy's 2 and late's 1: still counted once in the run's total too
+
+
+# -- Ctrl-C held down into a driven loop -------------------------------------------------------------------------
+
+DRIVEN_STORM = """
+import glob, random, signal, threading, time
+from autoprof.live.instrument import Steps
+TRACES = os.path.join(os.getcwd(), "traces")
+autoprof.configure(background=True, trace_dir=TRACES)  # as a user runs it
+steps = Steps("driven", skip_first=0, wait=0, warmup=0, active=1, repeat=0)  # one-step windows
+over = False
+inside = False  # as STORM's: a KeyboardInterrupt only where the loop's try catches it (the script's race, not autoprof's)
+def on_sigint(signum, frame):
+    global inside
+    if inside and not over:
+        inside = False
+        raise KeyboardInterrupt
+signal.signal(signal.SIGINT, on_sigint)
+def held_down():  # a SIGINT every 2-10 ms, 150 of them
+    global over
+    rng = random.Random(11)
+    for _ in range(150):
+        time.sleep(rng.uniform(0.002, 0.010))
+        os.kill(os.getpid(), signal.SIGINT)
+    over = True
+sender = threading.Thread(target=held_down)
+sender.start()
+n = interrupts = 0
+while not over:
+    try:
+        inside = True
+        n += 1
+        with steps.step(n):
+            work()
+        inside = False
+    except KeyboardInterrupt:
+        inside = False
+        interrupts += 1
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+sender.join()
+on_after = prof_on()
+for _ in range(20):
+    n += 1
+    with steps.step(n):
+        work()
+steps.stop()
+ws = windows("driven")
+result({"interrupts": interrupts, "on_after": on_after, "on": prof_on(), "windows": len(ws),
+        "traces": len(glob.glob(os.path.join(TRACES, "*.pt.trace.json.gz"))), "kept": sum(1 for w in ws if w.get("trace_path"))})
+"""
+
+
+def test_ctrl_c_held_down_into_a_driven_loop_with_one_step_windows_leaves_nothing_on(tmp_path: Path) -> None:
+    """Issue 45's first case on ``Steps`` (tried on torch 2.4.1, where it held): real SIGINTs 2-10 ms apart into a loop
+    of ``with steps.step(n):`` that catches KeyboardInterrupt, one-step windows kept in a ``trace_dir``. Exit 0, no
+    profiler recording after the storm or at the end, no torch line on stderr, windows after it, and each window record
+    names a kept trace that is there."""
+    r = run(tmp_path, DRIVEN_STORM, timeout=300)
+    ok(r)
+    got = r.result
+    assert got["interrupts"] >= 5, got  # the storm reached the loop
+    assert not got["on_after"] and not got["on"], got
+    assert got["windows"] >= 1 and got["kept"] == got["windows"] == got["traces"], got
+    assert "disableProfiler called" not in r.stderr and "Requested callback is not found" not in r.stderr, r.stderr[-2000:]
+
+
+CHILD_STARTED = """
+import json, multiprocessing, os, sys
+import torch, autoprof
+TRACES, SINK, METHOD = sys.argv[1], sys.argv[2], sys.argv[3]
+autoprof.configure(sink=SINK, trace_dir=TRACES, report=True)  # the background analysis: the default
+@autoprof.autoprof(name="kid", skip_first=0, wait=0, warmup=0, active=2)
+def step():
+    x = torch.randn(16, 16)
+    return (x @ x).sum()
+def train():
+    for _ in range(3):
+        step()
+if __name__ == "__main__":
+    p = multiprocessing.get_context(METHOD).Process(target=train)
+    p.start()
+    p.join()
+    assert p.exitcode == 0, p.exitcode
+    train()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_spawned_or_forkserver_child_writes_its_window_and_keeps_a_trace_of_its_own(tmp_path: Path, method: str) -> None:
+    """docs/guarantees.md: a child's windows are written. Found on torch 2.4.1 after the fork case: a child started by
+    ``forkserver`` leaves through ``os._exit`` too, and its parent never had its state (autoprof is imported in the
+    child), so its queued window was dropped without a word; a ``spawn`` child's was written, but under the parent's
+    name (``kid.window0.rank0.pt.trace.json.gz``, ``autoprof-report.rank0.html``), each process's file replacing the
+    other's. A child that ``multiprocessing`` starts, by any method, now drains at its exit and names its kept traces
+    and page with its pid (where it is no rank of a distributed job: a rank's number names it apart)."""
+    import json
+    import subprocess
+    import sys
+
+    traces, sink, script = tmp_path / "traces", tmp_path / "r.jsonl", tmp_path / "train.py"
+    script.write_text(CHILD_STARTED)
+    p = subprocess.run([sys.executable, str(script), str(traces), str(sink), method], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    windows = [r for r in map(json.loads, sink.read_text().splitlines()) if r["event"] == "autoprof.window"]
+    pids = {w["pid"] for w in windows}
+    assert len(windows) == 2 and len(pids) == 2, windows  # forkserver, before: the parent's only
+    paths = {w["trace_path"] for w in windows}
+    assert len(paths) == 2 and all(os.path.exists(x) for x in paths), paths  # spawn, before: one file for both
+    files = sorted(os.listdir(traces))
+    assert "autoprof-report.rank0.html" in files and len([f for f in files if f.startswith("autoprof-report.")]) == 2, files

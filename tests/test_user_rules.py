@@ -171,7 +171,11 @@ def test_analyze_in_python_warns_of_each_rule_that_failed_and_keeps_the_other_fi
     said = [str(w.message) for w in caught if issubclass(w.category, autoprof.RuleFailureWarning)]
     assert len(said) == 2, said
     assert said[0] == f"autoprof: {trace}: rule myteam.broken failed: RuntimeError: a bug in my rule"
-    assert said[1].startswith(f"autoprof: {trace}: rule ") and "undecorated failed: RuleError: not run: a rule id is dotted" in said[1]
+    # what to do, as configure() says it: before, "a rule id is dotted lowercase words (...), not None", for a rule with
+    # no id at all (found attacking issue 45's surfaces from the docs on torch 2.4.1)
+    assert said[1].startswith(f"autoprof: {trace}: rule ") and said[1].endswith(
+        "undecorated failed: RuleError: not run: not a rule: declare it with @autoprof.rule(id, verdicts=...)"
+    ), said[1]
     assert all(w.filename == __file__ for w in caught if issubclass(w.category, autoprof.RuleFailureWarning))  # at the caller's line
     # made an error, it is raised after every file was read
     with warnings.catch_warnings():

@@ -635,12 +635,15 @@ def _missing(base: list[Profile], new: list[Profile]) -> list[Diff]:
 
 
 _WINDOW = re.compile(r"\.window\d+(?=\.rank\d+\.)")
+_CHILD = re.compile(r"(?<=\d)\.pid\d+(?=\.pt\.trace\.json(?:\.gz)?$)")
 
 
 def group_key(path: str) -> str:
-    """The name a file is grouped by on a side: its name, with a kept trace's window number left out
-    (``train.window3.rank0.pt.trace.json.gz`` -> ``train.rank0.pt.trace.json.gz``)."""
-    return _WINDOW.sub("", _basename(path))
+    """The name a file is grouped by on a side: its name, with a kept trace's window number (and a forked child's pid)
+    left out (``train.window3.rank0.pt.trace.json.gz``, ``train.window0.rank0.pid4242.pt.trace.json.gz`` ->
+    ``train.rank0.pt.trace.json.gz``)."""
+    name = _WINDOW.sub("", _basename(path))
+    return _CHILD.sub("", name) if _KEPT.match(_basename(path)) else name
 
 
 def pairs(base: list[Profile], new: list[Profile]) -> list[tuple[Profile, Profile]]:
@@ -667,7 +670,7 @@ def _groups(side: list[Profile]) -> dict[Any, list[Profile]]:
     return out
 
 
-_KEPT = re.compile(r"^(?P<target>.+)\.window\d+\.rank\d+\.pt\.trace\.json(?:\.gz)?$")
+_KEPT = re.compile(r"^(?P<target>.+)\.window\d+\.rank\d+(?:\.pid\d+)?\.pt\.trace\.json(?:\.gz)?$")
 
 
 def target_of(path: str) -> str:

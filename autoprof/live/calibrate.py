@@ -44,11 +44,14 @@ class Calibration:
     completes even when no attempt could run it whole. Each timed run (and each warm-up) is one step of that
     progress, taken with signals held (``held``: Python's handlers wait until the run's timing is kept): a Ctrl-C
     held down, a SIGINT every few ms, interrupted each 1024² matmul before it returned, so the calibration never
-    advanced and every call that opened a window spent itself on it. A calibration that fails leaves no peaks
-    (the roofline then says it has none) and is not tried again."""
+    advanced and every call that opened a window spent itself on it. The runs' operands are made the same way, once,
+    held, and kept across attempts until their runs are done (``operands``): made afresh by each attempt, outside the
+    held runs, their allocations (new pages: 5-15 ms each on a loaded machine) were what the storm interrupted next.
+    A calibration that fails leaves no peaks (the roofline then says it has none) and is not tried again."""
 
     def __init__(self) -> None:
         self.timings: dict[str, list[float]] = {}
+        self.operands: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # kept across attempts while their runs go on
         self.result: CpuPeaks | None = None
         self.failed = False
 
@@ -59,21 +62,36 @@ class Calibration:
         if self.result is None and not self.failed:
             with _guard.quiet("calibration.failed"):
                 self.result = self._measure(held if held is not None else nullcontext())
+                self.operands.clear()
                 return self.result
             self.failed = True
+            self.operands.clear()
         return self.result
+
+    def _operands(self, held: AbstractContextManager[Any], key: str, make: Any, *args: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """``key``'s two operands, ``make(*args)`` each: made once, with signals held (a Ctrl-C meanwhile comes once
+        they are kept), then the same for every attempt until their runs are done."""
+        pair = self.operands.get(key)
+        if pair is None:
+            with held:
+                pair = self.operands[key] = (make(*args), make(*args))
+        return pair
 
     def _measure(self, held: AbstractContextManager[Any]) -> CpuPeaks | None:
         for size in MATMUL_SIZES:
             rates = self.timings.setdefault(f"mm{size}", [])
             if len(rates) <= MATMUL_RUNS:
-                left = torch.full((size, size), 0.5)  # values do not matter to the timing; filling is cheaper than randn
-                right = torch.full((size, size), 0.5)
+                # values do not matter to the timing; filling is cheaper than randn
+                left, right = self._operands(held, f"mm{size}", torch.full, (size, size), 0.5)
                 self._time(held, rates, MATMUL_RUNS, 2 * size**3, torch.mm, left, right)
+                del left, right
+                self.operands.pop(f"mm{size}", None)
         copies = self.timings.setdefault("copy", [])
         if len(copies) <= COPY_RUNS:
-            src = torch.empty(COPY_FLOATS)
-            self._time(held, copies, COPY_RUNS, 2 * COPY_FLOATS * 4, torch.empty_like(src).copy_, src)
+            src, dst = self._operands(held, "copy", torch.empty, COPY_FLOATS)
+            self._time(held, copies, COPY_RUNS, 2 * COPY_FLOATS * 4, dst.copy_, src)
+            del src, dst
+            self.operands.pop("copy", None)
         runs = max((self.timings[f"mm{size}"][1:] for size in MATMUL_SIZES), key=max)
         best = max(runs)
         if not best or not max(copies[1:]):

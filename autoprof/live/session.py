@@ -238,10 +238,10 @@ class Counts:
     settled, which :attr:`Target.calls` adds), the first call's wall time and recent steady ones (bounded), the
     scheduled windows cut in a row by a step that raised (see :data:`MAX_CUT_TRIES`), the calls whose window could not
     open or start because the profiler was taken (another target's window, a profiler of the user's: each sent its cycle
-    back to its warmup), and the cycles skipped whole because the background analysis was :data:`MAX_PENDING` windows
-    behind (both said at exit if it never recorded)."""
+    back to its warmup), the cycles skipped whole because the background analysis was :data:`MAX_PENDING` windows
+    behind, and its windows that closed then and were skipped unread (all said at exit if it never recorded)."""
 
-    __slots__ = ("calls", "cut_tries", "deferred", "first_call_ns", "recent_ns", "skipped_behind")
+    __slots__ = ("calls", "cut_tries", "deferred", "first_call_ns", "recent_ns", "skipped_behind", "skipped_closed")
 
     def __init__(self) -> None:
         self.calls = 0
@@ -250,6 +250,7 @@ class Counts:
         self.cut_tries = 0
         self.deferred = 0
         self.skipped_behind = 0
+        self.skipped_closed = 0
 
     def settle(self, calls: int) -> None:
         """The owner's count is ``calls`` (the watch's pending calls taken in, or left out)."""
@@ -281,6 +282,9 @@ class Counts:
 
     def skip(self) -> None:
         self.skipped_behind += 1
+
+    def skip_closed(self) -> None:
+        self.skipped_closed += 1
 
 
 class Said:
@@ -1032,6 +1036,7 @@ class Session:
         )
         if cfg.background and not in_pool_worker():
             if self._queue.unfinished_tasks >= MAX_PENDING:
+                target.counts.skip_closed()  # no record of it will come: said at exit if the target wrote none
                 self._skip(target, index)
                 return None
             with self.lock:  # the reader and the worker take the windows in the same order
@@ -1305,15 +1310,18 @@ class Session:
 
     def _never_recorded(self) -> None:
         """At exit: one warning for each target whose schedule never reached the end of a window (a script that
-        ends before it: 4 calls for a 5-call schedule), saying how many calls it made and how many one needed."""
+        ends before it: 4 calls for a 5-call schedule), saying how many calls it made and how many one needed. A
+        window that closed and was skipped unread (the analysis was behind) is no record: a target whose windows all
+        were is said too."""
         for target in list(self.targets.values()):
-            if target.window or target.calls == 0 or (target.done and not target.counts.skipped_behind):
+            before, unread = target.counts.skipped_behind, target.counts.skipped_closed
+            if target.window > unread or target.calls == 0 or (target.done and not before and not unread):
                 continue  # (a schedule over with no window: its windows were skipped, said here too)
             schedule = target.schedule
             needed = schedule.skip_first + schedule.cycle
             target.said.note("incomplete")
             calls = target.calls
-            deferred, skipped = target.counts.deferred, target.counts.skipped_behind
+            deferred, skipped = target.counts.deferred, before + unread
             why = ""
             if deferred and _FORKED_RECORDING:
                 why = (
@@ -1326,9 +1334,15 @@ class Session:
                     "of the user's: one records at a time in a process), each sending its cycle back to its warmup"
                 )
             if skipped:
+                if not unread:
+                    which = f"{before} of its windows were skipped before they opened"
+                elif not before:
+                    which = f"{unread} of its windows closed and were skipped unread"
+                else:
+                    which = f"{skipped} of its windows were skipped ({before} before they opened, {unread} closed, unread)"
                 why += (
-                    f"; {skipped} of its windows were skipped before they opened: the background analysis "
-                    f"was {MAX_PENDING} windows behind (fewer windows, repeat or wait, or flush() keep up)"
+                    f"; {which}: the background analysis was {MAX_PENDING} windows behind (fewer windows, repeat or "
+                    "wait, or flush() keep up)"
                 )
             _emit.warning(
                 f"{target.name} was called {calls} time(s) and never recorded a window: its schedule needs "
@@ -1384,9 +1398,8 @@ def write_report() -> str | None:
     kept = [p for p in _window.KEPT if os.path.exists(p)]
     if not (cfg.report and cfg.trace_dir and kept):
         return None
-    # a forked child's page is its own (its parent writes the same rank's at its own exit)
-    child = f".pid{os.getpid()}" if _FORKED_CHILD else ""
-    out = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{_emit.dist_info()[0]}{child}.html")
+    # a child's page is its own (its parent writes the same rank's at its own exit)
+    out = os.path.join(os.fspath(cfg.trace_dir), f"autoprof-report.rank{_emit.dist_info()[0]}{_window.child_tag()}.html")
     with _guard.call(_unwritten, out):
         from autoprof.render import write_page
 
@@ -1595,12 +1608,12 @@ def _after_fork_in_child() -> None:
     profiler is not the child's), no queue of the parent's windows (their analysis thread did not come along),
     fresh locks (a lock held by another of the parent's threads at the fork would never be released). The
     child's own targets start their schedules over."""
-    global _POOL_WORKER, _FORKED_CHILD, _FORKED_RECORDING
+    global _POOL_WORKER, _FORKED_RECORDING
     _POOL_WORKER = None  # a fork-context pool worker: asked again in the child
-    _FORKED_CHILD = True
     window = SESSION.window
     _FORKED_RECORDING = window is not None and window.started and profiler_recording()
     _window.KEPT.clear()  # the parent's kept traces are its own page's
+    _window.CHILD = "forked"  # its kept traces' and page's names carry its pid: its windows are numbered as its parent's
     SIGNALS_HELD.after_fork_in_child()
     session = SESSION
     session.lock = threading.RLock()
@@ -1623,8 +1636,6 @@ def _after_fork_in_child() -> None:
             pass
 
 
-#: This process is a forked child (its end-of-run page is named with its pid).
-_FORKED_CHILD = False
 #: This process was forked while its parent's autoprof window recorded: torch's profiler state came along (enabled,
 #: with no profiler of this process's behind it), so its targets find the profiler taken; said as that, not as a
 #: profiler of the user's.
@@ -1632,18 +1643,45 @@ _FORKED_RECORDING = False
 
 
 def _in_multiprocessing_child(session: Session) -> None:
-    """In a child that ``multiprocessing`` forked (a ``Process``, a ``ProcessPoolExecutor``'s worker): it leaves through
+    """In a child that ``multiprocessing`` started (a ``Process``, a ``ProcessPoolExecutor``'s worker; forked, or
+    by ``spawn`` or ``forkserver``, which import autoprof afresh): a forked or forkserver child leaves through
     ``os._exit``, so ``atexit`` never runs and the windows queued for the background analysis (their records, kept
     traces and page) were dropped without a word. ``multiprocessing`` runs its finalizers before that exit
-    (``Process._bootstrap``: ``util._exit_function``): the drain is one of them."""
-    import sys
-
+    (``Process._bootstrap``: ``util._exit_function``): the drain is one of them (run once however often it was asked
+    for: the at-fork handler and the import both ask)."""
+    _window.CHILD = _window.CHILD or "started"  # its kept traces and page carry its pid (a spawned child's were its parent's)
     util = sys.modules.get("multiprocessing.util")
     if util is not None:
         util.Finalize(None, _child_exit, exitpriority=100)  # first: before the child's queues and pools are torn down
 
 
+def _for_multiprocessing_children() -> None:
+    """At import: a child that ``multiprocessing`` starts by ``spawn`` or ``forkserver`` imports autoprof afresh (its
+    main module, or its task's), so no at-fork handler of a parent's ran there. Imported while such a child inherits its
+    parent's main module and task (``_inheriting``, as ``multiprocessing.spawn`` tells it), or inside a running child,
+    it is said a child now (:func:`_in_multiprocessing_child`); a bootstrap after that which clears the finalizers
+    (a forkserver's child) runs it again, as an after-fork hook."""
+    mp = sys.modules.get("multiprocessing")
+    util = sys.modules.get("multiprocessing.util")
+    if mp is None or util is None:
+        return  # no multiprocessing child: a process that starts one later is its parent
+    with _guard.quiet("live.multiprocessing_child"):
+        inheriting = getattr(mp.current_process(), "_inheriting", False)
+        if mp.parent_process() is not None or inheriting:
+            _in_multiprocessing_child(SESSION)
+        if inheriting:
+            util.register_after_fork(SESSION, _in_multiprocessing_child)
+
+
+#: The process whose exit drain ran (:func:`_child_exit`): once a process, however often it was registered.
+_EXITED_PID: int | None = None
+
+
 def _child_exit() -> None:
+    global _EXITED_PID
+    if os.getpid() == _EXITED_PID:
+        return
+    _EXITED_PID = os.getpid()
     atexit.unregister(SESSION.shutdown)  # once, if this child also ran its atexit handlers
     SESSION.shutdown()
 
@@ -1653,3 +1691,4 @@ atexit.register(SESSION.shutdown)
 _guard_foreign_profilers(SESSION)  # from the start: a user's profiler prepared before autoprof's first window counts
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+_for_multiprocessing_children()

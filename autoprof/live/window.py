@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -347,6 +348,24 @@ def _live(job: ClosedWindow, analyzed: _Analyzed, path: str | None, overhead_ns:
 
 #: The trace files this process kept (in ``trace_dir``), in the order written: the end-of-run report reads them.
 KEPT: list[str] = []
+#: This process is a child: ``"forked"``, or ``"started"`` by ``multiprocessing`` (spawn, forkserver); else ''. Its
+#: targets start over, so its windows are numbered as its parent's and its siblings' are: under one name each write
+#: replaced the one before.
+CHILD = ""
+
+
+def child_tag() -> str:
+    """``.pid<pid>`` in a child process (:data:`CHILD`), else ''; what its kept traces' and page's names carry after the
+    rank. Not in a started child that is a rank of a distributed job of its own (``mp.spawn``'s ranks: its process group
+    initialized here, its rank names its files apart); always in a forked one (it shares its parent's rank)."""
+    if not CHILD:
+        return ""
+    if CHILD == "started":
+        dist = sys.modules.get("torch.distributed")
+        with _guard.quiet("live.child_tag"):
+            if dist is not None and dist.is_available() and dist.is_initialized():
+                return ""
+    return f".pid{os.getpid()}"
 
 
 def _keep_trace(job: ClosedWindow, rank: int) -> str | None:
@@ -355,7 +374,7 @@ def _keep_trace(job: ClosedWindow, rank: int) -> str | None:
     if not folder:
         return None
     with _guard.worker(_not_kept, job, folder):
-        name = f"{safe_name(job.target)}.window{job.window}.rank{rank}.pt.trace.json.gz"
+        name = f"{safe_name(job.target)}.window{job.window}.rank{rank}{child_tag()}.pt.trace.json.gz"
         path = keep_gzipped(os.fspath(folder), name, job.prof.export_chrome_trace)
         KEPT.append(path)
         return path

@@ -210,6 +210,8 @@ def _declared(fn: Any) -> tuple[str, tuple[str, ...]]:
         rule_id, verdicts = getattr(fn, "rule_id", None), getattr(fn, "verdicts", None)
     except Exception as e:
         raise RuleError(f"not run: its declaration cannot be read ({type(e).__name__})") from None
+    if rule_id is None and verdicts is None:  # never declared: say what to do, as configure() does
+        raise RuleError("not run: not a rule: declare it with @autoprof.rule(id, verdicts=...)")
     problem = declaration_problem(rule_id, verdicts)
     if problem is not None:
         raise RuleError(f"not run: {problem}")
