@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_hostile_live import _servers, ok, run  # noqa: F401  # _servers: the harness's servers are closed after this module
@@ -78,6 +79,27 @@ def test_a_step_that_raises_now_and_then_keeps_its_windows(tmp_path: Path) -> No
 # -- Ctrl-C held down while autoprof calibrates the CPU -----------------------------------------------------------
 
 
+def _calibrate_through_interrupts(cal: Any) -> tuple[int, int]:
+    """Ask ``cal`` for the peaks, as each window's open does, until it has them or gave up (100 attempts at most), with
+    Python's own SIGINT handler: (attempts, the KeyboardInterrupts they raised)."""
+    import signal
+
+    from autoprof.live.session import SIGNALS_HELD
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    attempts = interrupts = 0
+    try:
+        while cal.result is None and not cal.failed and attempts < 100:
+            attempts += 1
+            try:
+                cal.peaks(SIGNALS_HELD)
+            except KeyboardInterrupt:
+                interrupts += 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return attempts, interrupts
+
+
 def test_a_sigint_at_the_end_of_every_timed_run_still_lets_the_calibration_complete(monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/guarantees.md: the CPU calibration resumes across interrupts. It kept only timings whose run returned: a
     SIGINT landing as each run ends (a Ctrl-C held down lands every few ms, and a 1024² matmul takes longer than that)
@@ -89,7 +111,6 @@ def test_a_sigint_at_the_end_of_every_timed_run_still_lets_the_calibration_compl
     import types
 
     from autoprof.live import calibrate
-    from autoprof.live.session import SIGNALS_HELD
 
     reads = {"n": 0}
 
@@ -100,18 +121,8 @@ def test_a_sigint_at_the_end_of_every_timed_run_still_lets_the_calibration_compl
         return real_time.perf_counter()
 
     monkeypatch.setattr(calibrate, "time", types.SimpleNamespace(perf_counter=perf_counter))
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     cal = calibrate.Calibration()
-    attempts = interrupts = 0
-    try:
-        while cal.result is None and not cal.failed and attempts < 100:
-            attempts += 1
-            try:
-                cal.peaks(SIGNALS_HELD)
-            except KeyboardInterrupt:
-                interrupts += 1
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    attempts, interrupts = _calibrate_through_interrupts(cal)
     runs = 2 * (calibrate.MATMUL_RUNS + 1) + calibrate.COPY_RUNS + 1  # each measure's timed runs and its warm-up
     assert cal.result is not None and not cal.failed, (attempts, cal.timings)
     assert interrupts >= runs - 1 and attempts <= runs + 1, (attempts, interrupts)
@@ -130,7 +141,6 @@ def test_a_sigint_in_every_allocation_of_the_calibrations_operands_still_lets_it
     import torch
 
     from autoprof.live import calibrate
-    from autoprof.live.session import SIGNALS_HELD
 
     allocations = {"n": 0}
 
@@ -145,18 +155,8 @@ def test_a_sigint_in_every_allocation_of_the_calibrations_operands_still_lets_it
 
     fake = types.SimpleNamespace(full=interrupted(torch.full), empty=interrupted(torch.empty), mm=torch.mm)
     monkeypatch.setattr(calibrate, "torch", fake)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     cal = calibrate.Calibration()
-    attempts = interrupts = 0
-    try:
-        while cal.result is None and not cal.failed and attempts < 100:
-            attempts += 1
-            try:
-                cal.peaks(SIGNALS_HELD)
-            except KeyboardInterrupt:
-                interrupts += 1
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    attempts, interrupts = _calibrate_through_interrupts(cal)
     assert cal.result is not None and not cal.failed, (attempts, {k: len(v) for k, v in cal.timings.items()})
     assert interrupts >= 1 and allocations["n"] <= 2 * len(calibrate.MATMUL_SIZES) + 2, (attempts, allocations)  # each operand once
     assert not cal.operands, "the operands are dropped once the calibration is done"
