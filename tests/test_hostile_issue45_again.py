@@ -162,6 +162,29 @@ def test_a_sigint_in_every_allocation_of_the_calibrations_operands_still_lets_it
     assert not cal.operands, "the operands are dropped once the calibration is done"
 
 
+#: Ctrl-C held down, for the storm scripts below (they import os, random, signal, threading and time): ``held_down(n,
+#: seed)`` sends the process a SIGINT every 2-10 ms, ``n`` of them, then sets ``over``; a KeyboardInterrupt is raised
+#: only where the script's loop can catch it (``inside``: the loop is in its try), once until it is back there: a second
+#: SIGINT landing in the except clause's own body escaped the loop (seen on Python 3.13 under coverage), the script's
+#: race, not autoprof's.
+HELD_DOWN = """
+over = False
+inside = False
+def on_sigint(signum, frame):
+    global inside
+    if inside and not over:
+        inside = False
+        raise KeyboardInterrupt
+signal.signal(signal.SIGINT, on_sigint)
+def held_down(n, seed):
+    global over
+    rng = random.Random(seed)
+    for _ in range(n):
+        time.sleep(rng.uniform(0.002, 0.010))
+        os.kill(os.getpid(), signal.SIGINT)
+    over = True
+"""
+
 STORM = """
 import random, signal, threading, time
 from autoprof.live import calibrate
@@ -178,26 +201,9 @@ def step(x):
     if MODE == "trigger" and calls[0] > 200:
         time.sleep(0.003)
     return x @ x
-over = False
-inside = False  # the loop is in its try, about to call (or in) step: a Ctrl-C raised now is caught by it
-def on_sigint(signum, frame):
-    # A KeyboardInterrupt only where the loop's try can catch it, once until the loop is back in its try: a second
-    # SIGINT landing in the except clause's own body escaped the loop (seen on Python 3.13 under coverage), the
-    # script's race, not autoprof's.
-    global inside
-    if inside and not over:
-        inside = False
-        raise KeyboardInterrupt
-signal.signal(signal.SIGINT, on_sigint)
-def held_down():  # Ctrl-C held down: a SIGINT every 2-10 ms, 300 of them
-    global over
-    rng = random.Random(7)
-    for _ in range(300):
-        time.sleep(rng.uniform(0.002, 0.010))
-        os.kill(os.getpid(), signal.SIGINT)
-    over = True
+{HELD_DOWN}
 x = torch.ones(32, 32)
-sender = threading.Thread(target=held_down)
+sender = threading.Thread(target=held_down, args=(300, 7))
 sender.start()
 interrupts = 0
 while not over:
@@ -217,7 +223,7 @@ for _ in range(300):
 autoprof.flush()
 result({"interrupts": interrupts, "calibrated": calibrated, "during": during, "on": prof_on(),
         "windows": len(windows("storm")), "foreign": len(warns("foreign_profiler")) + len(warns("foreign_profiler_thread"))})
-"""
+""".replace("{HELD_DOWN}", HELD_DOWN)
 
 
 @pytest.mark.parametrize("mode", ["one-step", "trigger"])
@@ -572,22 +578,8 @@ from autoprof.live.instrument import Steps
 TRACES = os.path.join(os.getcwd(), "traces")
 autoprof.configure(background=True, trace_dir=TRACES)  # as a user runs it
 steps = Steps("driven", skip_first=0, wait=0, warmup=0, active=1, repeat=0)  # one-step windows
-over = False
-inside = False  # as STORM's: a KeyboardInterrupt only where the loop's try catches it (the script's race, not autoprof's)
-def on_sigint(signum, frame):
-    global inside
-    if inside and not over:
-        inside = False
-        raise KeyboardInterrupt
-signal.signal(signal.SIGINT, on_sigint)
-def held_down():  # a SIGINT every 2-10 ms, 150 of them
-    global over
-    rng = random.Random(11)
-    for _ in range(150):
-        time.sleep(rng.uniform(0.002, 0.010))
-        os.kill(os.getpid(), signal.SIGINT)
-    over = True
-sender = threading.Thread(target=held_down)
+{HELD_DOWN}
+sender = threading.Thread(target=held_down, args=(150, 11))
 sender.start()
 n = interrupts = 0
 while not over:
@@ -611,7 +603,7 @@ steps.stop()
 ws = windows("driven")
 result({"interrupts": interrupts, "on_after": on_after, "on": prof_on(), "windows": len(ws),
         "traces": len(glob.glob(os.path.join(TRACES, "*.pt.trace.json.gz"))), "kept": sum(1 for w in ws if w.get("trace_path"))})
-"""
+""".replace("{HELD_DOWN}", HELD_DOWN)
 
 
 def test_ctrl_c_held_down_into_a_driven_loop_with_one_step_windows_leaves_nothing_on(tmp_path: Path) -> None:
