@@ -96,6 +96,9 @@ REASONS: dict[str, str] = {
     "live.foreign_start": "autoprof's look at a profiler about to start failed: that profiler starts as it would have",
     "live.foreign_stop": "autoprof's note of a profiler that stopped failed: that profiler's stop is unchanged",
     "live.preparing_frame": "the profiler being prepared could not be read from torch's frame: a stand-in is kept",
+    "live.child_tag": "torch.distributed could not say whether this started child is a rank of its own: its files carry its pid",
+    "live.multiprocessing_child": "multiprocessing could not say whether this process is a child it started: treated "
+    "as a parent (its windows drained at exit by atexit, as before)",
 }
 
 _counts: dict[str, int] = {}
