@@ -209,3 +209,50 @@ def test_a_gpu_window_whose_host_the_machine_took_is_not_overhead_bound() -> Non
     assert busy.verdict == "mixed" and "the machine was busy" in busy.message, busy.message
     assert busy.evidence["descheduled_share"] == pytest.approx(0.8, abs=0.01)
     assert busy.evidence["host_active_share"] < quiet.evidence["host_active_share"] * 0.3
+
+
+# -- host-side noise floors: of the steps' own time ------------------------------------------------------------------
+
+
+def _preempted(s: Synth, step_us: float, waited: float) -> dict[str, Any]:
+    """The findings of ``s``'s three steps of ``step_us`` whose thread waited ``waited`` of each for a CPU."""
+    from autoprof.rules import run_rules
+
+    trace = s.trace()
+    wall = int(step_us * 1000)
+    trace.metadata["step_cpu"] = {"wall_ns": [wall] * 3, "cpu_ns": [int(wall * (1 - waited))] * 3, "runqueue_ns": [int(wall * waited)] * 3}
+    found, failures = run_rules(trace)
+    assert failures == []
+    return {f.rule: f for f in found}
+
+
+def _bias_steps(step_us: float) -> Synth:
+    """Three CPU steps of ``step_us``: ``x @ w + b`` on [8, 64] x [64, 64], the add 12 µs (7 µs a call past a call's
+    fixed cost: 21 µs of the three steps that fusing could save)."""
+    s = Synth(gpu=None)
+    for k in range(3):
+        base = k * step_us
+        s.step(k, base, step_us).op("aten::mm", base + 10, 50, [[8, 64], [64, 64]], ["float", "float"])
+        s.op("aten::add", base + 70, 12, [[8, 64], [64], []], ["float", "float", "Scalar"])
+    return s
+
+
+def test_a_separate_add_is_judged_against_the_steps_own_time_not_the_machines() -> None:
+    # 1,700 µs steps of which the thread waited 90% for a CPU: 170 µs of its own, where the add is worth a finding
+    # (test_rules_synthetic: 170 µs steps fire); beside the run-queue wait it sat under 1% of the wall time
+    assert "unfused_bias_add" in _preempted(_bias_steps(1700), 1700, 0.9)
+    assert "unfused_bias_add" not in _preempted(_bias_steps(1700), 1700, 0.0)  # the thread's own 1,700 µs: below it
+    assert "unfused_bias_add" not in _bias_steps(1700).findings()  # offline: no CPU reading, the steps as they are
+
+
+def test_a_matmul_run_as_bmm_is_judged_against_the_steps_own_time() -> None:
+    def steps() -> Synth:  # three 100 ms steps, each with one 870 µs bmm under a matmul: 0.87% of the wall time
+        s = Synth(gpu=None)
+        for k in range(3):
+            base = k * 100_000
+            s.step(k, base, 100_000).op("aten::matmul", base + 10, 900, [[8, 64, 64], [8, 64, 64]], ["float", "float"])
+            s.op("aten::bmm", base + 20, 870, [[8, 64, 64], [8, 64, 64]], ["float", "float"])
+        return s
+
+    assert "batched_matmul" in _preempted(steps(), 100_000, 0.5)  # 1.7% of the steps' own time
+    assert "batched_matmul" not in _preempted(steps(), 100_000, 0.0)

@@ -7,7 +7,7 @@ from autoprof.findings import Finding
 from autoprof.measure.steps import steps_ns
 from autoprof.measure.units import share, us
 from autoprof.measure.views import shape_of, view
-from autoprof.rules._common import noise_floor
+from autoprof.rules._common import host_floor_ns
 from autoprof.trace.model import Trace
 
 RULE = "batched_matmul"
@@ -30,7 +30,7 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     if not hits:
         return []
     spent = sum(trace.h_dur[i] for i in hits)
-    if spent < noise_floor(config) * steps_ns(trace, win):
+    if spent < host_floor_ns(trace, steps_ns(trace, win), config):
         return []
     shapes = sorted({str(shape_of(trace, i)[0]) for i in hits if trace.shapes.get(i)})[:5]
     return [

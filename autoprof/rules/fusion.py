@@ -30,7 +30,7 @@ from autoprof.measure.steps import device_step_ns, step_times_ns, steps_ns
 from autoprof.measure.units import percent, share, us
 from autoprof.measure.views import descendants, has_ancestor, launched_under, launches_by_host, view
 from autoprof.measure.work import CALL_FLOOR_NS
-from autoprof.rules._common import noise_floor
+from autoprof.rules._common import host_floor_ns, noise_floor
 from autoprof.trace.model import CPU_OP_CODE, DEVICE_WORK_CODES, GPU_MEMCPY, KERNEL, Trace
 
 RULE_UNFUSED = "unfused_bias_add"
@@ -90,7 +90,8 @@ def check(trace: Trace, config: Config | None = None) -> list[Finding]:
     findings: list[Finding] = []
     if found.pairs:
         saves = _savings(trace, found.pairs)
-        if saves.most_ns >= noise_floor(config) * saves.window_ns:  # below the floor: a finding about nothing
+        floor = host_floor_ns(trace, saves.window_ns, config) if saves.side == "host" else noise_floor(config) * saves.window_ns
+        if saves.most_ns >= floor:  # below the floor: a finding about nothing
             findings.append(_unfused(trace, found, saves))
     compiled_ids = {nid for nid, name in enumerate(trace.names) if name.startswith(_COMPILED_MARKERS)}
     compiled = [i for i in found.addmm if has_ancestor(trace, i, compiled_ids)]

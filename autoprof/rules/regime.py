@@ -72,6 +72,7 @@ from autoprof.measure.work import WORK_CREDIT as WORK_CREDIT
 from autoprof.measure.work import credited_ns, is_roofline_op
 from autoprof.rules import comm, roofline
 from autoprof.rules._common import DATALOADER_PREFIX, is_input_name
+from autoprof.rules._common import runqueue_share as runqueue_share
 from autoprof.trace.model import (
     CPU_OP_CODE,
     DEVICE_WORK_CODES,
@@ -1058,15 +1059,6 @@ def _step_cpu(trace: Trace) -> tuple[list[int], list[int], list[int]] | None:
     ``step_cpu``), or None where not recorded or malformed."""
     got = step_cpu_of(trace.metadata.get("step_cpu"))
     return None if got is None else (got["wall_ns"], got["cpu_ns"], got["runqueue_ns"])
-
-
-def runqueue_share(trace: Trace) -> float | None:
-    """The share of a live window's recorded steps' wall time their thread waited for a CPU (each step's at most its
-    wall time): None where it was not recorded or not known (an offline trace, a platform without it)."""
-    got = _step_cpu(trace)
-    if got is None or any(w < 0 for w in got[2]) or sum(got[0]) <= 0:
-        return None
-    return min(sum(min(w, wall) for w, wall in zip(got[2], got[0])) / sum(got[0]), 1.0)
 
 
 def _descheduled(trace: Trace, reading: HostReading) -> None:
