@@ -113,6 +113,30 @@ class Records:
         recs = self.of("autoprof.finding", **({"target": target} if target else {}))
         return {r["rule"]: r for r in recs}
 
+    def judged(self, finding: dict[str, Any], want: str) -> bool:
+        """A live verdict that rests on the CPU time of real work, as autoprof promises it (issue 49): ``want`` where the
+        machine left the window alone. Where it did not (autoprof's own ``machine_busy`` warning for the target: other
+        work kept the steps' thread off the CPU), ``want`` or ``mixed``, never another verdict, and the message says that
+        the machine kept the thread waiting. Beside two busy processes on a 2-core machine, a conv net read alone in a
+        process right 3 times of 3, but late in the suite's long process its own time read 54 % overhead (10 % quiet):
+        not all of what the machine does to a step is in the run-queue wait autoprof takes out, and a reading that cannot
+        tell the program's share from the machine's says so rather than guess. Returns whether it read ``want`` (then
+        the shares a test asserts are of the step's own time: :func:`own_share`)."""
+        busy = self.of("autoprof.warning", target=finding["target"], reason="machine_busy")
+        if not busy:
+            assert finding["verdict"] == want, finding
+            return True
+        assert finding["verdict"] in (want, "mixed"), (finding["verdict"], finding["message"], busy[0]["message"])
+        assert "the machine" in finding["message"] and busy[0]["descheduled_share"] >= 0.1, finding["message"]
+        return finding["verdict"] == want  # type: ignore[no-any-return]
+
+
+def own_share(evidence: dict[str, Any], key: str) -> float:
+    """A CPU reading's share ``key`` of the step's own time: the step less the time the machine kept its thread waiting
+    for a CPU (``descheduled_share``), as autoprof judges it."""
+    own = 1 - (evidence.get("descheduled_share") or 0.0)
+    return float(evidence[key]) / own if own > 0 else 0.0
+
 
 @pytest.fixture(autouse=True)
 def _fresh_autoprof(monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -173,16 +197,10 @@ def torchrun(script: Path, tmp_path: Path, *args: str, **env: str) -> tuple[subp
     e = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROF_")}
     e.update(AUTOPROF_LOG=str(log), PYTHONPATH=str(REPO) + os.pathsep + e.get("PYTHONPATH", ""), OMP_NUM_THREADS="1", **env)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script), *args]
-    for attempt in range(3):
-        if log.exists():
-            log.unlink()
-        out = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=180)
-        # Seen here about once in a few full-suite runs on a loaded machine, also in a rank that never opened a
-        # profiler window: a rank aborts in process teardown after the script's last line ("terminate called
-        # ...", exit code -6, SIGABRT), a known upstream gloo shutdown race. Run the job again in that case only.
-        aborted = "terminate called" in out.stderr or "exitcode  : -6" in out.stderr
-        if out.returncode == 0 or not aborted or attempt == 2:
-            break
+    # Run once: a rank that aborted in the interpreter's teardown ("terminate called without an active exception",
+    # SIGABRT: a gloo worker thread dropping a collective's last reference after Python began to finalize) was the
+    # examples' own fault, mended there (they free the process group's holders first), not run again here.
+    out = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=180)
     recs = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
     for r in recs:
         validate_record(r)

