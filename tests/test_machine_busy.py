@@ -12,6 +12,7 @@ import pytest
 import torch
 from conftest import Records
 from synth import Synth, small_launches
+from test_rules_synthetic import _bias_steps
 
 import autoprof
 from autoprof.live import _cpu
@@ -226,23 +227,13 @@ def _preempted(s: Synth, step_us: float, waited: float) -> dict[str, Any]:
     return {f.rule: f for f in found}
 
 
-def _bias_steps(step_us: float) -> Synth:
-    """Three CPU steps of ``step_us``: ``x @ w + b`` on [8, 64] x [64, 64], the add 12 µs (7 µs a call past a call's
-    fixed cost: 21 µs of the three steps that fusing could save)."""
-    s = Synth(gpu=None)
-    for k in range(3):
-        base = k * step_us
-        s.step(k, base, step_us).op("aten::mm", base + 10, 50, [[8, 64], [64, 64]], ["float", "float"])
-        s.op("aten::add", base + 70, 12, [[8, 64], [64], []], ["float", "float", "Scalar"])
-    return s
-
-
 def test_a_separate_add_is_judged_against_the_steps_own_time_not_the_machines() -> None:
     # 1,700 µs steps of which the thread waited 90% for a CPU: 170 µs of its own, where the add is worth a finding
     # (test_rules_synthetic: 170 µs steps fire); beside the run-queue wait it sat under 1% of the wall time
-    assert "unfused_bias_add" in _preempted(_bias_steps(1700), 1700, 0.9)
-    assert "unfused_bias_add" not in _preempted(_bias_steps(1700), 1700, 0.0)  # the thread's own 1,700 µs: below it
-    assert "unfused_bias_add" not in _bias_steps(1700).findings()  # offline: no CPU reading, the steps as they are
+    # (a 12 µs add: 7 µs a call past a call's fixed cost, 21 µs of the three steps that fusing could save)
+    assert "unfused_bias_add" in _preempted(_bias_steps(12, 1700), 1700, 0.9)
+    assert "unfused_bias_add" not in _preempted(_bias_steps(12, 1700), 1700, 0.0)  # the thread's own 1,700 µs: below it
+    assert "unfused_bias_add" not in _bias_steps(12, 1700).findings()  # offline: no CPU reading, the steps as they are
 
 
 def test_a_matmul_run_as_bmm_is_judged_against_the_steps_own_time() -> None:
