@@ -25,7 +25,7 @@ MAX_PACED_S = 10.0
 
 class Pacer:
     """``tick()`` at regular points of the analysis: after each slice of work it sleeps, unless someone waits for
-    the analysis (``with PACER:``)."""
+    the analysis (:meth:`wait_begin`)."""
 
     def __init__(self) -> None:
         self._waiters = 0  # callers waiting for the analysis (flush, exit): full speed while any waits
@@ -33,12 +33,20 @@ class Pacer:
         self._local = threading.local()
 
     def __enter__(self) -> Pacer:
-        """``with PACER:`` around a wait for the analysis: it runs at full speed meanwhile."""
-        with self._lock:
-            self._waiters += 1
+        """``with PACER:`` around a wait for the analysis (:meth:`wait_begin`, then :meth:`wait_end`)."""
+        self.wait_begin()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.wait_end()
+
+    def wait_begin(self) -> None:
+        """A caller starts waiting for the analysis: it runs at full speed until :meth:`wait_end` (``autoprof.flush()``
+        holds signals around each, so a Ctrl-C cannot leave the count one high: the analysis unpaced for the run)."""
+        with self._lock:
+            self._waiters += 1
+
+    def wait_end(self) -> None:
         with self._lock:
             self._waiters -= 1
 

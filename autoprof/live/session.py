@@ -920,7 +920,8 @@ class Session:
                 window = self.window = Window(target, prof, cpu_peaks)
                 window.devices = device_properties() if cuda else []
             if cfg.background and not in_pool_worker():  # a pool worker reads and analyzes on the calling thread
-                _window.READER.ensure()  # started here, by the training thread (its priority), never at a close
+                with SIGNALS_HELD:  # (see _worker_alive)
+                    _window.READER.ensure()  # started here, by the training thread (its priority), never at a close
             return window
 
     @contextmanager
@@ -1252,10 +1253,22 @@ class Session:
 
     # -- worker ------------------------------------------------------------------------------------
     def _submit(self, fn: Callable[[], None]) -> None:
-        if self._worker is None or not self._worker.is_alive():
-            self._worker = threading.Thread(target=self._work, name="autoprof-analysis", daemon=True)
-            self._worker.start()
-        self._queue.put(fn)
+        # Signals held: the queue's lock and count, and the new thread's start, are shared with the analysis thread. A
+        # KeyboardInterrupt between their lines (a Ctrl-C held down) left the count one short or the start's event torn,
+        # and the analysis thread died; it is delivered once the hand-over is whole.
+        with SIGNALS_HELD:
+            if not self._worker_alive():
+                self._worker = threading.Thread(target=self._work, name="autoprof-analysis", daemon=True)
+                self._worker.start()
+            self._queue.put(fn)
+
+    def _worker_alive(self) -> bool:
+        """Whether the analysis thread runs. Signals held: ``Thread.is_alive()`` interrupted by a KeyboardInterrupt in
+        its ``_wait_for_tstate_lock`` releases the running thread's own lock and marks it stopped (CPython's bpo-45274
+        clean-up, meant for a lock it had just taken): a second analysis thread would start on the same queue and
+        flush() return before the windows are written."""
+        with SIGNALS_HELD:
+            return self._worker is not None and self._worker.is_alive()
 
     def _work(self) -> None:
         lower_thread_priority()
@@ -1274,18 +1287,29 @@ class Session:
         """Wait until every closed window has been analyzed and emitted. True when drained. The caller waits, so
         the analysis runs at full speed meanwhile. Windows skipped since the last window record are then said (see
         :meth:`say_skipped`)."""
-        if self._worker is None or not self._worker.is_alive():
+        if not self._worker_alive():
             self.say_skipped()
             return True
-        with PACER:
-            if timeout is None:
-                self._queue.join()
-            else:
-                deadline = time.monotonic() + timeout
-                while self._queue.unfinished_tasks:
-                    if time.monotonic() > deadline:
-                        return False
-                    time.sleep(0.005)
+        # The wait polls the queue's count and sleeps: it never waits on a lock the analysis thread takes. In
+        # ``Queue.join()`` (a Condition on the queue's lock) a KeyboardInterrupt where the wait takes the lock back
+        # made the main thread release the lock the analysis thread held: that thread died on "release unlocked
+        # lock", and every later flush() hung. A Ctrl-C here now only interrupts the caller's wait.
+        waiting = False
+        try:
+            with SIGNALS_HELD:  # the pacer's count of waiters, whole (a Ctrl-C is delivered after it)
+                PACER.wait_begin()
+                waiting = True
+            deadline = None if timeout is None else time.monotonic() + timeout
+            pause = 0.0002
+            while self._queue.unfinished_tasks:
+                if deadline is not None and time.monotonic() > deadline:
+                    return False
+                time.sleep(pause)
+                pause = min(pause * 2, 0.005)
+        finally:
+            if waiting:
+                with SIGNALS_HELD:
+                    PACER.wait_end()
         self.say_skipped()
         return True
 

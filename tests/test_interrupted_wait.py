@@ -1,0 +1,90 @@
+"""A Ctrl-C while the program waits for autoprof (issue 45, item 1; found by the loaded runs of the README's test
+command): ``flush()`` waited in ``queue.Queue.join()``, a ``threading.Condition`` on the lock the analysis thread
+takes for each job. A KeyboardInterrupt landing where ``Condition.wait`` takes that lock back left the lock released
+by the main thread while the analysis thread held it: the analysis thread died on "release unlocked lock" and every
+later ``flush()`` hung (seen once in a Ctrl-C storm beside two busy processes: 300 s, then killed).
+
+The interrupt is injected at each line the main thread runs inside the call in turn (a trace function that raises
+KeyboardInterrupt at its n-th line event), so the test needs no storm and no race."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import autoprof
+from autoprof.live.session import SESSION, SIGNALS_HELD, _SignalsHeld
+
+#: Where a real SIGINT is held back (autoprof's held sections note it and deliver it at their end): the interrupt is
+#: raised at the first line after, as Python would deliver it.
+_HOLDING = {f.__code__ for f in (_SignalsHeld.__enter__, _SignalsHeld.__exit__, _SignalsHeld._restore, _SignalsHeld._note)}
+
+
+def _interrupt_at(n: int, call: Callable[[], Any]) -> bool:
+    """Run ``call`` with a KeyboardInterrupt raised at the main thread's ``n``-th line event inside it (any frame: the
+    standard library's too), or at the first line after that where signals are not held. True when it was raised
+    (the call ran that far)."""
+    seen = [0]
+    raised = [False]
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line" and not raised[0]:
+            seen[0] += 1
+            if seen[0] >= n and not SIGNALS_HELD.depth and frame.f_code not in _HOLDING:
+                raised[0] = True
+                raise KeyboardInterrupt
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        call()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sys.settrace(None)
+    return raised[0]
+
+
+def _slow_job(done: list[int]) -> Callable[[], None]:
+    def job() -> None:
+        time.sleep(0.005)
+        done.append(1)
+
+    return job
+
+
+def test_a_ctrl_c_anywhere_in_flush_leaves_the_analysis_running() -> None:
+    autoprof.configure(background=True)
+    done: list[int] = []
+    n = 1
+    while True:
+        SESSION._submit(_slow_job(done))  # flush() has a job to wait for
+        if not _interrupt_at(n, SESSION.flush):
+            break  # the n-th line is past the call's end: every line was tried
+        assert SESSION._worker is not None and SESSION._worker.is_alive(), (
+            f"the analysis thread died or reads as stopped (interrupt at line {n})"
+        )
+        assert SESSION.flush(timeout=10.0), f"flush() never drained after an interrupt at line {n}"
+        n += 1
+    assert n > 5 and len(done) == n  # every job ran, each interrupted flush's too
+    assert all(t.name != "autoprof-analysis" or t is SESSION._worker for t in threading.enumerate())
+
+
+def test_a_ctrl_c_anywhere_in_handing_a_window_to_the_analysis_leaves_it_running() -> None:
+    autoprof.configure(background=True)
+    done: list[int] = []
+    n = 1
+    while True:
+        SESSION._submit(_slow_job(done))  # the analysis thread is busy (it holds the queue's lock between jobs)
+        if not _interrupt_at(n, lambda: SESSION._submit(_slow_job(done))):
+            break
+        assert SESSION.flush(timeout=10.0), f"flush() never drained after an interrupt at line {n}"
+        assert SESSION._worker is not None and SESSION._worker.is_alive(), (
+            f"the analysis thread died or reads as stopped (interrupt at line {n})"
+        )
+        n += 1
+    assert n > 3
