@@ -57,6 +57,16 @@ def _slow_job(done: list[int]) -> Callable[[], None]:
     return job
 
 
+def _whole(n: int) -> None:
+    """After an interrupt at line ``n``: the session's lock is not left held (a later thread that takes it would hang:
+    a ``return`` inside ``with self.lock:`` in flush's path did that), the analysis thread runs, and it drains."""
+    assert not SESSION.lock._is_owned(), f"the session's lock was left held (interrupt at line {n})"  # type: ignore[attr-defined]
+    assert SESSION._worker is not None and SESSION._worker.is_alive(), (
+        f"the analysis thread died or reads as stopped (interrupt at line {n})"
+    )
+    assert SESSION.flush(timeout=10.0), f"flush() never drained after an interrupt at line {n}"
+
+
 def test_a_ctrl_c_anywhere_in_flush_leaves_the_analysis_running() -> None:
     autoprof.configure(background=True)
     done: list[int] = []
@@ -65,10 +75,7 @@ def test_a_ctrl_c_anywhere_in_flush_leaves_the_analysis_running() -> None:
         SESSION._submit(_slow_job(done))  # flush() has a job to wait for
         if not _interrupt_at(n, SESSION.flush):
             break  # the n-th line is past the call's end: every line was tried
-        assert SESSION._worker is not None and SESSION._worker.is_alive(), (
-            f"the analysis thread died or reads as stopped (interrupt at line {n})"
-        )
-        assert SESSION.flush(timeout=10.0), f"flush() never drained after an interrupt at line {n}"
+        _whole(n)
         n += 1
     assert n > 5 and len(done) == n  # every job ran, each interrupted flush's too
     assert all(t.name != "autoprof-analysis" or t is SESSION._worker for t in threading.enumerate())
@@ -82,9 +89,6 @@ def test_a_ctrl_c_anywhere_in_handing_a_window_to_the_analysis_leaves_it_running
         SESSION._submit(_slow_job(done))  # the analysis thread is busy (it holds the queue's lock between jobs)
         if not _interrupt_at(n, lambda: SESSION._submit(_slow_job(done))):
             break
-        assert SESSION.flush(timeout=10.0), f"flush() never drained after an interrupt at line {n}"
-        assert SESSION._worker is not None and SESSION._worker.is_alive(), (
-            f"the analysis thread died or reads as stopped (interrupt at line {n})"
-        )
+        _whole(n)
         n += 1
     assert n > 3

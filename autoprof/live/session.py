@@ -1317,11 +1317,17 @@ class Session:
         """The windows skipped since the last one queued (the analysis was ``MAX_PENDING`` behind), once every queued
         window is written (a flush, the exit): no later window record would count them (the run's last burst), so one
         ``autoprof.warning`` (``reason: "windows_skipped"``) does, and they are counted nowhere else. Every skipped
-        window is counted once: in a window record's ``windows_skipped`` or in such a record."""
-        with self.lock:
-            if not self.skipped or self._queue.unfinished_tasks:
-                return
-            skipped, self.skipped = self.skipped, 0
+        window is counted once: in a window record's ``windows_skipped`` or in such a record.
+
+        Signals are held around the lock: ``with`` calls a lock's ``__exit__`` after the block's guard is gone
+        (CPython's bpo-29988), and a KeyboardInterrupt delivered right there (a line-by-line injection on flush's
+        path found it) kept the session's lock held by the main thread for good: the next thread to take it hung."""
+        skipped = 0
+        with SIGNALS_HELD, self.lock:
+            if self.skipped and not self._queue.unfinished_tasks:
+                skipped, self.skipped = self.skipped, 0
+        if not skipped:
+            return
         _emit.warning(
             f"{skipped} window(s) closed after the last window record were skipped unread: the background analysis was "
             f"{MAX_PENDING} windows behind when they closed ({self.skipped_total} skipped in this process so far); fewer "
