@@ -59,7 +59,8 @@ def _slow_job(done: list[int]) -> Callable[[], None]:
 
 def _whole(n: int) -> None:
     """After an interrupt at line ``n``: the session's lock is not left held (a later thread that takes it would hang:
-    a ``return`` inside ``with self.lock:`` in flush's path did that), the analysis thread runs, and it drains."""
+    an interrupt where ``with self.lock:`` calls the lock's ``__exit__`` in flush's path did that), the analysis thread
+    runs, and it drains."""
     assert not SESSION.lock._is_owned(), f"the session's lock was left held (interrupt at line {n})"  # type: ignore[attr-defined]
     assert SESSION._worker is not None and SESSION._worker.is_alive(), (
         f"the analysis thread died or reads as stopped (interrupt at line {n})"
@@ -67,16 +68,23 @@ def _whole(n: int) -> None:
     assert SESSION.flush(timeout=10.0), f"flush() never drained after an interrupt at line {n}"
 
 
+def _sweep(done: list[int], call: Callable[[], Any]) -> int:
+    """Interrupt ``call`` at its first line, its second, ... each time with a slow job queued first (the analysis thread
+    busy, flush() with a job to wait for), until the n-th line is past the call's end; checks :func:`_whole` after each.
+    Returns that n."""
+    n = 1
+    while True:
+        SESSION._submit(_slow_job(done))
+        if not _interrupt_at(n, call):
+            return n
+        _whole(n)
+        n += 1
+
+
 def test_a_ctrl_c_anywhere_in_flush_leaves_the_analysis_running() -> None:
     autoprof.configure(background=True)
     done: list[int] = []
-    n = 1
-    while True:
-        SESSION._submit(_slow_job(done))  # flush() has a job to wait for
-        if not _interrupt_at(n, SESSION.flush):
-            break  # the n-th line is past the call's end: every line was tried
-        _whole(n)
-        n += 1
+    n = _sweep(done, SESSION.flush)
     assert n > 5 and len(done) == n  # every job ran, each interrupted flush's too
     assert all(t.name != "autoprof-analysis" or t is SESSION._worker for t in threading.enumerate())
 
@@ -84,11 +92,5 @@ def test_a_ctrl_c_anywhere_in_flush_leaves_the_analysis_running() -> None:
 def test_a_ctrl_c_anywhere_in_handing_a_window_to_the_analysis_leaves_it_running() -> None:
     autoprof.configure(background=True)
     done: list[int] = []
-    n = 1
-    while True:
-        SESSION._submit(_slow_job(done))  # the analysis thread is busy (it holds the queue's lock between jobs)
-        if not _interrupt_at(n, lambda: SESSION._submit(_slow_job(done))):
-            break
-        _whole(n)
-        n += 1
+    n = _sweep(done, lambda: SESSION._submit(_slow_job(done)))
     assert n > 3
