@@ -54,7 +54,7 @@ def main() -> None:
         opt.step()
     autoprof.flush()  # analysis and the cross-rank comparison finish before the group goes away
     dist.barrier()
-    # Free the model (DDP's reducer holds the process group) while Python is alive: left to the interpreter's
+    # Free the model and its optimizer, and collect, while Python is alive: left to the interpreter's
     # teardown, a gloo worker thread can drop the last reference to a finished collective after Python has begun
     # to finalize, fail to take the GIL and abort the process ("terminate called without an active exception",
     # SIGABRT; with or without autoprof: 1 of 25 runs beside two busy processes, none of 80 with these lines).
