@@ -247,3 +247,48 @@ def test_a_matmul_run_as_bmm_is_judged_against_the_steps_own_time() -> None:
 
     assert "batched_matmul" in _preempted(steps(), 100_000, 0.5)  # 1.7% of the steps' own time
     assert "batched_matmul" not in _preempted(steps(), 100_000, 0.0)
+
+
+# -- a stall in autoprof's own bookkeeping is not the program's --------------------------------------------------------
+
+
+def _stalled(stall_us: float, walls: bool) -> dict[str, Any]:
+    """Three steps of ``x @ w + b`` on [4096, 16] x [16, 16] as a kept live window holds them: the step marker, the
+    target's annotation inside it, the call (140 µs: a 60 µs mm, a 30 µs add). The first step stalled ``stall_us``
+    after its annotations were entered, before the call (a loaded 2-core machine: 2.6-5.4 ms in 16 windows of 100,
+    the thread neither on the CPU nor in the run queue). ``walls``: the window's per-step readings (the call as the
+    wrapper timed it) are kept with it."""
+    s = Synth(gpu=None)
+    base = 0.0
+    for k in range(3):
+        pre = 20 + (stall_us if k == 0 else 0)  # autoprof's bookkeeping before the call
+        s.step(k, base, pre + 150).x("user_annotation", "kept/step", base + 5, pre + 140)
+        s.op("aten::matmul", base + pre + 5, 62, [[4096, 16], [16, 16]], ["float", "float"])
+        s.op("aten::mm", base + pre + 7, 60, [[4096, 16], [16, 16]], ["float", "float"])
+        s.op("aten::add", base + pre + 80, 30, [[4096, 16], [16], []], ["float", "float", "Scalar"])
+        base += pre + 200
+    doc: dict[str, Any] = {"traceEvents": s.events, "autoprof_target": "kept/step"}
+    if walls:
+        doc["autoprof_step_cpu"] = {"wall_ns": [140_000] * 3, "cpu_ns": [140_000] * 3, "runqueue_ns": [0] * 3}
+    from autoprof.rules import run_rules
+    from autoprof.trace import chrome
+
+    found, failures = run_rules(chrome.from_document(doc))
+    assert failures == []
+    return {f.rule: f for f in found}
+
+
+def test_a_stall_before_the_call_inside_the_step_is_not_the_programs_overhead() -> None:
+    # the loaded suite's kept window: one 5.6 ms stall in the first of two 0.1 ms steps read "overhead-bound 97%" and
+    # left the separate add under 1% of the steps' time (1 window in 3 read overhead-bound beside two busy loops)
+    quiet, stalled = _stalled(0, walls=True), _stalled(5_600, walls=True)
+    assert "unfused_bias_add" in stalled and "unfused_bias_add" in quiet
+    assert stalled["unfused_bias_add"].evidence["fusion_saves_share"] == quiet["unfused_bias_add"].evidence["fusion_saves_share"]
+    assert stalled["bound_regime"].verdict == quiet["bound_regime"].verdict != "overhead-bound", stalled["bound_regime"].message
+    assert stalled["bound_regime"].evidence["window_us"] == pytest.approx(3 * 140)
+    assert "cold_first_step" not in stalled  # the call was not slower: its step held autoprof's stall
+    # a trace without the readings (from another machine, or torch's own profiler) is read as its spans say: the
+    # first step was slow, and the median of three steps keeps the add's floor
+    offline = _stalled(5_600, walls=False)
+    assert offline["bound_regime"].verdict == "overhead-bound" and offline["cold_first_step"].verdict == "cold-start"
+    assert "unfused_bias_add" in offline

@@ -324,7 +324,7 @@ class Analysis:
     event_count: int = 0
     steps: list[int] = field(default_factory=list)
     step_ns: list[int] = field(default_factory=list)
-    step_time_ns: list[int] = field(default_factory=list)  # each step's time: the longer of its host span and device time
+    step_time_ns: list[int] = field(default_factory=list)  # each step's time: the longer of its host time (host_step_ns) and device time
     top_ops: list[dict[str, Any]] = field(default_factory=list)
     sections: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)  # window_summary(): device step times, flush, regime

@@ -53,7 +53,7 @@ from autoprof.findings import Finding
 from autoprof.measure import families
 from autoprof.measure.kernels import COMPUTE, op_family
 from autoprof.measure.runtime import BLOCKING_CALLS, COLLECTIVE_CALL_PREFIXES, LAUNCH_CALLS
-from autoprof.measure.steps import merged_processes
+from autoprof.measure.steps import host_step_ns, merged_processes
 from autoprof.measure.units import duration, percent, share, us
 from autoprof.measure.views import (
     COMPILE_WRAPPER_PREFIXES,
@@ -905,14 +905,18 @@ class HostReading:
 
 def _step_window_ns(trace: Trace, win: View) -> int:
     """The steps' time: the decorated target's own annotation inside each step where there is one (the user's
-    code, without the step marker's bookkeeping), else the step spans, else the host window."""
+    code, without the step marker's bookkeeping), else the step spans, else the host window. In a live window that
+    timed each call, no step is longer than its call (:func:`host_step_ns`: a stall in autoprof's own bookkeeping
+    after the annotations are entered is not the program's overhead)."""
     if not trace.steps:
         return int(win.host_window_ns)
-    window = sum(s.dur_ns for s in trace.steps)
+    own = host_step_ns(trace)
     target_id = trace.name_id(trace.target) if trace.target else -1
     step_idx = {s.host_index for s in trace.steps}
-    spans = [trace.h_dur[i] for i in trace.host_named([target_id]) if trace.h_parent[i] in step_idx]
-    return sum(spans) if len(spans) == len(trace.steps) else window
+    spans = {trace.h_parent[i]: trace.h_dur[i] for i in trace.host_named([target_id]) if trace.h_parent[i] in step_idx}
+    if len(spans) != len(trace.steps):
+        return sum(own)
+    return sum(min(spans[s.host_index], step) for s, step in zip(trace.steps, own))
 
 
 def _collective_ids(trace: Trace) -> set[int]:
