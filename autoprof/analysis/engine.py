@@ -21,13 +21,13 @@ from autoprof.analysis.sections import section_times
 from autoprof.config import SWITCH, Config, user_stacklevel
 from autoprof.findings import Finding, RuleFailureWarning, rule_failed, shown
 from autoprof.measure.kernels import short_kernel_name
-from autoprof.measure.steps import device_step_ns, step_times_ns
+from autoprof.measure.steps import device_step_ns, step_readings, step_times_ns
 from autoprof.measure.views import shape_of, view
 from autoprof.rules import Shipped, memory, regime, run_rules, ship
 from autoprof.rules.sync import profiler_flush_ns
 from autoprof.trace import chrome, live, remote
 from autoprof.trace.chrome import TraceError
-from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace, gc_paused, step_cpu_of
+from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace, gc_paused
 
 
 def analyze_trace(
@@ -151,7 +151,7 @@ def step_cpu(trace: Trace) -> list[tuple[int, int]]:
     """Each step's thread CPU time and run-queue wait (ns; the wait -1 where not known), in the order of the trace's
     steps, from a live window's ``step_cpu`` metadata (issue 49); empty where the trace has none, or its readings are
     not one per step."""
-    meta = step_cpu_of(trace.metadata.get("step_cpu"))
+    meta = step_readings(trace)
     if meta is None or len(meta["cpu_ns"]) != len(trace.steps):
         return []
     return list(zip(meta["cpu_ns"], meta["runqueue_ns"], strict=True))
@@ -160,7 +160,7 @@ def step_cpu(trace: Trace) -> list[tuple[int, int]]:
 def step_faults(trace: Trace) -> list[int]:
     """Each step's thread minor page faults, in the order of the trace's steps, from a live window's ``step_cpu``
     metadata; empty where the trace has none, or its readings are not one per step."""
-    meta = step_cpu_of(trace.metadata.get("step_cpu"))
+    meta = step_readings(trace)
     if meta is None or len(meta.get("minflt", ())) != len(trace.steps):
         return []
     return list(meta["minflt"])

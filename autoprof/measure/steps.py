@@ -10,14 +10,30 @@ from autoprof.measure.views import Intervals, View, merge, total, view
 from autoprof.trace.model import DEVICE_CODE, DEVICE_WORK_CODES, GPU_USER_ANNOTATION, Trace, step_cpu_of
 
 
+def step_readings(trace: Trace) -> dict[str, list[int]] | None:
+    """A live window's per-step readings (:func:`step_cpu_of` of its metadata's ``step_cpu``: each recorded step's
+    wall time, thread CPU time, run-queue wait and, where read, minor faults), or None where the trace has none or
+    they are malformed. Computed once per trace; the lists are shared: read them, never change them."""
+    return trace.derive(_step_readings)
+
+
+def _step_readings(trace: Trace) -> dict[str, list[int]] | None:
+    return step_cpu_of(trace.metadata.get("step_cpu"))
+
+
 def host_step_ns(trace: Trace) -> list[int]:
-    """Per step, its time on the host: its span, or in a live window whose readings hold one wall time per step (its
-    metadata's ``step_cpu``), the shorter of the span and the user's call as the wrapper timed it. The span also holds
+    """Per step, its time on the host: its span, or in a live window whose readings hold one wall time per step
+    (:func:`step_readings`), the shorter of the span and the user's call as the wrapper timed it. The span also holds
     autoprof's own bookkeeping around the call (entering the annotations, reading the CPU clocks: ~15-40 µs), and
     whatever stalled the thread there: on a loaded machine the first step of a window stalled 2.6-5.4 ms after its
-    annotations were entered, outside the call, off the CPU and not waiting in the run queue (issue 49)."""
+    annotations were entered, outside the call, off the CPU and not waiting in the run queue (issue 49). Computed
+    once per trace."""
+    return trace.derive(_host_step_ns)
+
+
+def _host_step_ns(trace: Trace) -> list[int]:
     spans = [step.dur_ns for step in trace.steps]
-    got = step_cpu_of(trace.metadata.get("step_cpu"))
+    got = step_readings(trace)
     if got is None or len(got["wall_ns"]) != len(spans):
         return spans
     return [min(span, wall) if wall > 0 else span for span, wall in zip(spans, got["wall_ns"])]

@@ -8,13 +8,14 @@ from __future__ import annotations
 import re
 
 from autoprof.config import Config
+from autoprof.measure.steps import step_readings
 from autoprof.measure.units import duration as duration
 from autoprof.measure.units import share as share
 from autoprof.measure.units import us as us
 from autoprof.measure.views import merge as merge
 from autoprof.measure.views import total as total
 from autoprof.measure.views import view as view
-from autoprof.trace.model import Trace, step_cpu_of
+from autoprof.trace.model import Trace
 
 DATALOADER_PREFIX = "enumerate(DataLoader)"
 #: Preparing data inside the step, by the name of its annotation or Python function (a ``with_stack`` trace names
@@ -48,7 +49,7 @@ def noise_floor(config: Config | None) -> float:
 def runqueue_share(trace: Trace) -> float | None:
     """The share of a live window's recorded steps' wall time their thread waited for a CPU (each step's at most its
     wall time): None where it was not recorded or not known (an offline trace, a platform without it)."""
-    got = step_cpu_of(trace.metadata.get("step_cpu"))
+    got = step_readings(trace)
     if got is None:
         return None
     walls, waits = got["wall_ns"], got["runqueue_ns"]

@@ -53,7 +53,7 @@ from autoprof.findings import Finding
 from autoprof.measure import families
 from autoprof.measure.kernels import COMPUTE, op_family
 from autoprof.measure.runtime import BLOCKING_CALLS, COLLECTIVE_CALL_PREFIXES, LAUNCH_CALLS
-from autoprof.measure.steps import host_step_ns, merged_processes
+from autoprof.measure.steps import host_step_ns, merged_processes, step_readings
 from autoprof.measure.units import duration, percent, share, us
 from autoprof.measure.views import (
     COMPILE_WRAPPER_PREFIXES,
@@ -81,7 +81,6 @@ from autoprof.trace.model import (
     USER_ANNOTATION_CODE,
     Trace,
     split_processes,
-    step_cpu_of,
 )
 
 RULE = "bound_regime"
@@ -1061,7 +1060,7 @@ def _family_work(trace: Trace, reading: HostReading, calls: list[tuple[int, str]
 def _step_cpu(trace: Trace) -> tuple[list[int], list[int], list[int]] | None:
     """A live window's per-step wall time, thread CPU time and run-queue wait (:func:`step_cpu_of` of its metadata's
     ``step_cpu``), or None where not recorded or malformed."""
-    got = step_cpu_of(trace.metadata.get("step_cpu"))
+    got = step_readings(trace)
     return None if got is None else (got["wall_ns"], got["cpu_ns"], got["runqueue_ns"])
 
 
