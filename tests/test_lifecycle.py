@@ -233,6 +233,43 @@ def test_a_forked_pool_worker_records_after_the_parent_recorded(tmp_path: Path) 
     assert len(pids) == 2, f"the pool worker recorded no window of its own: {windows}"
 
 
+def test_a_pool_forked_inside_a_plain_idle_call_records_in_the_worker(tmp_path: Path) -> None:
+    # the parent's plain idle call is on the forked worker's stack (below the fork): it holds nothing there, so the
+    # worker's calls are steps of its own target (the plain path counts nothing a child could reset: the stack is
+    # looked up, down to the frame that forked)
+    recs = _script_records(
+        tmp_path,
+        "pool_plain",
+        """
+        import multiprocessing, os, torch, autoprof
+        from autoprof.live.session import PLAIN, SESSION
+        autoprof.configure(sink=SINK, background=False)
+
+        @autoprof.autoprof(name="work", skip_first=0, wait=0, warmup=0, active=2)
+        def work(i):
+            x = torch.randn(16, 16)
+            return float((x @ x).sum())
+
+        POOL = {"on": False}
+
+        @autoprof.autoprof(name="main", skip_first=0, wait=0, warmup=0, active=1)
+        def main():
+            if POOL["on"]:
+                with multiprocessing.get_context("fork").Pool(1) as pool:
+                    pool.map(work, range(4))
+
+        work(0); work(1)  # the parent records work's window: its schedule is over in the parent
+        main(); main()  # main's window, then its plain idle path
+        assert SESSION.targets["main"].idle and PLAIN.seen
+        POOL["on"] = True
+        main()
+        """,
+    )
+    windows = [r for r in recs if r["event"] == "autoprof.window"]
+    pids = {w["pid"] for w in windows if w["target"] == "work"}
+    assert len(pids) == 2, f"the pool worker recorded no window of its own: {windows}"
+
+
 @pytest.mark.parametrize("how", ["process", "executor"])
 def test_a_forked_multiprocessing_child_writes_its_window_its_trace_and_its_page(tmp_path: Path, how: str) -> None:
     """Issue 45: a training child made by ``multiprocessing.Process`` or a ``ProcessPoolExecutor`` under fork, with

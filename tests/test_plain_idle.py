@@ -15,7 +15,7 @@ from torch.profiler import ProfilerActivity, profile
 import autoprof
 from autoprof.live import _cpu, instrument
 from autoprof.live.instrument import Steps
-from autoprof.live.session import SESSION
+from autoprof.live.session import PLAIN, SESSION
 
 FAST = dict(skip_first=0, wait=0, warmup=1, active=1)
 
@@ -34,9 +34,9 @@ def test_a_target_that_holds_nothing_takes_the_plain_path(records: Any) -> None:
     outer = autoprof(name="plain_outer", **FAST)(lambda x: x + 1)
     _idle(outer, 1)
     target = SESSION.targets["plain_outer"]
-    assert target.done and target.plain
+    assert target.done and target.plain and target.idle and PLAIN.seen
     before = instrument._tls.d
-    assert outer(1) == 2 and instrument._tls.d == before and instrument._INSIDE.n == 0
+    assert outer(1) == 2 and instrument._tls.d == before
 
 
 def test_a_target_that_holds_a_decorated_call_is_plain_no_more_after_its_first_idle_call(records: Any) -> None:
@@ -193,7 +193,7 @@ def test_a_probe_outermost_in_its_thread_is_a_step_while_another_threads_plain_c
     t = threading.Thread(target=outer, args=(1,))
     t.start()
     try:
-        assert inside.wait(10) and instrument._INSIDE.n == 1  # the other thread is in its plain call
+        assert inside.wait(10) and SESSION.targets["plain_elsewhere"].idle  # the other thread is in its plain call
         watch.probing, watch.next = 1, -1.0  # this call ticks, as a probe
         assert probed(7) == 7
     finally:
@@ -285,7 +285,7 @@ def test_async_plain_calls_run_concurrently_and_hold_nested_ones(records: Any) -
     assert asyncio.run(main()) == [0, 2, 4, 6, 200, 202, 204, 206]
     assert "async_leaf" not in SESSION.targets  # held on the stack of its own task's plain call
     target = SESSION.targets["async_plain"]
-    assert not target.plain and instrument._INSIDE.n == 0
+    assert not target.plain and not target.idle
     assert target.watch is not None and target.calls >= 8  # the trigger timed the idle calls
 
 
@@ -382,3 +382,62 @@ def test_on_a_fake_clock_calls_only_from_another_thread_are_neither_timed_nor_co
     assert ticks["n"] == 0
     assert target.calls == before
     assert not _triggered(records, "fake_other_thread")
+
+
+def test_a_plain_call_whose_target_leaves_the_idle_path_meanwhile_still_holds_its_nested_calls(records: Any) -> None:
+    # the plain path counts nothing: a call it holds looks for it on the stack whenever a target was ever plain and
+    # idle, also when the holder's target left the idle path during the call (a tick that armed a triggered window)
+    inner = autoprof(name="left_inner", skip_first=0, wait=5, warmup=1, active=1)(lambda x: x * 2)
+    inner(1)  # outermost once: a target of its own, in its schedule's wait
+    calls = SESSION.targets["left_inner"].calls
+    state = {"on": False}
+
+    def body(x: int) -> int:
+        if not state["on"]:
+            return x + 1
+        target = SESSION.targets["left_outer"]
+        target.position.swap_in(target.position.own(), None, target.done)  # as a triggered window is armed
+        target._state(False, target.plain)
+        assert not target.idle
+        return sum(inner(x) for _ in range(4)) + 1
+
+    outer = autoprof(name="left_outer", **FAST)(body)
+    _idle(outer, 1)
+    assert SESSION.targets["left_outer"].idle and PLAIN.seen
+    state["on"] = True
+    assert outer(3) == 25
+    assert SESSION.targets["left_inner"].calls == calls  # held: none of its four calls was a step of its own
+    assert not records.of("autoprof.window", target="left_inner")
+
+
+def test_a_decorated_call_outside_any_plain_call_is_a_step_though_a_target_is_plain_and_idle(records: Any) -> None:
+    # the stack is looked up (a target is plain and idle) and holds no plain call: the call is its target's step
+    idle = autoprof(name="idle_elsewhere", **FAST)(lambda x: x + 1)
+    _idle(idle, 1)
+    assert PLAIN.seen
+    own = autoprof(name="own_steps", **FAST)(lambda x: x * 2)
+    for i in range(3):
+        assert own(i) == 2 * i
+    assert SESSION.targets["own_steps"].calls == 3 and SESSION.targets["own_steps"].done
+    assert records.of("autoprof.window", target="own_steps")
+
+
+def test_a_concurrent_tasks_bare_call_holds_no_sync_call_it_makes(records: Any) -> None:
+    # asyncio.gather: the second task's call runs bare (neither a step nor an annotation); a sync target called inside
+    # it is not held by it (its frame is no plain call), as it is not without a plain target around
+    leaf = autoprof(name="bare_leaf", skip_first=0, wait=0, warmup=1, active=1, repeat=1)(lambda x: x)
+    plain = autoprof(name="bare_plain_idle", **FAST)(lambda x: x)
+    _idle(plain, 1)
+    assert PLAIN.seen
+
+    @autoprof(name="bare_async", skip_first=0, wait=100, warmup=1, active=1)
+    async def step(x: int) -> int:
+        await asyncio.sleep(0)
+        return leaf(x)
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(*(step(i) for i in range(4))))
+
+    assert asyncio.run(main()) == [0, 1, 2, 3]
+    assert "bare_leaf" in SESSION.targets and SESSION.targets["bare_leaf"].calls >= 1
+    assert SESSION.targets["bare_async"].plain  # not taken for a holder

@@ -28,7 +28,7 @@ from autoprof import _guard
 from autoprof.config import ACCEPTS, CHECKS, SCHEDULE_KEYS, SWITCH, TRIGGER_KEYS, ConfigError, check_schedule_value, user_stacklevel
 from autoprof.live import _cpu
 from autoprof.live.schedule import Schedule
-from autoprof.live.session import ANNOTATE, RECORD, SECTIONS_SEEN, SESSION, Step, Target, rank_chosen
+from autoprof.live.session import ANNOTATE, PLAIN, RECORD, SECTIONS_SEEN, SESSION, Step, Target, rank_chosen
 from autoprof.live.trigger import Settings
 from autoprof.render import emit as _emit
 
@@ -52,26 +52,22 @@ _is_compiling = getattr(torch.compiler, "is_dynamo_compiling", None) or torch.co
 _is_tracing = getattr(torch._C, "_is_tracing", None) or (lambda: False)
 
 
-class _Inside:
-    """The plain idle calls in flight (any thread): a hint, never the truth (see :func:`_held`)."""
-
-    __slots__ = ("n",)
-
-    def __init__(self) -> None:
-        self.n = 0
-
-
-#: A plain idle call (the idle path of a target whose calls were not seen to hold a decorated call nor to be held by
-#: one) marks no nesting depth: it counts itself here. A decorated call (or a trainer loop's step) that finds the depth
-#: at 0 while this is not 0 looks up its own thread's stack for such a call (:func:`_held`): exact, and once per
-#: holder, which is not plain from then on.
-_INSIDE = _Inside()
-#: The sync wrapper's code (one code object for every decorated function): how :func:`_held` knows its frames.
-_WRAPPER_CODES: set[Any] = set()
 #: The :class:`Steps` whose step in progress another thread ended (``end()`` or ``stop()`` from a trainer's callback
 #: fired off the step's thread): the step's own thread ends it at its next call into autoprof (see
 #: :func:`_end_elsewhere`). The wrappers' nested path tests it (empty: one truth test).
 _ENDED_ELSEWHERE: set[Steps] = set()
+
+
+class _Floor:
+    """In a forked child, the frame that called ``fork()``: the stack below it is the parent's (see :func:`_held`)."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self) -> None:
+        self.frame: types.FrameType | None = None
+
+
+_FORK_FLOOR = _Floor()
 HELD = 3  # the depth of a call held by a plain idle call: nested, found on the stack (never stored in the thread-local)
 # The counted reasons of this module's paths that run often (a nested call's, a tick's): each boundary made once.
 _STACK_PROBE = _guard.quiet("live.stack_probe")
@@ -81,19 +77,28 @@ _DROP_WINDOW = _guard.quiet("live.drop_window")
 
 
 def _held(skip: int = 2) -> int:
-    """:data:`HELD` when a plain idle call of this thread holds its caller (a frame of the sync wrapper up the stack,
-    past its guards, while the depth is 0), else 0. That call's target is no longer plain: from its next call it marks
-    the depth. ``skip``: the frames from here to the wrapper's caller (2: called by the wrapper itself)."""
+    """:data:`HELD` when a plain idle call of this thread holds its caller (a frame of a wrapper up the stack on its
+    plain path, or itself held by one, while the depth is 0), else 0. That call's target is no longer plain: from its
+    next call it marks the depth. ``skip``: the frames from here to the wrapper's caller (2: called by the wrapper
+    itself). The wrapper's other frames are no holders (a concurrent task's bare call, a step whose depth a forked child
+    reset), nor is anything below the fork a forked child runs from (the parent's calls)."""
     with _STACK_PROBE:
         frame: types.FrameType | None = sys._getframe(skip)
-        while frame is not None:
-            # a frame of the wrapper past its guards (its target read) while this thread's depth is 0: on its plain
-            # path (the others mark the depth), or itself held by one
-            if frame.f_code in _WRAPPER_CODES and "t" in frame.f_locals:
-                held = frame.f_locals["t"]
-                if held is not None:
-                    held.nests()
-                return HELD
+        floor = _FORK_FLOOR.frame
+        sync, coroutine = _SYNC_CODE, _ASYNC_CODE
+        while frame is not None and frame is not floor:
+            code = frame.f_code
+            if code is sync or code is coroutine:
+                here = frame.f_locals
+                # past its guards (its target read): on its plain path it has no depth of its own yet (the sync
+                # wrapper's ``depth``, the async one's ``here``), a held one says HELD
+                if "t" in here and (
+                    ("depth" not in here and "here" not in here) or here.get("depth") == HELD or here.get("in_sync") == HELD
+                ):
+                    held = here["t"]
+                    if held is not None:
+                        held.nests()
+                    return HELD
             frame = frame.f_back
     return 0
 
@@ -282,7 +287,7 @@ def _tick(target: Target, t0: float) -> None:
     the depth from its next call, so the periods are the outermost calls' only."""
     watch = target.watch
     # _held(4): from here, this function, the guard's frame around it (_guard.hook) and the wrapper to its caller
-    if watch is not None and watch.probing and (getattr(_tls, "d", 0) or (_INSIDE.n and _held(4))):
+    if watch is not None and watch.probing and (getattr(_tls, "d", 0) or (PLAIN.seen and _held(4))):
         target.nests()
         watch.unstart(t0)
         return
@@ -360,7 +365,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
     clock = _clock
     name = ins.name
     task_depth = _task_depth
-    inside = _INSIDE
+    plain = PLAIN
     get_ident = _get_ident
     elsewhere = _ENDED_ELSEWHERE
 
@@ -370,7 +375,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             if not switch.enabled or is_compiling():
                 return await fn(*args, **kwargs)
             t = ins.target
-            if t is not None and t.plain and t.done and not ap._is_profiler_enabled:
+            if t is not None and t.idle and not ap._is_profiler_enabled:
                 # the plain idle path, as in the sync wrapper: no task or thread depth to mark (a call that this one
                 # holds finds it on the stack; a concurrent task's call is its own: no annotation is held across awaits)
                 w = t.watch
@@ -379,17 +384,13 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                     w.starts.append(s0)
                     if s0 > w.next:
                         _tick(t, s0)
-                inside.n += 1
-                try:
-                    return await fn(*args, **kwargs)
-                finally:
-                    inside.n -= 1
+                return await fn(*args, **kwargs)
             here = task_depth.get()  # this task's: concurrent tasks on one thread interleave at every await
             running = getattr(tls, "a", 0)  # outermost async calls in flight on this thread, in any task
             in_sync: int = getattr(tls, "d", 0)
             if in_sync and elsewhere and _end_elsewhere():  # a trainer's step another thread ended: ended now, here
                 in_sync = getattr(tls, "d", 0)
-            if here == 0 and not running and not in_sync and inside.n:
+            if here == 0 and not running and not in_sync and plain.seen:
                 in_sync = _held()  # held by a plain idle call (sync, or an async one of this task)
             if here > 0 or (here == 0 and not running and in_sync):
                 if t is not None and t.plain:
@@ -451,15 +452,15 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 tls.a = getattr(tls, "a", 1) - 1
                 task_depth.reset(token)
 
-        _WRAPPER_CODES.add(awrapper.__code__)
         return awrapper
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not switch.enabled or is_compiling():
             return fn(*args, **kwargs)
         t = ins.target
-        if t is not None and t.plain and t.done and not ap._is_profiler_enabled:
-            # the plain idle path (what every call pays for the rest of a run): no thread-local depth to mark
+        if t is not None and t.idle and not ap._is_profiler_enabled:
+            # the plain idle path (what every call pays for the rest of a run): no thread-local depth to mark, nor any
+            # count (a call that this one holds finds it on the stack: see autoprof.live.session.PLAIN)
             w = t.watch
             if w is not None and t.owner == get_ident():
                 # the trigger's always-on timing: a clock read, an append, a comparison (see autoprof.live.trigger):
@@ -470,16 +471,12 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 w.starts.append(s0)
                 if s0 > w.next:
                     _tick(t, s0)
-            inside.n += 1
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                inside.n -= 1
+            return fn(*args, **kwargs)
         try:
             depth = tls.d
         except AttributeError:
             depth = tls.d = 0
-        if not depth and inside.n:
+        if not depth and plain.seen:
             depth = _held()
         elif depth and elsewhere and _end_elsewhere():  # a trainer's step another thread ended: ended now, here
             depth = tls.d
@@ -525,8 +522,18 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             finally:  # even if an interrupt lands as end() is entered (the next step heals the rest)
                 tls.d = 0
 
-    _WRAPPER_CODES.add(wrapper.__code__)
     return wrapper
+
+
+def _wrapper_code(name: str) -> types.CodeType:
+    return next(c for c in _make.__code__.co_consts if isinstance(c, types.CodeType) and c.co_name == name)
+
+
+#: The wrappers' code, one code object for every decorated function and one for every ``async def`` one (the
+#: functions :func:`_make` defines): how :func:`_held` knows their frames, by identity (a code object's own hash reads
+#: its whole bytecode: ~0.3 µs a frame).
+_SYNC_CODE = _wrapper_code("wrapper")
+_ASYNC_CODE = _wrapper_code("awrapper")
 
 
 _IDLE = -1  # a driven step on the idle path: only the depth to reset at its end
@@ -547,7 +554,8 @@ def _after_fork_in_child() -> None:
     calls are steps of its own targets, not annotations of a call that only runs in the parent."""
     _tls.d = 0
     _tls.a = 0
-    _INSIDE.n = 0
+    # the caller of fork(): its frame and those below it are the parent's calls, which hold nothing here
+    _FORK_FLOOR.frame = sys._getframe(1)
     _tls.driver = None
     _tls.sections = []
     _ENDED_ELSEWHERE.clear()
@@ -630,7 +638,7 @@ class Steps:
         number = step if type(step) is int and 0 <= step < 1 << 63 else None  # not a bool, nor past the schema's int64
         if _ENDED_ELSEWHERE:
             _end_elsewhere()  # another loop's step on this thread that another thread ended
-        depth = getattr(_tls, "d", 0) or (_INSIDE.n and _held())
+        depth = getattr(_tls, "d", 0) or (PLAIN.seen and _held())
         if depth:
             driver = getattr(_tls, "driver", None)
             if driver is None or driver is self or not driver.in_step:

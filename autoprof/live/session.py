@@ -348,13 +348,31 @@ BARE, ANNOTATE, RECORD = 0, 1, 2
 _OVER = Place(Phase.DONE, False, False)
 
 
+class _Plain:
+    """Whether any target's calls ever took the plain idle path (``done`` and ``plain``: see :attr:`Target.idle`),
+    which marks no depth, not even a count, so that every idle call pays for its checks only. Once true, a decorated
+    call (or a trainer loop's step) that finds its thread's depth at 0 looks up its own stack for a plain idle call
+    holding it (autoprof.live.instrument's ``_held``): exact, and paid by the calls that are not idle only. Never
+    false again in a process: a plain call may still be in flight when its target leaves the idle path (a tick that
+    arms a triggered window, a holder found)."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen = False
+
+
+PLAIN = _Plain()
+
+
 class Target:
     """One outermost decorated callable: its name and options, its owner thread and driving run, and its state in small
     parts, each written through its own methods only: its :class:`Position` in the schedule, the trigger's
     :class:`~autoprof.live.trigger.Watch`, the warnings it already gave (:class:`Said`), this run's :class:`Counts`, and
     the drift reference (its first window's summary, a list the window's analysis fills). Its windows' index and the
-    triggered ones go on across runs. ``done``, ``plain``, ``watch`` and ``owner`` are
-    plain slots the idle path reads."""
+    triggered ones go on across runs. ``idle``, ``done``, ``plain``, ``watch`` and ``owner`` are
+    plain slots the idle path reads; ``done`` and ``plain`` are written through :meth:`_state` only, which keeps
+    ``idle`` (both) true to them and sets :data:`PLAIN` before ``idle`` is first true."""
 
     __slots__ = (
         "counts",
@@ -362,6 +380,7 @@ class Target:
         "done",
         "driver",
         "framework",
+        "idle",
         "lock",
         "name",
         "owner",
@@ -394,6 +413,8 @@ class Target:
         #: No call of it was seen to hold a decorated call (or a trainer's step) nor to be held by one: its idle path
         #: marks no thread-local depth (autoprof.live.instrument). Learned from the stack, by the first such call.
         self.plain = True
+        self.done = False
+        self.idle = False  # done and plain: the one slot the sync wrapper's idle path tests
         self.restart(done=False)
 
     def restart(self, done: bool) -> None:
@@ -403,7 +424,7 @@ class Target:
         # a triggered window's schedule ran: the target's own is the one to start over
         self.position = Position(self.position.own())
         self.counts = Counts()  # this run's calls, cuts, deferrals and skipped cycles
-        self.done = done
+        self._state(done, self.plain)
         # its first window's summary, filled by that window's analysis (drift); a new list: a window of the previous
         # run still being analysed keeps its own
         self.reference: list[Any] = []
@@ -455,7 +476,16 @@ class Target:
 
     def nests(self) -> None:
         """One of its calls holds a decorated call or is held by one: its idle path marks the depth from now."""
-        self.plain = False
+        self._state(self.done, False)
+
+    def _state(self, done: bool, plain: bool) -> None:
+        """Set ``done`` and ``plain``, and with them ``idle`` (:data:`PLAIN` first: a call that a plain idle call
+        holds looks for it on the stack from then on)."""
+        self.done = done
+        self.plain = plain
+        if done and plain:
+            PLAIN.seen = True
+        self.idle = done and plain
 
     def options(self, profile_memory: bool | None, trigger: Settings | None) -> None:
         """Its decorator's options, read at its first call: ``profile_memory`` (None: configure()'s), and the trigger's
@@ -476,12 +506,12 @@ class Target:
     def retire(self) -> None:
         """No window of its own any more (its schedule is over, its windows were given up, or autoprof gave it up): the
         idle path from its next call."""
-        self.done = True
+        self._state(True, self.plain)
 
     def give_up(self) -> Any:
         """autoprof gives the target up (its own failure): the idle path from now; the step in progress, if any, left
         for the caller to undo."""
-        self.done = True
+        self._state(True, self.plain)
         step, self.current = self.current, None
         return step
 
@@ -566,14 +596,14 @@ class Target:
         own = self.position.schedule
         triggered = Schedule(skip_first=0, wait=aim(trigger, own.warmup), warmup=own.warmup, active=own.active, repeat=1)
         self.position.swap_in(triggered, trigger, self.done)
-        self.done = False
+        self._state(False, self.plain)
         return own.warmup + own.active
 
     def end_triggered(self) -> None:
         """Back to the target's own schedule where it was, after a triggered window (closed, or over)."""
         done = self.position.swap_back()
         if done is not None:
-            self.done = done
+            self._state(done, self.plain)
 
     def cost(self) -> int:
         """The profiled steps (warmup and active) of one triggered window of this target."""
