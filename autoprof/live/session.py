@@ -666,6 +666,7 @@ class Session:
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._live: Any = None  # the profiler autoprof prepared or started and has not stopped yet
+        self._closing = False  # a window's close is stopping its profiler now (see :meth:`closing`)
         self.skipped = 0  # closed windows skipped since the last one queued (the analysis was MAX_PENDING behind)
         self.skipped_total = 0
         self._own = threading.local()  # .active: autoprof itself is starting its profiler on this thread
@@ -1072,11 +1073,16 @@ class Session:
                 return None
             with self.lock:  # the reader and the worker take the windows in the same order
                 job.skipped_before, self.skipped = self.skipped, 0
-                _window.READER.submit(job)
+                _window.READER.submit(job, now=self._queue.unfinished_tasks == 0)
                 job.stall_ns = time.perf_counter_ns() - started
                 self._submit(lambda: _window.run(job))
             return None
         return job
+
+    def closing(self) -> bool:
+        """Whether a window's close is stopping its profiler now (the background's pacer asks, from its own
+        thread)."""
+        return self._closing
 
     def behind(self, cfg: Config) -> bool:
         """Whether the background analysis is ``MAX_PENDING`` windows behind: a window opened now would only be
@@ -1117,7 +1123,11 @@ class Session:
         try:
             with _guard.call(self._unstopped, target):  # failed: healed and said, below
                 with self._owning():
-                    _stop(window.prof)
+                    self._closing = True  # the background's work waits meanwhile (autoprof.live._pace)
+                    try:
+                        _stop(window.prof)
+                    finally:
+                        self._closing = False
                     self._live = None
                 return True
         except BaseException:  # interrupted: if it still records, stop it before the interrupt goes on
@@ -1748,6 +1758,7 @@ def _child_exit() -> None:
 
 SESSION = Session()
 atexit.register(SESSION.shutdown)
+PACER.closing = SESSION.closing  # the background's work waits while a window closes
 _guard_foreign_profilers(SESSION)  # from the start: a user's profiler prepared before autoprof's first window counts
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -218,6 +218,8 @@ def _analyze(job: ClosedWindow, rank: int, world: int) -> _Analyzed:
     from autoprof.analysis import engine
 
     tick = PACER.tick if PACER.active() else None
+    PACER.hold()  # in the background: its first unpaced stretch (the results' release, the build's first slice) is
+    # no close's (see autoprof.live._pace)
     cpu0 = time.thread_time_ns()
     with gc_paused():
         reader, job.reader = job.reader, None
@@ -288,18 +290,29 @@ class Reader:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def submit(self, job: ClosedWindow) -> None:
+    def submit(self, job: ClosedWindow, now: bool = False) -> None:
+        """Queue ``job``'s read; ``now``: read at once, not when the analysis gets to it (no analysis is ahead of it:
+        its copies are read in the steps right after the close, where the schedule leaves any before the next
+        window's recorded steps)."""
         self.ensure()
         job.reader = self
+        if now:
+            job.go.set()
         self._queue.put(job)
 
     def _serve(self) -> None:
         while True:
             job = self._queue.get()
             job.go.wait()
+            PACER.unclosed()  # the read holds the GIL for milliseconds: never in a window's close (its stall)
             if job.results is not None and job.events is None:  # None: the job ended without its events
                 with _guard.worker(_read_failed, job, catches=BaseException):  # never raised on a thread of autoprof's
                     job.events = _read_events(job)
+                    if not job.config.trace_dir:
+                        # read, and no trace to keep from them: kineto's results are freed now, not when the analysis
+                        # gets to the window (held, they took memory the next window's stop_trace then faulted in)
+                        job.results = None
+                        release(job.prof)
             job.read.set()
 
 
