@@ -206,11 +206,29 @@ def _script_records(tmp_path: Path, name: str, body: str) -> list[dict[str, Any]
     return [json.loads(line) for line in sink.read_text().splitlines()]
 
 
-def test_a_forked_pool_worker_records_after_the_parent_recorded(tmp_path: Path) -> None:
+#: How ``main`` (the decorated call the pool is made in) stands when it forks: inside its skip_first (the child forks at
+#: depth 1), or on its plain idle path (the parent's plain call is on the worker's stack, below the fork: it holds
+#: nothing there; the plain path counts nothing a child could reset, the stack is looked up down to the frame that
+#: forked).
+_POOL_MAIN = {
+    "skipped": ("skip_first=5", "main(POOL=True)"),
+    "plain_idle": (
+        "skip_first=0, wait=0, warmup=0, active=1",
+        "main(); main()\n"
+        "from autoprof.live.session import PLAIN, SESSION\n"
+        "assert SESSION.targets['main'].idle and PLAIN.seen\n"
+        "main(POOL=True)",
+    ),
+}
+
+
+@pytest.mark.parametrize("how", sorted(_POOL_MAIN))
+def test_a_forked_pool_worker_records_after_the_parent_recorded(tmp_path: Path, how: str) -> None:
+    schedule, calls = _POOL_MAIN[how]
     recs = _script_records(
         tmp_path,
         "pool",
-        """
+        textwrap.dedent(f"""
         import multiprocessing, os, torch, autoprof
         autoprof.configure(sink=SINK, background=False)
 
@@ -219,51 +237,16 @@ def test_a_forked_pool_worker_records_after_the_parent_recorded(tmp_path: Path) 
             x = torch.randn(16, 16)
             return float((x @ x).sum())
 
-        @autoprof.autoprof(name="main", skip_first=5)
-        def main():  # the pool is made inside a decorated call (not in a window): the child forks at depth 1
-            with multiprocessing.get_context("fork").Pool(1) as pool:
-                pool.map(work, range(4))
-
-        work(0); work(1)  # the parent records work's window: its schedule is over in the parent
-        main()
-        """,
-    )
-    windows = [r for r in recs if r["event"] == "autoprof.window"]
-    pids = {w["pid"] for w in windows if w["target"] == "work"}
-    assert len(pids) == 2, f"the pool worker recorded no window of its own: {windows}"
-
-
-def test_a_pool_forked_inside_a_plain_idle_call_records_in_the_worker(tmp_path: Path) -> None:
-    # the parent's plain idle call is on the forked worker's stack (below the fork): it holds nothing there, so the
-    # worker's calls are steps of its own target (the plain path counts nothing a child could reset: the stack is
-    # looked up, down to the frame that forked)
-    recs = _script_records(
-        tmp_path,
-        "pool_plain",
-        """
-        import multiprocessing, os, torch, autoprof
-        from autoprof.live.session import PLAIN, SESSION
-        autoprof.configure(sink=SINK, background=False)
-
-        @autoprof.autoprof(name="work", skip_first=0, wait=0, warmup=0, active=2)
-        def work(i):
-            x = torch.randn(16, 16)
-            return float((x @ x).sum())
-
-        POOL = {"on": False}
-
-        @autoprof.autoprof(name="main", skip_first=0, wait=0, warmup=0, active=1)
-        def main():
-            if POOL["on"]:
+        @autoprof.autoprof(name="main", {schedule})
+        def main(POOL=False):  # the pool is made inside a decorated call (not in a window)
+            if POOL:
                 with multiprocessing.get_context("fork").Pool(1) as pool:
                     pool.map(work, range(4))
 
         work(0); work(1)  # the parent records work's window: its schedule is over in the parent
-        main(); main()  # main's window, then its plain idle path
-        assert SESSION.targets["main"].idle and PLAIN.seen
-        POOL["on"] = True
-        main()
-        """,
+        """)
+        + calls
+        + "\n",
     )
     windows = [r for r in recs if r["event"] == "autoprof.window"]
     pids = {w["pid"] for w in windows if w["target"] == "work"}
