@@ -46,10 +46,13 @@ def test_small_matmul_is_overhead_bound_large_is_compute_bound(records: Any) -> 
     assert tiny["verdict"] == "overhead-bound", said(tiny)
     # 64x64, one thread: the seed's small size. Its matmuls are work here (7-15 us at the peak, above the 5 us floor)
     # and take 27-37% of the step, so overhead leads by 1.7-2.5x and reads overhead-bound; a loaded machine slows the
-    # matmuls toward the 1.5x margin, where nothing leads clearly (mixed). Overhead must still be the larger share.
+    # matmuls toward the 1.5x margin, where nothing leads clearly (mixed). Beside two busy loops the matmuls ran at half
+    # the calibrated peak with the thread on a CPU throughout (a sibling core's load, which no run-queue wait shows):
+    # work 58 %, overhead 42 %, mixed, rightly. Where it reads overhead-bound, overhead is most of the step.
     assert small["verdict"] in ("overhead-bound", "mixed"), said(small)
     ev = small["evidence"]
-    assert ev["overhead_share"] > ev["work_share"] and ev["overhead_share"] >= 0.5, said(small)
+    if small["verdict"] == "overhead-bound":
+        assert ev["overhead_share"] > ev["work_share"] and ev["overhead_share"] >= 0.5, said(small)
     assert large["verdict"] == "compute-bound", said(large)
     assert tiny["evidence"]["op_self_share"] < large["evidence"]["op_self_share"]
     assert small["evidence"]["op_self_share"] < large["evidence"]["op_self_share"]
