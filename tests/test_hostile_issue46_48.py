@@ -697,7 +697,11 @@ def test_a_forked_child_after_a_threaded_window_prints_no_kineto_error(tmp_path:
     (tmp_path / "thr.py").write_text(
         textwrap.dedent(
             """
-            import os, threading, torch, autoprof
+            import os, signal, threading, time, torch, autoprof
+            # one intra-op thread: a child forked after matmuls on several threads can hang in its own first matmul
+            # (torch's OpenMP pool is not fork-safe: so without autoprof too), and an orphan left by the test's
+            # timeout spun on a core for an hour
+            torch.set_num_threads(1)
             @autoprof(skip_first=1, wait=1, warmup=1, active=3)
             def step(x):
                 return (x @ x).sum()
@@ -710,7 +714,13 @@ def test_a_forked_child_after_a_threaded_window_prints_no_kineto_error(tmp_path:
             if pid == 0:
                 for _ in range(3): step(x)
                 os._exit(0)
-            os.waitpid(pid, 0)
+            deadline = time.monotonic() + 60
+            while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                if time.monotonic() > deadline:  # never an orphan: a child that hangs is killed, and said
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    raise SystemExit("the forked child hung")
+                time.sleep(0.05)
             """
         )
     )
