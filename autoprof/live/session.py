@@ -413,9 +413,7 @@ class Target:
         #: No call of it was seen to hold a decorated call (or a trainer's step) nor to be held by one: its idle path
         #: marks no thread-local depth (autoprof.live.instrument). Learned from the stack, by the first such call.
         self.plain = True
-        self.done = False
-        self.idle = False  # done and plain: the one slot the sync wrapper's idle path tests
-        self.restart(done=False)
+        self.restart(done=False)  # done, and idle (done and plain: the one slot the wrappers' idle path tests)
 
     def restart(self, done: bool) -> None:
         """Start the schedule over, as on a first call (its creation, a trainer's new run, a forked child): its first

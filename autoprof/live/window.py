@@ -308,11 +308,6 @@ class Reader:
             if job.results is not None and job.events is None:  # None: the job ended without its events
                 with _guard.worker(_read_failed, job, catches=BaseException):  # never raised on a thread of autoprof's
                     job.events = _read_events(job)
-                    if not job.config.trace_dir:
-                        # read, and no trace to keep from them: kineto's results are freed now, not when the analysis
-                        # gets to the window (held, they took memory the next window's stop_trace then faulted in)
-                        job.results = None
-                        release(job.prof)
             job.read.set()
 
 
