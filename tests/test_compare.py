@@ -37,11 +37,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     elementwise op (slower, and an unfused bias add)."""
     tmp_path = tmp_path_factory.mktemp("runs")
     torch.manual_seed(0)
-    # an add of 512x256 floats: well past a call's fixed cost (CALL_FLOOR_NS, 5 us), which is all that a fused bias
-    # would save. At the seed's 64x64, a fast CPU ran the add in about that cost: fusing saved nothing, and the
-    # finding came and went from run to run (correctly: a finding about nothing)
-    lin = torch.nn.Linear(64, 256)
-    x = torch.randn(512, 64)
+    # an add of 2048x512 floats (12 MB of traffic: hundreds of us at any CPU's bandwidth), far past a call's fixed
+    # cost (CALL_FLOOR_NS, 5 us), which is all that a fused bias would save, and a large share of the new step (a
+    # 16-deep matmul is cheap). At the seed's 64x64, and then at 512x256 (CI, torch 2.4.1: the add 12 us into memory
+    # it reused, the relu and the mul 100+ us each faulting in fresh pages), a fast CPU ran the add in about that cost:
+    # fusing saved under 1% of the step, and the finding came and went from run to run (correctly: a finding about
+    # nothing)
+    lin = torch.nn.Linear(16, 512)
+    x = torch.randn(2048, 16)
     w, b = lin.weight.detach().t().contiguous(), lin.bias.detach()
 
     def base() -> torch.Tensor:

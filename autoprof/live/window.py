@@ -231,6 +231,8 @@ def _analyze(job: ClosedWindow, rank: int, world: int) -> _Analyzed:
                 raise _ReadError(job.read_error) from job.read_error
         if job.events is None:
             job.events = _read_events(job)
+        PACER.hold()  # again: the next window's close may have begun while the reader read (the read ends at its
+        # last event; the release and the build's first slice come right after it)
         # Read: kineto's results are freed now, not at the job's end. Held until then, the next window's stop_trace
         # found none of their memory to reuse and faulted in fresh pages (~5,600 for a 6k-event window, measured:
         # issue 50) whenever the analysis was still running at that stop. The kept trace was written before this.
