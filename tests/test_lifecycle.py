@@ -670,13 +670,21 @@ def test_a_target_whose_windows_were_skipped_because_the_analysis_was_behind_is_
         def once():
             return torch.randn(8, 8).sum()
 
+        @autoprof.autoprof(name="longer", skip_first=1, wait=1, warmup=1, active=2, repeat=1)
+        def longer():
+            return torch.randn(8, 8).sum()
+
         for _ in range(10):
-            forever(); once()
+            forever(); once(); longer()
         """,
     )
     assert not [r for r in recs if r["event"] == "autoprof.window"]
     said = {r["target"]: r for r in recs if r.get("reason") == "no_window"}
-    assert set(said) == {"forever", "once"}, recs  # "once", its one cycle skipped, said nothing before
+    assert set(said) == {"forever", "once", "longer"}, recs  # "once", its one cycle skipped, said nothing before
+    # "longer" was called 10 times; its schedule ended (its one window skipped) at fewer calls than it needs for a
+    # window, and counted no more: neither its count nor "a run this short" is said as if the run had ended there
+    assert said["longer"]["calls"] < said["longer"]["calls_needed"] == 5 and said["longer"]["windows_skipped"] == 1
+    assert f"at least {said['longer']['calls']} time(s)" in said["longer"]["message"], said["longer"]["message"]
     assert said["forever"]["calls"] == 10 and said["forever"]["windows_skipped"] == 10 and said["forever"]["calls_deferred"] == 0
     assert said["once"]["calls"] == 2 and said["once"]["windows_skipped"] == 1  # (a schedule over counts no more calls)
     for r in said.values():

@@ -1412,11 +1412,14 @@ class Session:
                     f"; {which}: the background analysis was {MAX_PENDING} windows behind (fewer windows, repeat or "
                     "wait, or flush() keep up)"
                 )
+            # A schedule that ended (its windows skipped) counts no more calls: the idle path counts nothing. Its
+            # calls were enough to reach its windows, whatever the count says: the run was not short.
+            over = target.done
             _emit.warning(
-                f"{target.name} was called {calls} time(s) and never recorded a window: its schedule needs "
-                f"{needed} calls for the first (skip_first {schedule.skip_first} + wait {schedule.wait} + warmup "
-                f"{schedule.warmup} + active {schedule.active})"
-                + (why if calls >= needed else f"{why}; a shorter schedule fits a run this short"),
+                f"{target.name} was called {'at least ' if over else ''}{calls} time(s) and never recorded a window: "
+                f"its schedule needs {needed} calls for the first (skip_first {schedule.skip_first} + wait "
+                f"{schedule.wait} + warmup {schedule.warmup} + active {schedule.active})"
+                + (why if calls >= needed or over else f"{why}; a shorter schedule fits a run this short"),
                 "no_window",
                 target=target.name,
                 window=None,
