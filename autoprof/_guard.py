@@ -97,6 +97,8 @@ REASONS: dict[str, str] = {
     "live.foreign_stop": "autoprof's note of a profiler that stopped failed: that profiler's stop is unchanged",
     "live.preparing_frame": "the profiler being prepared could not be read from torch's frame: a stand-in is kept",
     "live.child_tag": "torch.distributed could not say whether this started child is a rank of its own: its files carry its pid",
+    "live.fork_wait": "the wait at a fork for threads that opened windows and are exiting failed (a /proc that reads "
+    "oddly): the fork goes on without it",
     "live.multiprocessing_child": "multiprocessing could not say whether this process is a child it started: treated "
     "as a parent (its windows drained at exit by atexit, as before)",
 }

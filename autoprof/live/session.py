@@ -40,7 +40,7 @@ import torch.autograd.profiler as _autograd_profiler
 
 from autoprof import _guard
 from autoprof.config import SWITCH, Config
-from autoprof.live import calibrate
+from autoprof.live import _exiting, calibrate
 from autoprof.live import window as _window
 from autoprof.live._pace import PACER, lower_thread_priority
 from autoprof.live.calibrate import CpuPeaks
@@ -948,6 +948,7 @@ class Session:
                     pass
                 window = self.window = Window(target, prof, cpu_peaks)
                 window.devices = device_properties() if cuda else []
+            _exiting.note()  # a fork waits for this thread's native exit if it is under way then (see _exiting)
             if cfg.background and not in_pool_worker():  # a pool worker reads and analyzes on the calling thread
                 with SIGNALS_HELD:  # (see _worker_alive)
                     _window.READER.ensure()  # started here, by the training thread (its priority), never at a close
