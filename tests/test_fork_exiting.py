@@ -123,7 +123,7 @@ def test_a_ctrl_c_in_the_wait_ends_it_and_reaches_the_main_thread(proc: _FakePro
             pass
 
 
-# A window's owner thread whose native exit lasts 300 ms after its Python part (a thread-local destructor of its own:
+# A window's owner thread whose native exit lasts 150 ms after its Python part (a thread-local destructor of its own:
 # libc's usleep, called with the key's value), joined, then fork: with the wait, its task is gone by the fork; without,
 # it is still there (the hang came from MKL's destructors in that stretch, on a busy machine: 9-11 of 16 children)
 _SLOW_EXIT = """
@@ -141,7 +141,7 @@ tid = {}
 def owner():
     tid["tid"] = threading.get_native_id()
     step(x)  # its window: opened and closed on this thread
-    libc.pthread_setspecific(key, ctypes.c_void_p(300_000))  # at its native exit: usleep(300 ms)
+    libc.pthread_setspecific(key, ctypes.c_void_p(150_000))  # at its native exit: usleep(150 ms)
 t = threading.Thread(target=owner)
 t.start()
 t.join()
