@@ -699,8 +699,8 @@ def test_a_forked_child_after_a_threaded_window_prints_no_kineto_error(tmp_path:
             """
             import os, signal, threading, time, torch, autoprof
             # one intra-op thread: a child forked after matmuls on several threads can hang in its own first matmul
-            # (torch's OpenMP pool is not fork-safe: so without autoprof too), and an orphan left by the test's
-            # timeout spun on a core for an hour
+            # (in MKL's allocator, mid-update at the fork: plain torch too; autoprof waits for its own windows' threads,
+            # autoprof/live/_exiting.py), and an orphan left by the test's timeout spun on a core for an hour
             torch.set_num_threads(1)
             @autoprof(skip_first=1, wait=1, warmup=1, active=3)
             def step(x):

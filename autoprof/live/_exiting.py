@@ -23,7 +23,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
 
 from autoprof import _guard
 
@@ -111,9 +110,5 @@ def _after_fork_in_child() -> None:
     _threads.clear()
 
 
-def _register(os_module: Any = os) -> None:
-    if hasattr(os_module, "register_at_fork"):
-        os_module.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
-
-
-_register()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)

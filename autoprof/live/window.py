@@ -218,8 +218,8 @@ def _analyze(job: ClosedWindow, rank: int, world: int) -> _Analyzed:
     from autoprof.analysis import engine
 
     tick = PACER.tick if PACER.active() else None
-    PACER.hold()  # in the background: its first unpaced stretch (the results' release, the build's first slice) is
-    # no close's (see autoprof.live._pace)
+    PACER.hold()  # in the background: the read below, where no reader thread does it (one unpaced call), is no close's
+    # (see autoprof.live._pace); the release and the build wait again after the read
     cpu0 = time.thread_time_ns()
     with gc_paused():
         reader, job.reader = job.reader, None
