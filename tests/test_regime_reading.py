@@ -109,6 +109,31 @@ def test_a_collective_on_a_helper_thread_is_not_the_steps_wait() -> None:
     assert verdict == "compute-bound" and ev["comm_share"] == 0
 
 
+@pytest.mark.parametrize("peak", [95e9, 110e9])  # the 64x64 matmul's work at the peak: 5.5 µs, 4.8 µs
+def test_a_matmul_at_the_call_floor_reads_the_same_on_either_side_of_it(peak: float) -> None:
+    # CI's CPU: a 16 µs step, 64x64 matmul 10 µs at half its calibrated peak, the bias add 2.5 µs, Python the rest.
+    # Its whole time was credited as work once its work at the peak passed a call's fixed cost: 62 % against 38 %,
+    # compute-bound, where a slightly faster peak read the same step all overhead. The fixed cost is overhead in
+    # every call, costed or not: the matmul's work is its time past it.
+    d = Doc(step_us=16.0)
+
+    def step(t: float) -> None:
+        d.op("aten::mm", t + 1, 10.0, [[64, 64], [64, 64]], ["float", "float"])
+        d.op("aten::add", t + 12, 2.5, [[64, 64], [64], []], ["float", "float", "Scalar"])
+
+    d.each_step(step)
+    doc = {"traceEvents": d.events, "autoprof_cpu_peak_flops": peak, "autoprof_cpu_peak_bytes_per_s": 20e9}
+    (f,) = regime.check(chrome.from_document(doc))
+    ev = f.evidence
+    assert f.verdict == "overhead-bound", (f.verdict, ev)
+    assert ev["overhead_share"] >= 0.65, ev
+    if peak < 100e9:  # past the floor: work, its fixed cost not
+        assert ev["compute_work_share"] == pytest.approx(5.0 / 15.0, abs=0.01), ev
+        assert ev["op_call_count"] == 6 and ev["small_op_call_count"] == 3, ev
+    else:
+        assert ev["compute_work_share"] == 0 and ev["small_op_call_count"] == 6, ev
+
+
 def test_no_share_leading_clearly_is_mixed() -> None:
     d = Doc()
 

@@ -26,11 +26,15 @@ WORK_CREDIT = 20
 
 
 def credited_ns(time_ns: float, ideal_ns: float, calls: int = 1) -> float | None:
-    """The op work of ``calls`` calls that took ``time_ns`` and whose work at the peaks takes ``ideal_ns``: their time,
-    at most ``WORK_CREDIT`` times the ideal; None when one call's work is below ``CALL_FLOOR_NS`` (it is overhead)."""
+    """The op work of ``calls`` calls that took ``time_ns`` and whose work at the peaks takes ``ideal_ns``: their time
+    past each call's fixed cost (``CALL_FLOOR_NS``, overhead as for every other op), at most ``WORK_CREDIT`` times the
+    ideal; None when one call's work is below ``CALL_FLOOR_NS`` (the whole call is overhead).
+
+    The fixed cost comes out of every call, as it does for uncosted ops: crediting a costed call's whole time made a
+    64×64 matmul flip between all overhead and all work where the calibrated peak put its ideal at the floor."""
     if ideal_ns / calls < CALL_FLOOR_NS:
         return None
-    return min(time_ns, WORK_CREDIT * ideal_ns)
+    return min(max(time_ns - calls * CALL_FLOOR_NS, 0), WORK_CREDIT * ideal_ns)
 
 
 DTYPE_BYTES = {

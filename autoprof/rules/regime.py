@@ -34,8 +34,8 @@ when none does or when time the roofline cannot cost leads.
 
 CPU-only windows are read in one order, each second once: waiting for input, in blocking calls, in
 collectives on the step's thread, then op work the roofline explains (an op call whose work at the calibrated
-peak takes at least a call's fixed cost, ``CALL_FLOOR_NS``; compute or memory by its intensity), and the rest
-is overhead. The largest share names the verdict when it leads clearly (``LEADS``, ``MARGIN``), else
+peak takes at least a call's fixed cost, ``CALL_FLOOR_NS``: its time past that cost; compute or memory by its
+intensity), and the rest is overhead. The largest share names the verdict when it leads clearly (``LEADS``, ``MARGIN``), else
 ``mixed``. See docs/rules.md ("Reading a CPU window") for the why and worked examples.
 """
 
@@ -992,7 +992,7 @@ def _op_work(trace: Trace, win: View, reading: HostReading, waits: set[int], con
             work = credited_ns(st.time_ns, st.ideal_ns, st.calls)
             if work is not None:
                 credited = int(work)
-                beyond = st.time_ns - credited
+                beyond = st.time_ns - st.calls * CALL_FLOOR_NS - credited  # the fixed cost is overhead, never held
                 if beyond > 0:
                     reading.slow_ns += beyond
                     slowest[st.name] = slowest.get(st.name, 0) + beyond
