@@ -21,6 +21,7 @@ thread, which ``atexit`` drains (and then writes the end-of-run report, ``config
 from __future__ import annotations
 
 import atexit
+import importlib
 import json
 import os
 import queue
@@ -68,6 +69,16 @@ MAX_PENDING = 4
 MAX_CUT_TRIES = 3
 
 
+#: The signal module's C functions. ``signal.signal`` and ``signal.getsignal`` convert the handler they return to
+#: ``signal.Handlers`` by raising and catching a KeyError in ``Enum.__new__`` for any handler that is not SIG_DFL or
+#: SIG_IGN: ~10 µs a swap and back here against ~0.8 µs, and a CI run showed a user's AssertionError chained onto a
+#: dozen of those KeyErrors (``During handling of the above exception``), which this never raises.
+try:
+    _signal: Any = importlib.import_module("_signal")
+except ImportError:  # an interpreter without it
+    _signal = signal
+
+
 class _SignalsHeld:
     """Python's signal handlers held back while autoprof changes the profiler's state (prepare, start, stop, tear down)
     and its own record of it: a Ctrl-C is delivered as soon as the change is whole, never inside it.
@@ -100,10 +111,10 @@ class _SignalsHeld:
             note = self._note
             try:
                 for signum in _HANDLED_SIGNALS:
-                    handler = signal.getsignal(signum)
+                    handler = _signal.getsignal(signum)
                     if callable(handler) and handler != note:
                         self.saved[signum] = handler  # kept before it is replaced: an interrupt between the two loses nothing
-                        signal.signal(signum, note)
+                        _signal.signal(signum, note)
             except (ValueError, OSError, TypeError):
                 pass  # not the main interpreter's main thread (a subinterpreter): nothing held, as on another thread
             except BaseException:
@@ -130,8 +141,8 @@ class _SignalsHeld:
         handler stays in ``saved`` until it is back, so a restore cut short is finished by the next section."""
         for signum in sorted(self.saved, key=lambda s: s == signal.SIGINT):
             try:
-                if signal.getsignal(signum) == self._note:
-                    signal.signal(signum, self.saved[signum])
+                if _signal.getsignal(signum) == self._note:
+                    _signal.signal(signum, self.saved[signum])
             except (ValueError, OSError, TypeError):
                 pass
             del self.saved[signum]
