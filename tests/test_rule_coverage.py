@@ -190,7 +190,10 @@ def test_credited_work_is_none_below_the_call_floor_and_capped_above_it() -> Non
     assert work.credited_ns(9_000, 4_000) is None  # 4 µs of work a call: overhead
     assert work.credited_ns(9_000, 8_000, calls=2) is None
     assert work.credited_ns(500_000, 10_000) == 200_000  # at most 20× the ideal
-    assert work.credited_ns(50_000, 10_000) == 50_000
+    assert work.credited_ns(50_000, 10_000) == 45_000  # its time past the call's fixed cost (5 µs)
+    assert work.credited_ns(100_000, 10_000, calls=2) == 90_000  # each call's
+    assert work.credited_ns(12_000, 10_000, calls=2) == 2_000
+    assert work.credited_ns(9_000, 10_000, calls=2) == 0  # faster than the floor allows: no work, never below none
 
 
 # -- memory: the creep's estimator ---------------------------------------------------------------------------------
