@@ -650,6 +650,38 @@ def test_concurrent_async_steps_leave_no_torch_line_on_stderr(tmp_path: Path) ->
     assert window["steps"] == [1, 2, 3]  # one step a round: the first call in flight; the others ran bare meanwhile
 
 
+def test_a_sync_target_inside_a_concurrent_tasks_bare_call_is_nested_never_a_step(tmp_path: Path) -> None:
+    # a(1) runs bare (a(0) was in flight when it began, asyncio.gather) and calls inner after a(0) ended: the thread's
+    # depth is 0 then, and inner took that call as a step of its own, with a window, though it only ever runs nested
+    # in a (docs/usage.md: calls nested in a target's are annotations). It is nested in the bare call now.
+    recs = _script_records(
+        tmp_path,
+        "bare_nested",
+        """
+        import asyncio, torch, autoprof
+        autoprof.configure(sink=SINK, background=False)
+
+        @autoprof.autoprof(name="inner", skip_first=0, wait=0, warmup=0, active=1)
+        def inner(v):
+            return v + 1
+
+        @autoprof.autoprof(name="a", skip_first=0, wait=0, warmup=1, active=2)
+        async def a(v, delay):
+            await asyncio.sleep(delay)
+            return inner(v)
+
+        async def main():
+            return await asyncio.gather(a(0, 0), a(1, 0.02))
+
+        for _ in range(4):
+            assert asyncio.run(main()) == [1, 2]
+        """,
+    )
+    assert not [r for r in recs if r.get("target") == "inner"], [r for r in recs if r.get("target") == "inner"][:2]
+    windows = [r for r in recs if r["event"] == "autoprof.window"]
+    assert [(w["target"], w["steps"]) for w in windows] == [("a", [1, 2])], windows
+
+
 def test_a_target_whose_windows_were_skipped_because_the_analysis_was_behind_is_told_why(tmp_path: Path) -> None:
     # the analysis is held "behind" (MAX_PENDING windows queued) for the whole run, injected rather than raced: every
     # cycle's window is skipped before it opens

@@ -476,7 +476,12 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             depth = tls.d
         except AttributeError:
             depth = tls.d = 0
-        if not depth and plain.seen:
+        if not depth and task_depth.get() < 0:
+            # inside an async target's call that runs bare (a concurrent task's, asyncio.gather), after the thread's
+            # other calls ended: nested in it, an annotation as in any other call of a target (a sync call holds its
+            # annotation across no await), never a step of its own
+            depth = 1
+        elif not depth and plain.seen:
             depth = _held()
         elif depth and elsewhere and _end_elsewhere():  # a trainer's step another thread ended: ended now, here
             depth = tls.d
