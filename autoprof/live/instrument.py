@@ -38,6 +38,8 @@ _tls = threading.local()
 #: The nesting of ``async def`` targets in the running task (asyncio.gather interleaves tasks on one thread, so a
 #: thread's depth cannot say it): 0 outside any, 1 inside one, -1 inside one that runs bare (concurrent with another).
 _task_depth: contextvars.ContextVar[int] = contextvars.ContextVar("autoprof_task_depth", default=0)
+#: The task whose async target's call runs bare, in that call's context (None outside any, or no asyncio task).
+_bare_task: contextvars.ContextVar[object] = contextvars.ContextVar("autoprof_bare_task", default=None)
 _get_ident = threading.get_ident
 _now = time.perf_counter_ns
 #: The trigger's clock on the idle path: float seconds, whose comparison the interpreter specializes (see
@@ -412,9 +414,11 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 # another task's call is in flight on this thread (asyncio.gather): this one runs bare, neither a step
                 # nor an annotation (two record_functions held across the awaits of concurrent tasks end out of order)
                 token = task_depth.set(-1)
+                bare = _bare_task.set(_running_task())  # whose bare call this is (see the sync wrapper)
                 try:
                     return await fn(*args, **kwargs)
                 finally:
+                    _bare_task.reset(bare)
                     task_depth.reset(token)
             token = task_depth.set(1)
             tls.a = running + 1
@@ -476,10 +480,13 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             depth = tls.d
         except AttributeError:
             depth = tls.d = 0
-        if not depth and task_depth.get() < 0:
-            # inside an async target's call that runs bare (a concurrent task's, asyncio.gather), after the thread's
+        if not depth and task_depth.get() < 0 and _in_own_bare_call():
+            # called by an async target's call that runs bare (a concurrent task's, asyncio.gather), after the thread's
             # other calls ended: nested in it, an annotation as in any other call of a target (a sync call holds its
-            # annotation across no await), never a step of its own
+            # annotation across no await), never a step of its own. Only in the bare call's own task: a task it created
+            # or a thread it handed work to (asyncio.to_thread) copies its context but not its stack, and is no more
+            # nested in it than in the same call on its idle path (which marks nothing; a holder is found on the
+            # stack): nested here and a step there, a target's window opened on one path never closed on the other.
             depth = 1
         elif not depth and plain.seen:
             depth = _held()
@@ -528,6 +535,24 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 tls.d = 0
 
     return wrapper
+
+
+def _running_task() -> object:
+    """The asyncio task running on this thread; None where none runs (a worker thread, another event loop's library, a
+    coroutine driven by hand). asyncio is imported by whoever runs the loop: looked up, never imported here."""
+    aio = sys.modules.get("asyncio")
+    if aio is None:
+        return None
+    try:
+        return aio.current_task()
+    except RuntimeError:  # no running event loop on this thread
+        return None
+
+
+def _in_own_bare_call() -> bool:
+    """Whether this call runs in the task of the bare async call whose context it sees (see the sync wrapper)."""
+    task = _bare_task.get()
+    return task is not None and task is _running_task()
 
 
 def _wrapper_code(name: str) -> types.CodeType:
