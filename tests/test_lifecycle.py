@@ -696,9 +696,16 @@ def test_a_sync_target_inside_a_concurrent_tasks_bare_call_is_nested_only_in_its
     if how == "direct":
         assert not [r for r in recs if r.get("target") == "inner"], [r for r in recs if r.get("target") == "inner"][:2]
         assert windows == [("a", [1, 2])], windows
-    else:  # a step of inner's on both of a's paths: a window of its own, whole (its steps wait while a's records)
+    elif how == "task":  # a step of inner's on both of a's paths: a window of its own, whole (its steps wait while a's records)
         assert ("a", [1, 2]) in windows, windows
         assert [len(steps) for target, steps in windows if target == "inner"] == [2], windows
+    else:  # a step too, but each asyncio.run's executor thread makes one call and ends: each window of inner is cut as its
+        # thread ends, and given up after a few (this passed on torch 2.13 only where the next thread reused the dead
+        # one's id: it took that thread's window on and stopped a profiler it never started; torch 2.4 raised there)
+        assert windows == [("a", [1, 2])], windows
+        (given_up,) = [r for r in recs if r.get("reason") == "window_given_up"]
+        assert given_up["target"] == "inner" and "thread that called it ended" in given_up["message"], given_up
+        return
     assert not [r for r in recs if r["event"] == "autoprof.warning" and r.get("reason") == "window_incomplete"], recs
 
 

@@ -409,7 +409,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 finally:
                     if rf is not None:
                         _close_rf(rf)
-                    task_depth.reset(token)
+                    _reset(task_depth, token)
             if here < 0 or running:
                 # another task's call is in flight on this thread (asyncio.gather): this one runs bare, neither a step
                 # nor an annotation (two record_functions held across the awaits of concurrent tasks end out of order)
@@ -418,8 +418,8 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 try:
                     return await fn(*args, **kwargs)
                 finally:
-                    _bare_task.reset(bare)
-                    task_depth.reset(token)
+                    _reset(_bare_task, bare)
+                    _reset(task_depth, token)
             token = task_depth.set(1)
             tls.a = running + 1
             try:
@@ -454,7 +454,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                         tls.d = 0
             finally:
                 tls.a = getattr(tls, "a", 1) - 1
-                task_depth.reset(token)
+                _reset(task_depth, token)
 
         return awrapper
 
@@ -547,6 +547,17 @@ def _running_task() -> object:
         return aio.current_task()
     except RuntimeError:  # no running event loop on this thread
         return None
+
+
+def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> None:
+    """``var.reset(token)``, or nothing where an async call ends in another context than it began in: a coroutine left
+    suspended when its event loop closed, finalized later by the garbage collector on whatever thread runs it (that
+    context is not the call's to change; before, Python printed "Exception ignored in: <coroutine ...>
+    ValueError: <Token ...> was created in a different Context" on the user's stderr)."""
+    try:
+        var.reset(token)
+    except ValueError:
+        pass
 
 
 def _in_own_bare_call() -> bool:

@@ -6,7 +6,8 @@ its schedule; the trigger's :class:`~autoprof.live.trigger.Watch`; :class:`Said`
 :class:`Counts`; the drift reference), and a step's bookkeeping is one call into the session at each of its ends: :meth:`Session.begin_step`
 (which returns what the instrument does: record, annotate, nothing) and :meth:`Session.end_step`.
 
-Threads: each target's schedule is driven by the thread that made its first outermost call (its *owner*).
+Threads: each target's schedule is driven by the thread that made its first outermost call (its *owner*), until
+that thread ends (a window of it still open is cut then, on that thread) and the next thread that calls it takes it on.
 Calls of the same target from other threads run normally and are annotated while a window records, but do
 not count as steps, so concurrent callers can never corrupt the step count.
 
@@ -482,6 +483,7 @@ class Target:
             with self.lock:
                 if self.owner is None:
                     self.owner = me
+                    _at_thread_end(self)
         return self.owner == me
 
     def nests(self) -> None:
@@ -866,7 +868,7 @@ class Session:
         if target.position.tried() and watch is not None:
             watch.spent(target.cost())
 
-    def cut(self, target: Target, reason: str) -> bool:
+    def cut(self, target: Target, reason: str, hint: str = "A shorter window (active, warmup) fits a run this short") -> bool:
         """End ``target``'s window before its last step (its run ended: a trainer returned, stopped early or
         raised): the profiler stops, the window is dropped (a window is all of its steps or none, never mixed with
         the next run's), one warning per target says so; the cycle starts again from its warmup. False when
@@ -882,7 +884,7 @@ class Session:
                 _emit.warning(
                     f"{target.name}'s window ended before its last step ({reason}): it recorded {recorded} of its "
                     f"{target.schedule.active} active steps; autoprof stopped its profiler and dropped the window (a "
-                    "window is all of its steps or none). A shorter window (active, warmup) fits a run this short",
+                    f"window is all of its steps or none). {hint}",
                     "window_incomplete",
                     target=target.name,
                     window=target.window,
@@ -890,6 +892,36 @@ class Session:
                     steps_needed=target.schedule.active,
                 )
             return True
+
+    def owner_ended(self, targets: list[Target], ident: int) -> None:
+        """Thread ``ident``, the owner of ``targets``, ends (called on it, while Python clears its state: see
+        :func:`_at_thread_end`). A window of one of them still open is cut here: torch keeps a profiler's state per
+        thread, so one left recording died with its thread (torch 2.13 warned at the next profiler's start; before it,
+        no profiler could start in the process again, a user's neither). Each target is free for the next thread that
+        calls it; one whose windows keep being cut this way (a thread a call: ``asyncio.to_thread`` under a new event
+        loop each time) is given up after :data:`MAX_CUT_TRIES`, said once."""
+        self._broken_threads.discard(ident)  # torch's state of that thread, enabled or not, ends with it
+        for target in targets:
+            if target.owner != ident:
+                continue
+            cut = self.cut(target, "the thread that called it ended", "A window's steps are the calls of one thread")
+            if cut and target.saved is None and not target.done:
+                tries = target.cut_try()
+                if tries >= MAX_CUT_TRIES:
+                    target.retire()
+                    _emit.warning(
+                        f"{target.name}'s window was cut {tries} times in a row because the thread that called it "
+                        "ended before the window's last step: torch's profiler records the calls of the thread that "
+                        "started it, so a window's steps are one thread's calls. autoprof gave up its windows (call it "
+                        "from a thread that lives for the run, e.g. one worker rather than a new thread a call)",
+                        "window_given_up",
+                        target=target.name,
+                        window=target.window,
+                        tries=tries,
+                        error=None,
+                    )
+            with target.lock:
+                target.owner = None
 
     def failed_try(self, target: Target, error: BaseException | None) -> None:
         """``target``'s scheduled window was just cut by a step that raised ``error``: after :data:`MAX_CUT_TRIES` such
@@ -1629,6 +1661,38 @@ def _runs(prof: Any) -> bool:
     if started is None:  # a torch without these stamps: trust the global flag
         return inner is not None and profiler_recording()
     return bool(started) and not getattr(inner, "profiling_end_time_ns", 0)
+
+
+class _ThreadEnd:
+    """Kept in a thread-local of a thread that owns targets: dropped when Python clears that thread's state as it
+    ends, on that thread (as the standard library's own dummy threads are forgotten, 3.12+), and then the session
+    frees its targets (:meth:`Session.owner_ended`). In a forked child, or for the main thread at interpreter exit
+    (where ``atexit`` already stopped any window), it does nothing."""
+
+    __slots__ = ("ident", "pid", "targets")
+
+    def __init__(self) -> None:
+        self.ident = threading.get_ident()
+        self.pid = os.getpid()
+        self.targets: list[Target] = []
+
+    def __del__(self) -> None:
+        if self.ident != threading.get_ident() or self.pid != os.getpid() or sys.is_finalizing():
+            return
+        with _guard.quiet("live.thread_end", catches=BaseException):  # nothing escapes a thread's end ("Exception ignored")
+            SESSION.owner_ended(self.targets, self.ident)
+
+
+_THREAD_ENDS = threading.local()
+
+
+def _at_thread_end(target: Target) -> None:
+    """``target`` was just claimed by this thread: free it when the thread ends (see :class:`_ThreadEnd`)."""
+    end = getattr(_THREAD_ENDS, "end", None)
+    if end is None or end.pid != os.getpid():  # a forked child's own (the parent's is inert here)
+        end = _THREAD_ENDS.end = _ThreadEnd()
+    if target not in end.targets:
+        end.targets.append(target)
 
 
 def _guard_foreign_profilers(session: Session) -> None:

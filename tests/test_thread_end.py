@@ -1,0 +1,191 @@
+"""A target's owner thread ends (autoprof/live/session.py, ``_ThreadEnd``): torch keeps a profiler's state per
+thread, so a window left recording when the thread that started it ended died with that thread. torch 2.13 then
+warned on stderr ("disableProfiler called but no active profiling session found") at the next profiler's start; 2.4
+refused every later profiler in the process, a user's too ("Can't disable Kineto profiler when it's not running").
+And the target stayed the dead thread's: a later thread's calls were never steps (or were, where the new thread
+reused the dead one's id, and stopped a profiler it never started).
+
+Each case runs in a fresh interpreter (a profiler's state is the process's)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autoprof.live import session
+
+
+def _run(tmp_path: Path, body: str) -> tuple[list[dict[str, Any]], str]:
+    """Run ``body`` (``SINK``: the records' path) in a fresh interpreter; its records and its non-JSON stderr lines."""
+    sink = tmp_path / "r.jsonl"
+    script = tmp_path / "s.py"
+    script.write_text(f"SINK = {str(sink)!r}\n" + textwrap.dedent(body))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    stray = "\n".join(line for line in run.stderr.splitlines() if line.strip() and not line.startswith("{"))
+    return [json.loads(line) for line in sink.read_text().splitlines()], stray
+
+
+_PRELUDE = """
+import os, threading
+os.environ["KINETO_LOG_LEVEL"] = "6"  # as autoprof sets it: kineto's USDT lines off (the user's profiler starts first)
+import torch, autoprof
+from autoprof.live import calibrate
+calibrate.CALIBRATION.failed = True  # no CPU calibration: the windows' verdicts are not what is tested
+autoprof.configure(sink=SINK, background=False)
+
+@autoprof.autoprof(name="step", skip_first=0, wait=0, warmup=1, active=2)
+def step(x):
+    return (x @ x).sum()
+
+x = torch.randn(16, 16)
+
+def in_a_thread(calls):
+    t = threading.Thread(target=lambda: [step(x) for _ in range(calls)])
+    t.start()
+    t.join()
+    # the window it left open is cut by the time join returns (the thread's state is cleared before)
+    assert not torch.autograd.profiler._is_profiler_enabled, "the thread's window left recording"
+
+def users_profiler_records():
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        torch.randn(8, 8) + 1
+    assert any(e.name == "aten::add" for e in prof.events()), "the user's profiler recorded nothing"
+
+# kineto's first profiler on the main thread: one started first on another thread prints kineto's own "External init
+# callback" line (tests/test_hostile_issue46_48.py), which is not what these tests look for
+users_profiler_records()
+"""
+
+
+def test_a_thread_that_ends_inside_its_window_cuts_it_and_the_next_thread_records_whole(tmp_path: Path) -> None:
+    recs, stray = _run(
+        tmp_path,
+        _PRELUDE
+        + """
+in_a_thread(2)  # steps 0 (warmup) and 1 (the first of two active): its window is open as the thread ends
+users_profiler_records()  # torch 2.4: "Can't disable Kineto profiler when it's not running" before
+in_a_thread(5)  # steps 2 (warmup), 3, 4: a whole window
+""",
+    )
+    assert not stray, stray  # torch 2.13: "disableProfiler called but no active profiling session found" before
+    (cut,) = [r for r in recs if r.get("reason") == "window_incomplete"]
+    assert "the thread that called it ended" in cut["message"] and cut["steps_recorded"] == 1, cut
+    assert "calls of one thread" in cut["message"] and "run this short" not in cut["message"], cut["message"]
+    windows = [w["steps"] for w in recs if w["event"] == "autoprof.window"]
+    assert windows == [[3, 4]], windows  # the second thread took the target on (before: its calls were no steps)
+
+
+def test_the_next_thread_takes_on_a_target_whose_thread_ended_between_windows(tmp_path: Path) -> None:
+    recs, stray = _run(
+        tmp_path,
+        _PRELUDE
+        + """
+in_a_thread(1)  # its warmup: prepared, not started
+for _ in range(3):  # the main thread's calls: steps (before: another thread's calls, no steps, no window)
+    step(x)
+""",
+    )
+    assert not stray, stray
+    windows = [w["steps"] for w in recs if w["event"] == "autoprof.window"]
+    assert windows == [[2, 3]], windows  # step 0's window cut (at its warmup), then 1 (warmup), 2, 3
+    assert [r["steps_recorded"] for r in recs if r.get("reason") == "window_incomplete"] == [0]
+
+
+def test_a_target_called_from_a_new_thread_each_time_is_given_up_after_a_few_cuts(tmp_path: Path) -> None:
+    recs, stray = _run(
+        tmp_path,
+        _PRELUDE
+        + """
+for _ in range(12):
+    in_a_thread(1)
+from autoprof.live.session import SESSION
+assert SESSION.targets["step"].idle  # given up: the idle path, no profiler prepared a call
+users_profiler_records()
+""",
+    )
+    assert not stray, stray
+    assert not [w for w in recs if w["event"] == "autoprof.window"]
+    (given_up,) = [r for r in recs if r.get("reason") == "window_given_up"]
+    assert given_up["tries"] == session.MAX_CUT_TRIES and given_up["error"] is None, given_up
+    assert "thread that called it ended" in given_up["message"], given_up["message"]
+    assert len([r for r in recs if r.get("reason") == "window_incomplete"]) == 1  # said once a run
+
+
+def test_a_thread_end_in_a_forked_child_or_for_another_thread_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    ended: list[Any] = []
+    monkeypatch.setattr(session.SESSION, "owner_ended", lambda targets, ident: ended.append(ident))
+    end = session._ThreadEnd()
+    end.pid = -1  # the parent's, seen in a forked child (its other threads' states are cleared there, on its thread)
+    del end
+    other = session._ThreadEnd()
+    other.ident += 1  # not this thread's
+    del other
+    assert ended == []
+    mine = session._ThreadEnd()
+    del mine
+    assert ended == [threading.get_ident()]
+
+
+def test_a_failure_at_a_thread_end_is_not_printed(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    def boom(targets: Any, ident: int) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(session.SESSION, "owner_ended", boom)
+    end = session._ThreadEnd()
+    del end
+    assert "boom" not in capfd.readouterr().err
+
+
+def test_an_async_step_left_suspended_when_its_threads_loop_closed_leaves_nothing_behind(tmp_path: Path) -> None:
+    # a thread runs its own event loop, closes it with a call of the target suspended (its step in progress, inside the
+    # window), and ends; the garbage collector finalizes that coroutine later, on the main thread, in another context
+    recs, stray = _run(
+        tmp_path,
+        _PRELUDE
+        + """
+import asyncio, gc
+
+@autoprof.autoprof(name="a", skip_first=0, wait=0, warmup=1, active=2)
+async def a(x, ev):
+    y = (x @ x).sum()
+    await ev.wait()
+    return y
+
+def th():
+    loop = asyncio.new_event_loop()
+    async def m():
+        ev = asyncio.Event()
+        ev.set()
+        await a(x, ev)
+        await a(x, ev)  # warmup, then the first active step
+        asyncio.ensure_future(a(x, asyncio.Event()))  # the second: left suspended
+        await asyncio.sleep(0.01)
+    loop.run_until_complete(m())
+    loop.close()
+t = threading.Thread(target=th)
+t.start()
+t.join()
+assert not torch.autograd.profiler._is_profiler_enabled, "the thread's window left recording"
+gc.collect()  # the suspended call's coroutine is closed here, on the main thread
+
+async def main():
+    ev = asyncio.Event()
+    ev.set()
+    for _ in range(4):
+        await a(x, ev)
+asyncio.run(main())
+""",
+    )
+    # asyncio says "Task was destroyed but it is pending!" (the user's task); nothing of autoprof's
+    ours = [line for line in stray.splitlines() if not line.startswith(("Task was destroyed", "task: <Task pending"))]
+    assert not ours, stray
+    assert [r["steps_recorded"] for r in recs if r.get("reason") == "window_incomplete"] == [1], recs
+    assert [w["steps"] for w in recs if w["event"] == "autoprof.window"] == [[4, 5]], recs
