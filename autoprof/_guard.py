@@ -36,7 +36,9 @@ any number of times.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
@@ -134,6 +136,67 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def deliver(handler: Callable[[int, Any], object], signum: int, frame: Any) -> None:
+    """Call a program's signal handler for a signal that autoprof held back while it changed the profiler's state
+    (``autoprof.live.session._SignalsHeld``); what the handler raises is marked as the program's
+    (:func:`from_signal_handler`): no boundary of autoprof's catches it, it reaches the program unchanged (a SIGALRM
+    watchdog's ``TimeoutError``, not only a ``KeyboardInterrupt``)."""
+    try:
+        handler(signum, frame)
+    except BaseException as e:
+        try:
+            e._autoprof_from_handler = True  # type: ignore[attr-defined]
+        except AttributeError:  # an exception class with __slots__ and no dict: not marked
+            pass
+        raise
+
+
+#: The signals whose Python-level handler a held section replaces (``autoprof.live.session._SignalsHeld``), and whose
+#: handlers :func:`from_signal_handler` looks for: Ctrl-C's, and those a program's handler raises in (a SIGTERM or
+#: SIGHUP turned into SystemExit, a SIGALRM timeout). Not every signal: reading a handler costs ~0.1-1 µs.
+HANDLED_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGUSR1", "SIGUSR2", "SIGINT")
+    if hasattr(signal, name)
+)
+#: The C module under :mod:`signal`: its ``getsignal`` returns the handler as it is (``signal.getsignal`` turns it
+#: into an enum member by raising and catching a KeyError, which a program's handler would then see as handled)
+try:
+    SIGNAL_C: Any = importlib.import_module("_signal")
+except ImportError:  # an interpreter without it
+    SIGNAL_C = signal
+
+
+def from_signal_handler(e: BaseException | None) -> bool:
+    """Whether ``e`` came out of one of the program's signal handlers, not out of autoprof: a handler autoprof called
+    for a signal it held back (:func:`deliver` marks what it raises), or one Python ran between two of autoprof's
+    lines (one of the program's handlers, for the signals of :data:`HANDLED_SIGNALS`, has a frame in ``e``'s
+    traceback). Asked only of an exception a boundary caught."""
+    if e is None:
+        return False
+    if getattr(e, "_autoprof_from_handler", False) is True:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False  # Python runs signal handlers on the main thread only
+    codes = set()
+    for signum in HANDLED_SIGNALS:
+        try:
+            handler = SIGNAL_C.getsignal(signum)
+        except (ValueError, OSError, TypeError):
+            continue
+        code = getattr(getattr(handler, "__func__", handler), "__code__", None)
+        if code is None and callable(handler):
+            code = getattr(type(handler).__call__, "__code__", None)  # a callable object's method
+        if code is not None:
+            codes.add(code)
+    tb = e.__traceback__
+    while tb is not None and codes:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 class Boundary:
     """A ``with`` block that catches ``catches`` (an ``Exception`` unless said) from its body: hands it to
     ``then(*args, e)`` where there is a ``then``, else counts it under ``reason``; a ``then`` that fails is counted
@@ -157,7 +220,7 @@ class Boundary:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: Any) -> bool:
-        if kind is None or not issubclass(kind, self.catches):
+        if kind is None or not issubclass(kind, self.catches) or from_signal_handler(error):
             return False
         if self.then is None:
             count(self.reason)
@@ -207,6 +270,8 @@ def hook(report: Callable[Concatenate[Exception, P], object], fallback: Any = No
             try:
                 return fn(*args, **kwargs)
             except Exception as e:
+                if from_signal_handler(e):
+                    raise
                 with Boundary("call.report"):
                     report(e, *args, **kwargs)
                 return fallback

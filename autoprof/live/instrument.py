@@ -230,6 +230,8 @@ class _Instrument:
                     step.annotate(target.name)  # someone else's profiler records: the call lands in that profile
             return OWNER
         except Exception as e:  # outside the guard, for speed: docs/architecture.md
+            if _guard.from_signal_handler(e):
+                raise  # the program's own signal handler raised it as autoprof handed it a held signal
             self.failed("step start", e)
             return FOREIGN  # exit what was entered, reset the depth
 
@@ -259,6 +261,8 @@ class _Instrument:
             finally:
                 self._end(mode, calls, wall_ns, raised)
         except Exception as e:  # outside the guard, for speed: docs/architecture.md
+            if _guard.from_signal_handler(e):
+                raise  # the program's own signal handler raised it as autoprof handed it a held signal
             self.failed("step end", e)
 
     def _end(self, mode: Mode, calls: list[Any], wall_ns: int, raised: bool = False) -> None:

@@ -22,7 +22,6 @@ thread, which ``atexit`` drains (and then writes the end-of-run report, ``config
 from __future__ import annotations
 
 import atexit
-import importlib
 import json
 import os
 import queue
@@ -70,15 +69,12 @@ MAX_PENDING = 4
 MAX_CUT_TRIES = 3
 
 
-#: The signal module's C functions. ``signal.signal`` and ``signal.getsignal`` convert the handler they return to
-#: ``signal.Handlers`` by raising and catching a KeyError in ``Enum.__new__`` for any handler that is not SIG_DFL or
-#: SIG_IGN: ~10 µs a swap and back here against ~0.8 µs. A KeyboardInterrupt raised inside that except clause (the
-#: Ctrl-C sweep test raises one at every line) left the KeyError as the main thread's handled exception, and CI's next
-#: failing assertion came chained onto a dozen of them. These raise nothing.
-try:
-    _signal: Any = importlib.import_module("_signal")
-except ImportError:  # an interpreter without it
-    _signal = signal
+#: The signal module's C functions (``_guard.SIGNAL_C``). ``signal.signal`` and ``signal.getsignal`` convert the handler
+#: they return to ``signal.Handlers`` by raising and catching a KeyError in ``Enum.__new__`` for any handler that is not
+#: SIG_DFL or SIG_IGN: ~10 µs a swap and back here against ~0.8 µs. A KeyboardInterrupt raised inside that except clause
+#: (the Ctrl-C sweep test raises one at every line) left the KeyError as the main thread's handled exception, and CI's
+#: next failing assertion came chained onto a dozen of them. These raise nothing.
+_signal = _guard.SIGNAL_C
 
 
 class _SignalsHeld:
@@ -136,7 +132,7 @@ class _SignalsHeld:
         for signum, frame in pending:
             handler = handlers.get(signum)
             if callable(handler):
-                handler(signum, frame)  # the default SIGINT handler raises KeyboardInterrupt here: the change is whole
+                _guard.deliver(handler, signum, frame)  # SIGINT's default raises KeyboardInterrupt here: the change is whole
 
     def _restore(self) -> None:
         """Put the program's handlers back (SIGINT's last: a Ctrl-C cannot cut the loop before the others are back). A
@@ -158,13 +154,8 @@ class _SignalsHeld:
             self._restore()
 
 
-#: The signals whose Python-level handler a held section replaces: Ctrl-C's, and those a program's handler raises in
-#: (a SIGTERM or SIGHUP turned into SystemExit, a SIGALRM timeout). Not every signal: reading a handler costs ~1 µs.
-_HANDLED_SIGNALS = tuple(
-    getattr(signal, name)
-    for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGUSR1", "SIGUSR2", "SIGINT")
-    if hasattr(signal, name)
-)
+#: The signals whose Python-level handler a held section replaces (see :data:`autoprof._guard.HANDLED_SIGNALS`).
+_HANDLED_SIGNALS = _guard.HANDLED_SIGNALS
 #: ``with SIGNALS_HELD:`` holds signals back across a change of the profiler's state (see :class:`_SignalsHeld`).
 SIGNALS_HELD = _SignalsHeld()
 
