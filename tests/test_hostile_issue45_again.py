@@ -292,6 +292,45 @@ def test_a_pool_forked_while_a_window_records_says_so_not_a_profiler_of_yours(tm
             assert "forked while its parent's window recorded" in w["message"] and "of the user's" not in w["message"], w
 
 
+def test_a_child_forked_in_the_parents_warmup_step_says_so_and_prints_no_torch_line(tmp_path: Path) -> None:
+    """The same for a child forked while autoprof's window was only prepared (the parent's warmup step done, its first
+    active step to come): kineto's prepared state came along. The child's own window then failed to prepare on torch
+    2.4 ("step start: Can't disable Kineto profiler when it's not running": an error record, its target given up) and
+    printed torch's "disableProfiler called but no active profiling session found" on stderr on 2.13."""
+    r = run(
+        tmp_path,
+        """
+        @autoprof(skip_first=0, wait=0, warmup=1, active=2)
+        def step(i):
+            return float(work())
+        step(0)  # the warmup: the window is prepared
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                for j in range(6):
+                    step(j)
+                autoprof.flush()
+                code = 3 if prof_on() else 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        step(1); step(2)
+        result({"child": pid, "status": status, "windows": [w["steps"] for w in windows("step")], "on": prof_on()})
+        """,
+        timeout=180,
+    )
+    ok(r)
+    got = r.result
+    assert got["status"] == 0 and not got["on"], got
+    assert got["windows"] == [[1, 2]], got  # the parent's window, whole
+    child = [w for w in r.records if w.get("pid") == got["child"] and w["event"] in ("autoprof.warning", "autoprof.error")]
+    assert [(w["event"], w["reason"]) for w in child] == [("autoprof.warning", "forked_in_window")], child
+    assert "was prepared" in child[0]["message"], child[0]["message"]
+    stray = [line for line in r.stderr.splitlines() if line.strip() and not line.startswith("{")]
+    assert not stray, stray
+
+
 def test_an_async_step_that_times_out_every_few_calls_is_given_up_too(tmp_path: Path) -> None:
     """The same with ``asyncio.wait_for``: one call in four times out, so its task is cancelled inside the step
     (``CancelledError``, not an ``Exception``). Before: the profiler recorded 150 of 200 calls, no window."""

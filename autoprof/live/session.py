@@ -954,7 +954,7 @@ class Session:
             self._heal()
             if threading.get_ident() in self._broken_threads:
                 return None  # said once, when it broke
-            if profiler_recording() or self.foreign_prepared():
+            if profiler_recording() or self.foreign_prepared() or _FORKED_PREPARED:
                 self._foreign(target)
                 return None
             from torch.profiler import ProfilerActivity, profile
@@ -1285,10 +1285,11 @@ class Session:
 
     def _foreign(self, target: Target) -> None:
         if target.said.once("foreign", "yield"):  # one warning per target for the user's profilers, whichever comes first
-            if _FORKED_RECORDING and profiler_recording():  # no profiler of the user's: the parent's state came along
+            if (_FORKED_RECORDING and profiler_recording()) or _FORKED_PREPARED:  # the parent's state came along
+                state = "recorded" if _FORKED_RECORDING and profiler_recording() else "was prepared (its warmup step)"
                 _emit.warning(
-                    "this process was forked while autoprof's window recorded in its parent: torch's profiler state came "
-                    "along, enabled, and torch does not support profiling in a forked child, so autoprof opens no window "
+                    f"this process was forked while autoprof's window {state} in its parent: torch's profiler state "
+                    "came along, and torch does not support profiling in a forked child, so autoprof opens no window "
                     "here (fork before or after a window, or use the spawn or forkserver start method)",
                     "forked_in_window",
                     target=target.name,
@@ -1427,10 +1428,11 @@ class Session:
             calls = target.calls
             deferred, skipped = target.counts.deferred, before + unread
             why = ""
-            if deferred and _FORKED_RECORDING:
+            if deferred and (_FORKED_RECORDING or _FORKED_PREPARED):
+                state = "recorded" if _FORKED_RECORDING else "was prepared"
                 why = (
                     f"; {deferred} of its calls found the profiler taken: this process was forked while its "
-                    "parent's window recorded, and torch's profiler state came along"
+                    f"parent's window {state}, and torch's profiler state came along"
                 )
             elif deferred:
                 why = (
@@ -1747,10 +1749,11 @@ def _after_fork_in_child() -> None:
     profiler is not the child's), no queue of the parent's windows (their analysis thread did not come along),
     fresh locks (a lock held by another of the parent's threads at the fork would never be released). The
     child's own targets start their schedules over."""
-    global _POOL_WORKER, _FORKED_RECORDING
+    global _POOL_WORKER, _FORKED_RECORDING, _FORKED_PREPARED
     _POOL_WORKER = None  # a fork-context pool worker: asked again in the child
     window = SESSION.window
     _FORKED_RECORDING = window is not None and window.started and profiler_recording()
+    _FORKED_PREPARED = _FORKED_PREPARED or (window is not None and not window.started and _prepared(window.prof))
     _window.KEPT.clear()  # the parent's kept traces are its own page's
     _window.CHILD = "forked"  # its kept traces' and page's names carry its pid: its windows are numbered as its parent's
     SIGNALS_HELD.after_fork_in_child()
@@ -1779,6 +1782,12 @@ def _after_fork_in_child() -> None:
 #: with no profiler of this process's behind it), so its targets find the profiler taken; said as that, not as a
 #: profiler of the user's.
 _FORKED_RECORDING = False
+#: This process (or one it was forked from) was forked while its parent's autoprof window was prepared (its warmup
+#: step): kineto's prepared state came along, and a profiler prepared here then raised "Can't disable Kineto profiler
+#: when it's not running" (torch 2.4; autoprof gave the target up with an error record) or printed torch's
+#: "disableProfiler called but no active profiling session found" on stderr (2.13): its targets open no window, as
+#: where the parent's window recorded.
+_FORKED_PREPARED = False
 
 
 def _in_multiprocessing_child(session: Session) -> None:
