@@ -189,3 +189,33 @@ asyncio.run(main())
     assert not ours, stray
     assert [r["steps_recorded"] for r in recs if r.get("reason") == "window_incomplete"] == [1], recs
     assert [w["steps"] for w in recs if w["event"] == "autoprof.window"] == [[4, 5]], recs
+
+
+def test_the_triggers_timing_goes_on_in_the_next_thread(tmp_path: Path) -> None:
+    # a target whose window is over, watched by the trigger (the idle path times the owner's calls only): its owner
+    # thread ends, and the next thread's calls are timed (before: nobody's, the trigger was off for it for good)
+    recs, stray = _run(
+        tmp_path,
+        _PRELUDE
+        + """
+autoprof.configure(trigger=True)
+
+@autoprof.autoprof(name="watched", skip_first=0, wait=0, warmup=0, active=1)
+def watched(x):
+    return (x @ x).sum()
+
+t = threading.Thread(target=lambda: [watched(x) for _ in range(4)])
+t.start()
+t.join()
+from autoprof.live.session import SESSION
+target = SESSION.targets["watched"]
+assert target.idle and target.owner is None and target.watch is not None, (target.idle, target.owner)
+before = target.calls
+for _ in range(5):
+    watched(x)
+assert target.owner == threading.get_ident(), target.owner
+assert target.calls - before == 5, (before, target.calls)  # each of the main thread's calls timed by the watch
+""",
+    )
+    assert not stray, stray
+    assert [w["steps"] for w in recs if w["event"] == "autoprof.window"] == [[0]], recs

@@ -385,7 +385,9 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 # the plain idle path, as in the sync wrapper: no task or thread depth to mark (a call that this one
                 # holds finds it on the stack; a concurrent task's call is its own: no annotation is held across awaits)
                 w = t.watch
-                if w is not None and t.owner == get_ident():  # the trigger's timing, as in the sync wrapper
+                if w is not None and (
+                    t.owner == get_ident() or (t.owner is None and t.claim(get_ident()))
+                ):  # the trigger's timing, as in the sync wrapper
                     s0 = clock()
                     w.starts.append(s0)
                     if s0 > w.next:
@@ -429,7 +431,9 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             try:
                 if t is not None and t.done and not ap._is_profiler_enabled:
                     w = t.watch
-                    if w is not None and t.owner == get_ident():  # the trigger's timing, as in the sync wrapper
+                    if w is not None and (
+                        t.owner == get_ident() or (t.owner is None and t.claim(get_ident()))
+                    ):  # the trigger's timing, as in the sync wrapper
                         s0 = clock()
                         w.starts.append(s0)
                         if s0 > w.next:
@@ -470,7 +474,8 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
             # the plain idle path (what every call pays for the rest of a run): no thread-local depth to mark, nor any
             # count (a call that this one holds finds it on the stack: see autoprof.live.session.PLAIN)
             w = t.watch
-            if w is not None and t.owner == get_ident():
+            if w is not None and (t.owner == get_ident() or (t.owner is None and t.claim(get_ident()))):
+                # (the owner's calls only; one whose thread ended hands them to the next thread that calls it)
                 # the trigger's always-on timing: a clock read, an append, a comparison (see autoprof.live.trigger):
                 # a step's time is its period, from its start to the next call's (the step and what runs after it:
                 # the next batch's loading, a checkpoint), judged at a tick (a call past the watch's next), which
@@ -510,7 +515,9 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                     _close_rf(rf)
         if t is not None and t.done and not ap._is_profiler_enabled:
             w = t.watch
-            if w is not None and t.owner == get_ident():  # the trigger's timing, as on the plain path
+            if w is not None and (
+                t.owner == get_ident() or (t.owner is None and t.claim(get_ident()))
+            ):  # the trigger's timing, as on the plain path
                 s0 = clock()
                 w.starts.append(s0)
                 if s0 > w.next:

@@ -911,6 +911,9 @@ class Session:
                         tries=tries,
                         error=None,
                     )
+            watch = target.watch
+            if watch is not None:
+                watch.pause()  # the period across the threads is no step's: the next owner's first call starts anew
             with target.lock:
                 target.owner = None
 
