@@ -176,7 +176,7 @@ def from_signal_handler(e: BaseException | None) -> bool:
         return False
     if getattr(e, "_autoprof_from_handler", False) is True:
         return True
-    if threading.current_thread() is not threading.main_thread():
+    if threading.get_ident() != threading.main_thread().ident:
         return False  # Python runs signal handlers on the main thread only
     codes = set()
     for signum in HANDLED_SIGNALS:

@@ -409,11 +409,12 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                     return await fn(*args, **kwargs)
                 token = task_depth.set(1)
                 rf = None
+                me = get_ident()
                 try:
                     rf = _annotation(name)
                     return await fn(*args, **kwargs)
                 finally:
-                    if rf is not None:
+                    if rf is not None and get_ident() == me:  # (another thread's: a coroutine the GC finalized there)
                         _close_rf(rf)
                     _reset(task_depth, token)
             if here < 0 or running:
@@ -428,6 +429,7 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                     _reset(task_depth, token)
             token = task_depth.set(1)
             tls.a = running + 1
+            me = get_ident()  # a call ends on its own thread, or its bookkeeping is not done at all (see below)
             try:
                 if t is not None and t.done and not ap._is_profiler_enabled:
                     w = t.watch
@@ -442,7 +444,8 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                     try:
                         return await fn(*args, **kwargs)
                     finally:
-                        tls.d = 0
+                        if get_ident() == me:
+                            tls.d = 0
                 if t is not None and t.watch is not None:
                     t.watch.pause()
                 calls: list[Any] = []
@@ -456,12 +459,18 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                     raised = False
                     return out
                 finally:
-                    try:
-                        ins.end(mode, calls, t0, raised)
-                    finally:
-                        tls.d = 0
+                    # a coroutine left suspended when its thread's event loop closed, finalized by the garbage collector
+                    # on another thread: its step was that thread's (ended with it: Session.owner_ended), and this
+                    # thread's depth and calls in flight are not its own (lowered here, they made every later async
+                    # call of this thread run bare)
+                    if get_ident() == me:
+                        try:
+                            ins.end(mode, calls, t0, raised)
+                        finally:
+                            tls.d = 0
             finally:
-                tls.a = getattr(tls, "a", 1) - 1
+                if get_ident() == me:
+                    tls.a = getattr(tls, "a", 1) - 1
                 _reset(task_depth, token)
 
         return awrapper

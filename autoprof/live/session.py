@@ -103,7 +103,9 @@ class _SignalsHeld:
         self.pending.append((signum, frame))
 
     def __enter__(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
+        # (not threading.current_thread(): on a thread Python has already forgotten, as its end frees its targets, it
+        # made a _DummyThread that stayed in threading.enumerate(), and the usual join-every-thread loop raised)
+        if threading.get_ident() != threading.main_thread().ident:
             return
         if self.depth == 0:
             note = self._note
@@ -121,7 +123,7 @@ class _SignalsHeld:
         self.depth += 1
 
     def __exit__(self, *exc: object) -> None:
-        if threading.current_thread() is not threading.main_thread() or self.depth == 0:
+        if threading.get_ident() != threading.main_thread().ident or self.depth == 0:
             return
         self.depth -= 1
         if self.depth:
@@ -895,6 +897,13 @@ class Session:
         for target in targets:
             if target.owner != ident:
                 continue
+            current = target.current
+            if current is not None:  # a call of the thread's left inside its step (an async one its closed loop left
+                # suspended, finalized later on whatever thread): its annotations are this thread's, exited here; the
+                # step is over, uncounted, and never finished on another thread
+                with _guard.quiet("live.close_annotations"):
+                    current.close_annotations()
+                target.leave(-1)
             cut = self.cut(target, "the thread that called it ended", "A window's steps are the calls of one thread")
             if cut and target.saved is None and not target.done:
                 tries = target.cut_try()
@@ -1683,7 +1692,14 @@ _THREAD_ENDS = threading.local()
 
 
 def _at_thread_end(target: Target) -> None:
-    """``target`` was just claimed by this thread: free it when the thread ends (see :class:`_ThreadEnd`)."""
+    """``target`` was just claimed by this thread: free it when the thread ends (see :class:`_ThreadEnd`). Only for a
+    thread that Python started (``threading``, the main thread): a thread started in C that calls into Python (a
+    ctypes or pybind11 callback) gets a Python state for each call and loses it after, so its thread-local ends with
+    every call while the thread lives on (each call was taken for the thread's end: every window cut, then given up).
+    Such a thread keeps its targets, as before."""
+    thread = getattr(threading, "_active", {}).get(threading.get_ident())  # looked up: current_thread() makes one
+    if thread is None or isinstance(thread, threading._DummyThread):
+        return
     end = getattr(_THREAD_ENDS, "end", None)
     if end is None or end.pid != os.getpid():  # a forked child's own (the parent's is inert here)
         end = _THREAD_ENDS.end = _ThreadEnd()
