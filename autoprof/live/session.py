@@ -479,6 +479,11 @@ class Target:
                     _at_thread_end(self)
         return self.owner == me
 
+    def release(self) -> None:
+        """Its owner thread ended: the next thread that calls it claims it (:meth:`claim`)."""
+        with self.lock:
+            self.owner = None
+
     def nests(self) -> None:
         """One of its calls holds a decorated call or is held by one: its idle path marks the depth from now."""
         self._state(self.done, False)
@@ -923,8 +928,7 @@ class Session:
             watch = target.watch
             if watch is not None:
                 watch.pause()  # the period across the threads is no step's: the next owner's first call starts anew
-            with target.lock:
-                target.owner = None
+            target.release()
 
     def failed_try(self, target: Target, error: BaseException | None) -> None:
         """``target``'s scheduled window was just cut by a step that raised ``error``: after :data:`MAX_CUT_TRIES` such
