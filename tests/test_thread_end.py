@@ -305,3 +305,37 @@ asyncio.run(main())
     ours = [line for line in stray.splitlines() if not line.startswith(("Task was destroyed", "task: <Task pending"))]
     assert not ours, stray
     assert [w["steps"] for w in recs if w["event"] == "autoprof.window" and w["target"] == "b"] == [[1, 2]], recs
+
+
+@pytest.mark.parametrize("where", ["between_steps", "in_a_step"])
+def test_a_daemon_thread_inside_its_window_at_exit_is_left_to_the_exit(tmp_path: Path, where: str) -> None:
+    # a daemon thread that lives on inside its window as the program ends: the exit stopped its profiler from the main
+    # thread, where torch cannot (2.13: "disableProfiler called but no active profiling session found"; 2.4 raised,
+    # quietly); the window is dropped and said, and its profiler ends with the process
+    recs, stray = _run(
+        tmp_path,
+        _PRELUDE
+        + f"""
+import time
+WHERE = {where!r}
+ready = threading.Event()
+
+@autoprof.autoprof(name="daemon", skip_first=0, wait=0, warmup=1, active=3)
+def daemon_step(i):
+    if WHERE == "in_a_step" and i == 2:
+        ready.set()
+        time.sleep(60)
+    return (x @ x).sum()
+
+def body():
+    for i in range(3):
+        daemon_step(i)
+    ready.set()
+    time.sleep(60)
+threading.Thread(target=body, daemon=True).start()
+assert ready.wait(60)
+assert torch.autograd.profiler._is_profiler_enabled  # the daemon's window records as the program ends
+""",
+    )
+    assert not stray, stray
+    assert [r.get("reason") for r in recs if r["event"] == "autoprof.warning"] == ["no_window"], recs

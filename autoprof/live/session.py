@@ -687,6 +687,7 @@ class Session:
         #: Threads whose window a profiler of the user's on another thread stopped: torch keeps that thread's profiler
         #: state enabled (a profiler stops only on its own thread), so autoprof opens no window there again.
         self._broken_threads: set[int] = set()
+        self._exiting = False  # shutdown() began (atexit)
 
     # -- targets ---------------------------------------------------------------------------------
     def target(self, name: str, schedule: Schedule) -> Target:
@@ -968,8 +969,8 @@ class Session:
                     return None
                 self._abandon_stale(held)
             self._heal()
-            if threading.get_ident() in self._broken_threads:
-                return None  # said once, when it broke
+            if threading.get_ident() in self._broken_threads or self._exiting:
+                return None  # said once, when it broke; at exit (a daemon thread's steps go on): no window after it
             if profiler_recording() or self.foreign_prepared() or _FORKED_PREPARED:
                 self._foreign(target)
                 return None
@@ -1203,6 +1204,12 @@ class Session:
         with self._owning():  # signals held: the window is gone and its profiler stopped, or neither
             window.dropped = True
             self.window = None
+            if self._exiting and window.target.owner not in (None, threading.get_ident()):
+                # at exit, a window of another thread that lives on (a daemon's): torch stops a profiler only on its
+                # own thread (from here 2.13 printed "disableProfiler called but no active profiling session found"
+                # and 2.4 raised); it ends with the process
+                self._live = None
+                return
             _stop_quietly(window.prof)
             self._live = None
             if not _runs(window.prof) and not _prepared(window.prof):  # stopped: its unread results freed now
@@ -1488,6 +1495,7 @@ class Session:
         meanwhile ends the drain quietly, with one record saying how many windows were left unwritten (no
         "Exception ignored in atexit callback" traceback)."""
         try:
+            self._exiting = True
             with self.lock:
                 window = self.window
                 if window is not None:
