@@ -687,7 +687,7 @@ class Session:
         #: Threads whose window a profiler of the user's on another thread stopped: torch keeps that thread's profiler
         #: state enabled (a profiler stops only on its own thread), so autoprof opens no window there again.
         self._broken_threads: set[int] = set()
-        self._exiting = False  # shutdown() began (atexit)
+        self._at_exit = False  # the process exits (exit(): atexit)
 
     # -- targets ---------------------------------------------------------------------------------
     def target(self, name: str, schedule: Schedule) -> Target:
@@ -969,7 +969,7 @@ class Session:
                     return None
                 self._abandon_stale(held)
             self._heal()
-            if threading.get_ident() in self._broken_threads or self._exiting:
+            if threading.get_ident() in self._broken_threads or self._at_exit:
                 return None  # said once, when it broke; at exit (a daemon thread's steps go on): no window after it
             if profiler_recording() or self.foreign_prepared() or _FORKED_PREPARED:
                 self._foreign(target)
@@ -1204,7 +1204,7 @@ class Session:
         with self._owning():  # signals held: the window is gone and its profiler stopped, or neither
             window.dropped = True
             self.window = None
-            if self._exiting and window.target.owner not in (None, threading.get_ident()):
+            if self._at_exit and window.target.owner not in (None, threading.get_ident()):
                 # at exit, a window of another thread that lives on (a daemon's): torch stops a profiler only on its
                 # own thread (from here 2.13 printed "disableProfiler called but no active profiling session found"
                 # and 2.4 raised); it ends with the process
@@ -1490,12 +1490,18 @@ class Session:
                 windows_skipped=skipped,
             )
 
+    def exit(self) -> None:
+        """The process exits (``atexit``, a multiprocessing child's end): no window opens from now (a daemon thread's
+        steps go on meanwhile), and one of another thread still open is dropped, not stopped (see :meth:`_discard`);
+        then :meth:`shutdown`."""
+        self._at_exit = True
+        self.shutdown()
+
     def shutdown(self) -> None:
         """At exit: stop a window still recording (no profiler left running) and drain the worker. A Ctrl-C
         meanwhile ends the drain quietly, with one record saying how many windows were left unwritten (no
         "Exception ignored in atexit callback" traceback)."""
         try:
-            self._exiting = True
             with self.lock:
                 window = self.window
                 if window is not None:
@@ -1796,6 +1802,7 @@ def _after_fork_in_child() -> None:
     session._worker = None
     session.skipped = session.skipped_total = 0
     session._broken_threads = set()
+    session._at_exit = False
     done = not rank_chosen()
     for target in session.targets.values():
         target.after_fork(done)
@@ -1861,12 +1868,12 @@ def _child_exit() -> None:
     if os.getpid() == _EXITED_PID:
         return
     _EXITED_PID = os.getpid()
-    atexit.unregister(SESSION.shutdown)  # once, if this child also ran its atexit handlers
-    SESSION.shutdown()
+    atexit.unregister(SESSION.exit)  # once, if this child also ran its atexit handlers
+    SESSION.exit()
 
 
 SESSION = Session()
-atexit.register(SESSION.shutdown)
+atexit.register(SESSION.exit)
 PACER.closing = SESSION.closing  # the background's work waits while a window closes
 _guard_foreign_profilers(SESSION)  # from the start: a user's profiler prepared before autoprof's first window counts
 if hasattr(os, "register_at_fork"):
