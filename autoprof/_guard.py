@@ -167,34 +167,62 @@ except ImportError:  # an interpreter without it
     SIGNAL_C = signal
 
 
+#: Every signal Python can hand to a handler: :func:`from_signal_handler` looks at each one's handler (a failure path
+#: only, and only for an exception with a frame outside autoprof in its traceback)
+_ALL_SIGNALS = tuple(sorted(signal.valid_signals())) if hasattr(signal, "valid_signals") else HANDLED_SIGNALS
+#: The package's own directory: a frame of a file under it is autoprof's, never a handler's
+_OWN = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: The code of the handlers autoprof saw installed (each held section reads them): a handler that disarmed itself
+#: (``signal.signal(SIGALRM, SIG_IGN)``) and then raised is still known by it. Bounded.
+_SEEN_HANDLERS: set[Any] = set()
+
+
+def _code_of(handler: Any) -> Any:
+    """The code object a handler runs: a function's, a bound method's, a ``functools.partial``'s function's, a callable
+    object's ``__call__``'s; None for SIG_DFL, SIG_IGN and handlers written in C."""
+    for _ in range(8):  # partials of partials, bound methods of them
+        inner = getattr(handler, "__func__", None) or getattr(handler, "func", None)
+        if inner is None or inner is handler:
+            break
+        handler = inner
+    code = getattr(handler, "__code__", None)
+    if code is None and callable(handler):
+        code = getattr(type(handler).__call__, "__code__", None)
+    return code
+
+
+def note_handler(handler: Any) -> None:
+    """A handler of the program's, seen installed (see :data:`_SEEN_HANDLERS`)."""
+    code = _code_of(handler)
+    if code is not None and code not in _SEEN_HANDLERS and len(_SEEN_HANDLERS) < 64:
+        _SEEN_HANDLERS.add(code)
+
+
 def from_signal_handler(e: BaseException | None) -> bool:
     """Whether ``e`` came out of one of the program's signal handlers, not out of autoprof: a handler autoprof called
     for a signal it held back (:func:`deliver` marks what it raises), or one Python ran between two of autoprof's
-    lines (one of the program's handlers, for the signals of :data:`HANDLED_SIGNALS`, has a frame in ``e``'s
-    traceback). Asked only of an exception a boundary caught."""
+    lines (a frame of one of the program's handlers, installed now or seen installed, is in ``e``'s traceback). Asked
+    of an exception that a boundary, or a narrow ``except`` that drops what it catches, caught."""
     if e is None:
         return False
     if getattr(e, "_autoprof_from_handler", False) is True:
         return True
-    if threading.get_ident() != threading.main_thread().ident:
-        return False  # Python runs signal handlers on the main thread only
-    codes = set()
-    for signum in HANDLED_SIGNALS:
-        try:
-            handler = SIGNAL_C.getsignal(signum)
-        except (ValueError, OSError, TypeError):
-            continue
-        code = getattr(getattr(handler, "__func__", handler), "__code__", None)
-        if code is None and callable(handler):
-            code = getattr(type(handler).__call__, "__code__", None)  # a callable object's method
-        if code is not None:
-            codes.add(code)
+    foreign = []
     tb = e.__traceback__
-    while tb is not None and codes:
-        if tb.tb_frame.f_code in codes:
-            return True
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not code.co_filename.startswith(_OWN):
+            foreign.append(code)
         tb = tb.tb_next
-    return False
+    if not foreign or threading.get_ident() != threading.main_thread().ident:
+        return False  # autoprof's own frames only; or not the main thread, where Python runs no signal handler
+    codes = set(_SEEN_HANDLERS)
+    for signum in _ALL_SIGNALS:
+        try:
+            codes.add(_code_of(SIGNAL_C.getsignal(signum)))
+        except ValueError:  # a signal this platform cannot ask about
+            continue
+    return any(code in codes for code in foreign)
 
 
 class Boundary:

@@ -71,6 +71,68 @@ def test_a_callable_objects_handler_is_recognised() -> None:
         signal.signal(signal.SIGUSR2, old)
 
 
+def _raising_usr1(*args: object, **kwargs: object) -> None:
+    signal.raise_signal(signal.SIGUSR1)  # the handler runs here, inside the call autoprof makes
+
+
+def test_an_oserror_from_a_handler_goes_through_autoprofs_narrow_excepts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a watchdog's TimeoutError is an OSError: the reads that give up quietly on an OSError (the run-queue wait, the
+    # page faults, the host's memory) dropped it, and the program never saw its watchdog
+    from autoprof.live import _cpu, window
+
+    def timeout(signum: int, frame: object) -> None:
+        raise TimeoutError("watchdog")
+
+    old = signal.signal(signal.SIGUSR1, timeout)
+    try:
+        _cpu._runqueue_kept_ns()  # its file kept open on this thread
+        monkeypatch.setattr(_cpu.os, "pread", _raising_usr1)
+        with pytest.raises(TimeoutError):
+            _cpu._runqueue_kept_ns()
+        monkeypatch.setattr(window.os, "sysconf", _raising_usr1)
+        with pytest.raises(TimeoutError):
+            window.host_memory_bytes()
+        monkeypatch.setattr(window.os, "sysconf", lambda name: (_ for _ in ()).throw(OSError("no such")))
+        assert window.host_memory_bytes() is None  # autoprof's own OSError: still dropped quietly
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+
+
+def test_a_handler_exception_during_the_event_read_is_not_autoprofs_read_error(usr1: None) -> None:
+    from autoprof.live import window
+
+    class Results:
+        def events(self) -> None:
+            signal.raise_signal(signal.SIGUSR1)
+
+    class Job:
+        results = Results()
+        read_ns = 0
+
+    with pytest.raises(WatchdogError):
+        window._read_events(Job())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["partial", "disarms", "sigwinch"])
+def test_handlers_of_every_shape_are_recognised(kind: str) -> None:
+    import functools
+
+    def raises(tag: str, signum: int, frame: object) -> None:
+        if kind == "disarms":
+            signal.signal(signum, signal.SIG_IGN)  # a one-shot watchdog: disarmed, then raises
+        raise WatchdogError(tag)
+
+    signum = signal.SIGWINCH if kind == "sigwinch" else signal.SIGUSR1  # (not a signal a held section holds)
+    old = signal.signal(signum, functools.partial(raises, kind))
+    try:
+        with SIGNALS_HELD:  # autoprof sees the handler installed once (as each window's change of state does)
+            pass
+        with pytest.raises(WatchdogError), _guard.quiet("live.stack_probe"):
+            signal.raise_signal(signum)
+    finally:
+        signal.signal(signum, old)
+
+
 # A live target with a SIGUSR1 watchdog, the signal raised (deterministically, by a patch) at one point of autoprof's
 # work on the step: the program gets every watchdog, the function's other calls return their values, and autoprof gives
 # nothing up

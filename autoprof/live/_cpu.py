@@ -16,6 +16,8 @@ import os
 import threading
 import time
 
+from autoprof import _guard
+
 try:
     import resource
 except ImportError:  # not on Windows
@@ -30,7 +32,9 @@ def _runqueue_ns() -> int:
     try:
         with open("/proc/thread-self/schedstat", "rb") as f:
             return int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError) as e:
+        if _guard.from_signal_handler(e):
+            raise  # the program's handler raised it (a watchdog's TimeoutError is an OSError)
         return -1
 
 
@@ -67,7 +71,9 @@ def _runqueue_kept_ns() -> int:
         return -1
     try:
         return int(os.pread(f.fd, 128, 0).split()[1])
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError) as e:
+        if _guard.from_signal_handler(e):
+            raise  # the program's handler raised it (a watchdog's TimeoutError is an OSError)
         return -1
 
 
@@ -88,7 +94,9 @@ def _minor_faults() -> int:
     one it zero-fills: ~1-2 µs each, in the thread's CPU time); -1 where the platform does not say."""
     try:
         return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt  # type: ignore[attr-defined,unused-ignore]
-    except (AttributeError, OSError, ValueError):
+    except (AttributeError, OSError, ValueError) as e:
+        if _guard.from_signal_handler(e):
+            raise  # the program's handler raised it
         return -1
 
 

@@ -47,7 +47,9 @@ def _start_ticks(tid: int) -> int | None:
             text = f.read()
         # the command name (field 2) is in parentheses and may hold spaces: fields are counted after its end
         return int(text[text.rindex(b")") + 2 :].split()[19])
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError) as e:
+        if _guard.from_signal_handler(e):
+            raise  # the program's handler raised it
         return None
 
 

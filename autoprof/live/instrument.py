@@ -407,9 +407,9 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 # profiler records
                 if not ap._is_profiler_enabled or _is_tracing():
                     return await fn(*args, **kwargs)
+                me = get_ident()
                 token = task_depth.set(1)
                 rf = None
-                me = get_ident()
                 try:
                     rf = _annotation(name)
                     return await fn(*args, **kwargs)
@@ -427,9 +427,9 @@ def _make(ins: _Instrument, fn: Any) -> Callable[..., Any]:
                 finally:
                     _reset(_bare_task, bare)
                     _reset(task_depth, token)
+            me = get_ident()  # a call ends on its own thread, or its bookkeeping is not done at all (see below)
             token = task_depth.set(1)
             tls.a = running + 1
-            me = get_ident()  # a call ends on its own thread, or its bookkeeping is not done at all (see below)
             try:
                 if t is not None and t.done and not ap._is_profiler_enabled:
                     w = t.watch

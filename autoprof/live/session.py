@@ -114,9 +114,13 @@ class _SignalsHeld:
                     handler = _signal.getsignal(signum)
                     if callable(handler) and handler != note:
                         self.saved[signum] = handler  # kept before it is replaced: an interrupt between the two loses nothing
+                        _guard.note_handler(handler)
                         _signal.signal(signum, note)
-            except (ValueError, OSError, TypeError):
-                pass  # not the main interpreter's main thread (a subinterpreter): nothing held, as on another thread
+            except (ValueError, OSError, TypeError) as e:
+                if _guard.from_signal_handler(e):  # the program's handler raised it, before its signal was held
+                    self._restore()
+                    raise
+                # not the main interpreter's main thread (a subinterpreter): nothing held, as on another thread
             except BaseException:
                 self._restore()
                 raise
@@ -143,8 +147,9 @@ class _SignalsHeld:
             try:
                 if _signal.getsignal(signum) == self._note:
                     _signal.signal(signum, self.saved[signum])
-            except (ValueError, OSError, TypeError):
-                pass
+            except (ValueError, OSError, TypeError) as e:
+                if _guard.from_signal_handler(e):
+                    raise  # the program's handler raised it: the next section finishes this restore
             del self.saved[signum]
 
     def after_fork_in_child(self) -> None:

@@ -38,7 +38,9 @@ def host_memory_bytes() -> int | None:
     where the platform does not say."""
     try:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) or None
-    except (AttributeError, ValueError, OSError):
+    except (AttributeError, ValueError, OSError) as e:
+        if _guard.from_signal_handler(e):
+            raise  # the program's handler raised it
         return None
 
 
@@ -49,7 +51,9 @@ def host_memory_available_bytes() -> int | None:
             for line in f:
                 if line.startswith(b"MemAvailable:"):
                     return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError) as e:
+        if _guard.from_signal_handler(e):
+            raise  # the program's handler raised it
         return None
     return None
 
@@ -262,6 +266,8 @@ def _read_events(job: ClosedWindow) -> Any:
     try:
         return job.results.events()
     except Exception as e:
+        if _guard.from_signal_handler(e):
+            raise  # the program's handler raised it during the read: its own, never autoprof's read error
         raise _ReadError(e) from e
     finally:
         job.read_ns = time.perf_counter_ns() - started

@@ -127,7 +127,9 @@ def text_output() -> bool:
 def _isatty(stream: Any) -> bool:
     try:
         return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):
+    except (AttributeError, ValueError, OSError) as e:
+        if _guard.from_signal_handler(e):
+            raise  # the program's handler raised it
         return False
 
 
@@ -228,6 +230,8 @@ class _LineWriter:
             try:
                 self._write((line + "\n").encode("utf-8"), deadline)
             except (OSError, TimeoutError) as e:
+                if _guard.from_signal_handler(e):
+                    raise  # the program's handler raised it as the record was written: the sink is fine
                 self.dropped += 1
                 if not self.stalled:
                     self.stalled = True
