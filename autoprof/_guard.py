@@ -151,9 +151,9 @@ def deliver(handler: Callable[[int, Any], object], signum: int, frame: Any) -> N
         raise
 
 
-#: The signals whose Python-level handler a held section replaces (``autoprof.live.session._SignalsHeld``), and whose
-#: handlers :func:`from_signal_handler` looks for: Ctrl-C's, and those a program's handler raises in (a SIGTERM or
-#: SIGHUP turned into SystemExit, a SIGALRM timeout). Not every signal: reading a handler costs ~0.1-1 µs.
+#: The signals whose Python-level handler a held section replaces (``autoprof.live.session._SignalsHeld``): Ctrl-C's,
+#: and those a program's handler raises in (a SIGTERM or SIGHUP turned into SystemExit, a SIGALRM timeout). Not every
+#: signal: reading a handler costs ~0.1-1 µs, on every change of the profiler's state.
 HANDLED_SIGNALS = tuple(
     getattr(signal, name)
     for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGUSR1", "SIGUSR2", "SIGINT")
