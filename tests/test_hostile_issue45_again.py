@@ -331,6 +331,40 @@ def test_a_child_forked_in_the_parents_warmup_step_says_so_and_prints_no_torch_l
     assert not stray, stray
 
 
+def test_a_grandchild_of_a_child_forked_in_the_window_says_so_too(tmp_path: Path) -> None:
+    """A child forked while the window recorded forks a grandchild before calling the target: the state came along
+    again, and the grandchild said "another torch.profiler is recording" (``foreign_profiler``), a profiler of the
+    user's that was not there."""
+    r = run(
+        tmp_path,
+        """
+        @autoprof(skip_first=0, wait=0, warmup=1, active=2)
+        def step(i):
+            return float(work())
+        step(0); step(1)  # the window records (its first active step done)
+        pid = os.fork()
+        if pid == 0:
+            grand = os.fork()
+            if grand == 0:
+                for j in range(4):
+                    step(j)
+                os._exit(0)
+            os.waitpid(grand, 0)
+            with open(os.environ["SINK"] + ".grand", "w") as f:
+                f.write(str(grand))
+            os._exit(0)
+        os.waitpid(pid, 0)
+        step(2)
+        result({"grand": int(open(os.environ["SINK"] + ".grand").read()), "windows": [w["steps"] for w in windows("step")]})
+        """,
+        timeout=180,
+    )
+    ok(r)
+    said = [w["reason"] for w in r.records if w.get("pid") == r.result["grand"] and w["event"] == "autoprof.warning"]
+    assert said == ["forked_in_window"], said
+    assert r.result["windows"] == [[1, 2]], r.result
+
+
 def test_an_async_step_that_times_out_every_few_calls_is_given_up_too(tmp_path: Path) -> None:
     """The same with ``asyncio.wait_for``: one call in four times out, so its task is cancelled inside the step
     (``CancelledError``, not an ``Exception``). Before: the profiler recorded 150 of 200 calls, no window."""

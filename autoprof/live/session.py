@@ -1794,7 +1794,8 @@ def _after_fork_in_child() -> None:
     global _POOL_WORKER, _FORKED_RECORDING, _FORKED_PREPARED
     _POOL_WORKER = None  # a fork-context pool worker: asked again in the child
     window = SESSION.window
-    _FORKED_RECORDING = window is not None and window.started and profiler_recording()
+    # (kept in a grandchild: the state came along again, and this process never opened a window of its own to fork in)
+    _FORKED_RECORDING = _FORKED_RECORDING or (window is not None and window.started and profiler_recording())
     _FORKED_PREPARED = _FORKED_PREPARED or (window is not None and not window.started and _prepared(window.prof))
     _window.KEPT.clear()  # the parent's kept traces are its own page's
     _window.CHILD = "forked"  # its kept traces' and page's names carry its pid: its windows are numbered as its parent's
