@@ -92,6 +92,7 @@ REASONS: dict[str, str] = {
     "live.job": "a background job raised past its own records (each job writes its failures): the worker goes on",
     "live.interrupted_at_exit": "the record of a Ctrl-C at exit (windows left unwritten) could not be written",
     "live.stop_quietly": "a profiler autoprof gives up could not be stopped or torn down: nothing more can be done",
+    "live.exit_wait": "the wait at exit for another thread's window to be cut there failed or was interrupted (a Ctrl-C): the exit goes on",
     "live.thread_end": "freeing the targets of a thread that ends failed (nothing may escape a thread's end)",
     "live.profiler_enabled": "torch could not say whether its profiler is enabled on this thread: not known to be stopped",
     "live.pool_worker": "the process' multiprocessing name could not be read: not a pool worker",

@@ -67,6 +67,8 @@ MAX_PENDING = 4
 #: is given up: each cut sends the cycle back to its warmup, so a step that fails one call in four kept the profiler
 #: recording for most of the run and never wrote a window. A whole window starts the count over, and so does a new run.
 MAX_CUT_TRIES = 3
+#: At exit, how long the main thread waits for another thread's window to be cut by that thread (see Session.exit).
+EXIT_WAIT_S = 0.5
 
 
 #: The signal module's C functions (``_guard.SIGNAL_C``). ``signal.signal`` and ``signal.getsignal`` convert the handler
@@ -850,6 +852,10 @@ class Session:
                 target.position.advance()
             if step.last:
                 self.close(target, SWITCH.config)
+        if self._at_exit and window is not None and self.window is window:
+            # the process exits while this thread's steps go on (a daemon's): its window is cut here, on its own
+            # thread, where torch stops a profiler (see exit())
+            self.cut(target, "the process exited")
 
     def retry_triggered(self, target: Target) -> bool:
         """A triggered window whose last try was cut (a step raised, a profiler of the user's, an interrupt) is about to
@@ -1497,9 +1503,18 @@ class Session:
 
     def exit(self) -> None:
         """The process exits (``atexit``, a multiprocessing child's end): no window opens from now (a daemon thread's
-        steps go on meanwhile), and one of another thread still open is dropped, not stopped (see :meth:`_discard`);
-        then :meth:`shutdown`."""
+        steps go on meanwhile). A window of another thread still open is cut by that thread at its next step's end,
+        waited for :data:`EXIT_WAIT_S` at most: torch stops a profiler only on its own thread (left running while that
+        thread's ops went on, torch 2.13 crashed at exit, exit 139; stopped from here, it printed "disableProfiler
+        called but no active profiling session found"). One still open after that (a thread asleep, or inside a long
+        step) is dropped, not stopped (see :meth:`_discard`), and ends with the process. Then :meth:`shutdown`."""
         self._at_exit = True
+        window = self.window
+        if window is not None and window.target.owner not in (None, threading.get_ident()):
+            deadline = time.monotonic() + EXIT_WAIT_S
+            with _guard.quiet("live.exit_wait", catches=BaseException):  # a Ctrl-C ends the wait, not the exit
+                while self.window is window and time.monotonic() < deadline:
+                    time.sleep(0.002)
         self.shutdown()
 
     def shutdown(self) -> None:
