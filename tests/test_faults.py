@@ -485,7 +485,7 @@ def test_decorating_keeps_half_of_the_recursion_limit() -> None:
 
 # -- the matrix, permanent: random interleavings of calls, exceptions, Ctrl-C, threads and profilers --------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _ACTIONS = st.one_of(
@@ -549,6 +549,9 @@ def _check_invariants(t: Any, heal: Any = None) -> None:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(actions=st.lists(_ACTIONS, min_size=1, max_size=12))
+# drawn once under load (stop 59): the second interrupt cut a dropped window's stop before torch's; its profiler was
+# healed only at the next window's open, and the next call was a wait step: left running with no window
+@example(actions=[("call", None), ("call", None), ("interrupt", 15), ("interrupt", 2)])
 def test_random_faults_keep_autoprof_consistent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, actions: list[Any]) -> None:
     try:
         _chaos(tmp_path, monkeypatch, actions)

@@ -773,6 +773,9 @@ class Session:
         window, whether it records, is its window's last and takes a step of the schedule as each is known. Returns
         what the instrument does: :data:`RECORD`, :data:`ANNOTATE` (the call, while a profiler records) or :data:`BARE`."""
         target = step.target
+        if self._live is not None and self.window is None:  # a profiler no window holds (a stop cut short): stopped now,
+            with self.lock:  # at any target's next step, not only at the next window's open
+                self._heal()
         target.enter(step)
         place = self._place(target)
         if place.phase in (Phase.DONE, Phase.WAIT):
