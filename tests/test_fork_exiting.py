@@ -124,7 +124,7 @@ def test_a_ctrl_c_in_the_wait_ends_it_and_reaches_the_main_thread(proc: _FakePro
 
 
 # A window's owner thread whose native exit waits on a semaphore (a thread-local destructor of its own: libc's sem_wait,
-# called with the key's value) that another thread posts 200 ms after the fork began; joined, then fork: with the wait,
+# called with the key's value) that another thread posts 200 ms after the fork began; its Python part over, then fork: with the wait,
 # its task is gone by the fork; without, it is still there (the hang came from MKL's destructors in that stretch, on a
 # busy machine: 9-11 of 16 children). Before, the exit lasted a fixed 150 ms (usleep): on a loaded machine the main
 # thread could wake after it, and the script found nothing to show (CI, beside the installer of other torch releases).
@@ -148,7 +148,8 @@ def owner():
     libc.pthread_setspecific(key, ctypes.cast(sem, ctypes.c_void_p))  # at its native exit: sem_wait(sem)
 t = threading.Thread(target=owner)
 t.start()
-t.join()
+while t.is_alive():  # its Python part over (not join(): from Python 3.13 join() waits for the native exit too)
+    time.sleep(0.001)
 task = f"/proc/self/task/{tid['tid']}"
 assert os.path.exists(task), "the thread's native exit ended before the fork: the test shows nothing"
 def post():
@@ -164,6 +165,7 @@ waited = time.monotonic() - t0
 there = os.path.exists(task)
 os.waitpid(pid, 0)
 poster.join()
+t.join()
 print(there, round(waited, 3))
 """
 

@@ -60,8 +60,13 @@ def users_profiler_records():
     assert any(e.name == "aten::add" for e in prof.events()), "the user's profiler recorded nothing"
 
 # kineto's first profiler on the main thread: one started first on another thread prints kineto's own "External init
-# callback" line (tests/test_hostile_issue46_48.py), which is not what these tests look for
-users_profiler_records()
+# callback" line (tests/test_hostile_issue46_48.py), which is not what these tests look for. torch 2.10-2.11 warns
+# once per process at a profiler's prepare ("Profiler clears events at the end of each cycle", fixed in 2.12): here
+# it is this first profiler's, the user's own, so it is silenced for it (torch then never says it again)
+import warnings
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+    users_profiler_records()
 """
 
 
