@@ -790,3 +790,41 @@ def test_other_threads_calls_never_move_the_step_numbers_of_a_triggered_window(r
     assert window["steps"] == seen[3:] == [204, 205, 206], (window["steps"], seen)
     assert window["trigger"]["step"] == 201
     assert SESSION.targets["helped_200"].calls == 230
+
+
+def test_a_signal_handler_calling_the_target_while_its_thread_settles_does_not_hang() -> None:
+    """A program's signal handler runs on the main thread between two bytecodes of whatever runs there, autoprof's tick
+    included; one that calls the watched target lands in the same watch's ``settle``. The watch's lock was a plain one:
+    held by the interrupted settle, the handler's waited for it forever (the program hung). Simulated
+    deterministically: the starts' length is read inside the lock, and the first read runs the "handler" (a settle of
+    its own, then two more calls' starts); the test's thread is the program's main thread."""
+    from autoprof.config import Config
+    from autoprof.live.trigger import Settings
+
+    watch = Watch(Settings.of({f: getattr(Config(), f) for f in Config.__dataclass_fields__}))
+    handled: list[str] = []
+
+    class Starts(list):  # type: ignore[type-arg]
+        def __len__(self) -> int:
+            if not handled:
+                handled.append("in")
+                watch.settle()  # the handler's call of the target: its tick's settle
+                self.extend([5.0, 6.0])  # and its calls' starts
+                handled.append("out")
+            return super().__len__()
+
+    watch.starts = Starts([1.0, 2.0, 3.0])
+    done = threading.Event()
+
+    def program() -> None:
+        watch.settle()
+        done.set()
+
+    t = threading.Thread(target=program, daemon=True)
+    t.start()
+    assert done.wait(10), "the settle hung: the handler waited for the lock its own thread held"
+    assert handled == ["in", "out"]
+    # the handler's two calls are pending, counted at the next settle; nothing is counted twice
+    assert watch.n + len(watch.starts) - watch.mark - watch.breaks == 5 and watch.pending() == 5
+    watch.settle()
+    assert watch.n == 5 and watch.mark == len(watch.starts) and not watch.busy

@@ -252,6 +252,7 @@ class Watch:
 
     __slots__ = (
         "breaks",
+        "busy",
         "due",
         "earlier",
         "every",
@@ -293,7 +294,8 @@ class Watch:
         self.n = 0  # the wrappers' idle calls counted at the last tick (the target's own count leaves them out: pending)
         self.mark = 0  # len(starts) then: the calls since are its growth, less the breaks appended since
         self.breaks = 0
-        self.settling = threading.Lock()  # the owner thread's tick and another thread's (see settle)
+        self.settling = threading.RLock()  # the owner thread's tick and another thread's (see settle)
+        self.busy = False  # a settle under way (a signal handler's call of the target on its thread: see settle)
         self.next = -1.0  # a start after this (perf_counter seconds) is a tick (-1: the first call ticks)
         #: The next calls that are probes (see instrument._tick): the first two, then the one right after each tick.
         self.probing = 2
@@ -345,22 +347,33 @@ class Watch:
         """Count the calls appended since the last tick and keep the last ``trigger_history`` + 1 starts. The wrappers
         append only the owner thread's calls (another thread's call is no step: neither timed nor counted); settling
         takes a lock and reads the length once all the same, so a call appended meanwhile stays pending, counted at the
-        next."""
+        next. A signal handler that calls the target while its thread settles (Python runs it between two bytecodes
+        of this very method) leaves the settle to it: the lock is re-entrant (a plain one hung the program), and the
+        handler's call stays pending."""
         with self.settling:
-            starts = self.starts
-            size = len(starts)
-            self.n += size - self.mark - self.breaks
-            self.breaks = 0
-            drop = size - self.settings.history - 1
-            if drop > 0:
-                del starts[:drop]
-                size -= drop
-                reads = self.reads
-                first = next((t for t in starts if t >= 0), None)
-                if len(reads) > 2 * size and first is not None:  # now and then: a tick pays one dict insert
-                    for t in [t for t in reads if t < first]:
-                        del reads[t]
-            self.mark = size
+            if self.busy:
+                return
+            self.busy = True
+            try:
+                self._settle()
+            finally:
+                self.busy = False
+
+    def _settle(self) -> None:
+        starts = self.starts
+        size = len(starts)
+        self.n += size - self.mark - self.breaks
+        self.breaks = 0
+        drop = size - self.settings.history - 1
+        if drop > 0:
+            del starts[:drop]
+            size -= drop
+            reads = self.reads
+            first = next((t for t in starts if t >= 0), None)
+            if len(reads) > 2 * size and first is not None:  # now and then: a tick pays one dict insert
+                for t in [t for t in reads if t < first]:
+                    del reads[t]
+        self.mark = size
 
     def tick(self, t0: float, calls: int, cost: int, waited: int = -1) -> Trigger | None:
         """The call that started at ``t0`` (perf_counter seconds, the last of :attr:`starts`) came after :attr:`next`:
