@@ -1647,10 +1647,22 @@ def _torch_warnings() -> Iterator[None]:
         yield
     for w in caught:
         text = str(w.message)
-        if text in _TORCH_WARNED or any(quiet in text for quiet in _QUIET_TORCH_WARNINGS):
+        if any(quiet in text for quiet in _QUIET_TORCH_WARNINGS):
+            _forget_torch_warned(text)
+            continue
+        if text in _TORCH_WARNED:
             continue
         _TORCH_WARNED.add(text)
         _emit.warning(f"torch warned while autoprof drove its profiler: {text}", "torch_warning", target=None, window=None)
+
+
+def _forget_torch_warned(text: str) -> None:
+    """torch 2.10-2.11 says its quiet warning once per process (``_warn_once``: a set of the texts shown); caught here,
+    during autoprof's own call, it was shown to nobody: taken out of that set, so that a profiler of the user's still
+    shows it to them as torch alone would."""
+    shown = getattr(sys.modules.get("torch.profiler.profiler"), "_WARNINGS_SHOWN", None)
+    if isinstance(shown, set):
+        shown.discard(text)
 
 
 _POOL_WORKER: bool | None = None
