@@ -307,8 +307,13 @@ def test_a_users_profiler_started_in_autoprofs_warmup_records_and_autoprof_recor
     assert len(windows) == 2, [r.get("message") for r in records]  # both windows recorded after the yield
     assert not [r for r in records if r["event"] == "autoprof.error"]
     assert [r["reason"] for r in records if r["event"] == "autoprof.warning" and r["reason"] != "machine_busy"] == ["foreign_profiler"]
-    stray = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("{")]
-    assert not stray, stray  # torch's own warnings never reach stderr as plain lines
+    # torch's warnings from autoprof's own profiler calls never reach stderr as plain lines; torch 2.10-2.11's
+    # once-per-process "Profiler clears events" warning at the user's own profiler does, once, as without autoprof
+    lines = done.stderr.splitlines()
+    users = [i for i, line in enumerate(lines) if "Profiler clears events at the end of each cycle" in line]
+    assert len(users) <= 1, lines
+    stray = [line for i, line in enumerate(lines) if line.strip() and not line.startswith("{") and i not in users and i - 1 not in users]
+    assert not stray, stray
 
 
 @needs_h200
