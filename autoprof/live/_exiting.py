@@ -1,13 +1,13 @@
 """Threads that opened autoprof's windows, waited for at a fork while their native exit is still under way.
 
 ``Thread.join()`` returns once a thread's Python part is over, before its native exit (its thread-local destructors)
-is (before Python 3.13; from 3.13 ``join()`` waits for the native exit too, and a thread nobody joined is still
-there while it runs), and MKL frees its own per-thread state among those destructors. A fork meanwhile hands the
-child MKL's allocator mid-update: the child's first matmul spins in it forever (``mkl_serv_allocate`` → ``mm_account_ptr_by_tid``). A
-thread that started and stopped torch's profiler takes longer there. Beside two busy processes (torch 2.13 CPU): three
-threads of profiled steps, one of them a window's owner, joined, then ``os.fork()``: 9 and 10 of 16 children hung,
-against 0 of 16 when the window's owner was the main thread and 0 of 16 with this wait (plain torch: 1 of 24 with
-threads of one matmul each; on a quiet machine, none in 14).
+is (before Python 3.13; from 3.13 ``join()`` waits for the native exit too, and a thread nobody joined is still there
+while it runs), and MKL frees its own per-thread state among those destructors. A fork meanwhile hands the child MKL's
+allocator mid-update: the child's first matmul spins in it forever (``mkl_serv_allocate`` →
+``mm_account_ptr_by_tid``). A thread that started and stopped torch's profiler takes longer there. Beside two busy
+processes (torch 2.13 CPU): three threads of profiled steps, one of them a window's owner, joined, then ``os.fork()``:
+9 and 10 of 16 children hung, against 0 of 16 when the window's owner was the main thread and 0 of 16 with this wait
+(plain torch: 1 of 24 with threads of one matmul each; on a quiet machine, none in 14).
 
 So before a fork, each thread that opened a window, whose Python part is over and whose native thread still exists
 (Linux: ``/proc/self/task/<tid>``, the same thread by its start time), is waited for until it is gone, at most
