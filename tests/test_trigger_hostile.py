@@ -8,9 +8,12 @@ wrappers' ``_now`` and ``_clock``, set before decorating), so a loaded machine c
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pickle
 import select
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -829,3 +832,68 @@ def test_a_signal_handler_calling_the_target_while_its_thread_settles_does_not_h
     assert watch.n + len(watch.starts) - watch.mark - watch.breaks == 5 and watch.pending() == 5
     watch.settle()
     assert watch.n == 5 and watch.mark == len(watch.starts) and not watch.busy
+
+
+def test_a_signal_handler_calling_the_target_inside_its_threads_tick_judges_nothing() -> None:
+    """The same, anywhere in the owner's tick: the handler's call is no tick (it returns at once, judging nothing and
+    writing nothing), so the tick under way never sees its state change under it (a real storm raised "dictionary
+    changed size during iteration" there: the trigger was given up with an internal error)."""
+    from autoprof.config import Config
+    from autoprof.live.trigger import Settings
+
+    watch = Watch(Settings.of({f: getattr(Config(), f) for f in Config.__dataclass_fields__}))
+    nested: list[Any] = []
+
+    class Starts(list):  # type: ignore[type-arg]
+        def __len__(self) -> int:
+            if not nested:
+                self.append(9.0)  # the handler's call's start, then its tick
+                nested.append(watch.tick(9.0, calls=7, cost=4, waited=123))
+            return super().__len__()
+
+    watch.starts = Starts([1.0, 2.0, 3.0])
+    watch.tick(3.0, calls=3, cost=4, waited=5)
+    assert nested == [None]
+    assert 9.0 not in watch.reads and watch.reads.get(3.0) != 123, watch.reads  # the handler's tick wrote nothing
+    assert not watch.ticking and not watch.busy
+
+
+_STORM = """
+import os, signal, sys, time
+import torch, autoprof
+autoprof.configure(sink=sys.argv[1], background=False, trigger=True)
+x = torch.randn(8, 8)
+@autoprof.autoprof(name="t", skip_first=0, wait=0, warmup=1, active=1)
+def t(i):
+    return (x @ x).sum()
+handled = [0]
+def handler(sig, frame):  # a watchdog that calls the watched target itself
+    handled[0] += 1
+    t(-1)
+signal.signal(signal.SIGALRM, handler)
+signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0003)
+end = time.monotonic() + 4
+n = 0
+while time.monotonic() < end:
+    t(n)
+    n += 1
+signal.setitimer(signal.ITIMER_REAL, 0)
+print(handled[0])
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="signal.setitimer")
+def test_a_storm_of_signals_whose_handler_calls_the_watched_target_neither_hangs_nor_gives_the_trigger_up(
+    tmp_path: Any,
+) -> None:
+    """A real SIGALRM every 0.3 ms for 4 s, its handler calling the watched target, beside the target's own loop.
+    Before: the program hung (2 of 2 runs, in a settle); then, with the settle fixed alone, the trigger was given up
+    with an internal error (1 of 1)."""
+    sink = tmp_path / "r.jsonl"
+    script = tmp_path / "storm.py"
+    script.write_text(_STORM)
+    run = subprocess.run([sys.executable, str(script), str(sink)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert int(run.stdout.split()[-1]) > 100, run.stdout  # the handler ran, many times
+    recs = [json.loads(line) for line in sink.read_text().splitlines()]
+    assert not [r for r in recs if r["event"] == "autoprof.error"], [r for r in recs if r["event"] == "autoprof.error"]

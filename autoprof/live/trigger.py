@@ -280,6 +280,7 @@ class Watch:
         "start",
         "starts",
         "suppressed",
+        "ticking",
         "times",
         "verdict",
     )
@@ -296,6 +297,7 @@ class Watch:
         self.breaks = 0
         self.settling = threading.RLock()  # the owner thread's tick and another thread's (see settle)
         self.busy = False  # a settle under way (a signal handler's call of the target on its thread: see settle)
+        self.ticking = False  # the owner thread's tick under way (the same, see tick)
         self.next = -1.0  # a start after this (perf_counter seconds) is a tick (-1: the first call ticks)
         #: The next calls that are probes (see instrument._tick): the first two, then the one right after each tick.
         self.probing = 2
@@ -379,7 +381,19 @@ class Watch:
         """The call that started at ``t0`` (perf_counter seconds, the last of :attr:`starts`) came after :attr:`next`:
         judge the period that it ends (the previous call's; only it can be slow, see ``TICK_MAX``) and refresh the
         baseline when due. ``calls``: the target's calls so far, this one's included; ``cost`` as :meth:`check`'s;
-        ``waited``: the thread's run-queue wait so far (ns, read by the wrapper at this tick; -1: unknown)."""
+        ``waited``: the thread's run-queue wait so far (ns, read by the wrapper at this tick; -1: unknown). A call
+        of the target by a signal handler while this thread is inside a tick (Python runs handlers between two
+        bytecodes) is no tick: it judges nothing and leaves the state to the tick under way (it changed the starts'
+        read times while the tick iterated them: "dictionary changed size during iteration", the trigger given up)."""
+        if self.ticking:
+            return None
+        self.ticking = True
+        try:
+            return self._tick(t0, calls, cost, waited)
+        finally:
+            self.ticking = False
+
+    def _tick(self, t0: float, calls: int, cost: int, waited: int) -> Trigger | None:
         self.settle()
         starts = self.starts
         reads = self.reads
