@@ -61,7 +61,7 @@ def users_profiler_records():
 
 # kineto's first profiler on the main thread: one started first on another thread prints kineto's own "External init
 # callback" line (tests/test_hostile_issue46_48.py), which is not what these tests look for. torch 2.10-2.11 warns
-# once per process at a profiler's prepare ("Profiler clears events at the end of each cycle", fixed in 2.12): here
+# once per process at a profiler's prepare ("Profiler clears events at the end of each cycle", gone by 2.13): here
 # it is this first profiler's, the user's own, so it is silenced for it (torch then never says it again)
 import warnings
 with warnings.catch_warnings():
