@@ -126,8 +126,9 @@ def test_a_ctrl_c_in_the_wait_ends_it_and_reaches_the_main_thread(proc: _FakePro
 # A window's owner thread whose native exit waits on a semaphore (a thread-local destructor of its own: libc's sem_wait,
 # called with the key's value) that another thread posts 200 ms after the fork began; its Python part over, then fork:
 # with the wait, its task is gone by the fork; without, it is still there (the hang came from MKL's destructors in that
-# stretch, on a busy machine: 9-11 of 16 children). Before, the exit lasted a fixed 150 ms (usleep): on a loaded machine the main
-# thread could wake after it, and the script found nothing to show (CI, beside the installer of other torch releases).
+# stretch, on a busy machine: 9-11 of 16 children). Before, the exit lasted a fixed 150 ms (usleep): on a loaded machine
+# the main thread could wake after it, and the script found nothing to show (CI, beside the installer of other torch
+# releases).
 _SLOW_EXIT = """
 import ctypes, os, sys, threading, time, torch
 import autoprof
