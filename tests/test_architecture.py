@@ -28,6 +28,7 @@ THIRD_PARTY = (
     "plotly",
     "fsspec",
     "distributed",
+    "numpy",
 )
 _NAME = re.compile(r"[A-Za-z_][\w.]*")
 #: ``from autoprof.live import session`` imports the module ``live.session``

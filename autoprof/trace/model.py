@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from operator import add, itemgetter
 from typing import Any, TypeVar
 
+from autoprof.trace import _columns
+
 _T = TypeVar("_T")
 
 # Normalized categories. Host-side ones first, device-side after.
@@ -540,29 +542,48 @@ class Trace:
     def _sort_host(self, builder: TraceBuilder) -> None:
         """Host columns sorted per thread by (ts, -dur), so that parents precede children; shapes follow."""
         n = len(builder.h_ts)
-        order = sorted(range(n), key=_host_keys(builder).__getitem__)
-        if order == list(range(n)):  # already in order (one thread, events in start order)
-            self.h_name, self.h_cat, self.h_ts = builder.h_name, builder.h_cat, builder.h_ts
-            self.h_dur, self.h_tid, self.h_corr = builder.h_dur, builder.h_tid, builder.h_corr
-            self.shapes = dict(builder.h_shapes)
-            return
-        self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = _permuted(
-            (builder.h_name, builder.h_cat, builder.h_ts, builder.h_dur, builder.h_tid, builder.h_corr), order
-        )
-        if builder.h_shapes:
-            where = sorted(range(n), key=order.__getitem__)  # the inverse permutation: old index -> new
-            self.shapes = {where[old]: v for old, v in builder.h_shapes.items()}
+        cols = (builder.h_name, builder.h_cat, builder.h_ts, builder.h_dur, builder.h_tid, builder.h_corr)
+        np = _columns.numpy() if n >= _columns.MIN_ROWS else None
+        if np is not None:  # the same order and columns as below, over the columns' buffers (see _columns)
+            order = _columns.host_order(np, builder.h_ts, builder.h_dur, builder.h_tid)
+            if order is not None:
+                self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = _columns.permuted(np, cols, order)
+                where = _columns.inverse(np, order) if builder.h_shapes else []
+                self.shapes = {where[old]: v for old, v in builder.h_shapes.items()}
+                return
         else:
-            self.shapes = {}
+            order = sorted(range(n), key=_host_keys(builder).__getitem__)
+            if order == list(range(n)):
+                order = None
+            else:
+                self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = _permuted(cols, order)
+                if builder.h_shapes:
+                    where = sorted(range(n), key=order.__getitem__)  # the inverse permutation: old index -> new
+                    self.shapes = {where[old]: v for old, v in builder.h_shapes.items()}
+                else:
+                    self.shapes = {}
+                return
+        # already in order (one thread, events in start order)
+        self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = cols
+        self.shapes = dict(builder.h_shapes)
 
     def _sort_device(self, builder: TraceBuilder) -> None:
         """Device columns sorted by time; launch configurations follow."""
         m = len(builder.d_ts)
-        dorder = sorted(range(m), key=list(zip(builder.d_ts, builder.d_dur)).__getitem__)
-        self.d_name, self.d_cat, self.d_ts, self.d_dur, self.d_device, self.d_stream, self.d_corr = _permuted(
-            (builder.d_name, builder.d_cat, builder.d_ts, builder.d_dur, builder.d_device, builder.d_stream, builder.d_corr), dorder
-        )
+        cols = (builder.d_name, builder.d_cat, builder.d_ts, builder.d_dur, builder.d_device, builder.d_stream, builder.d_corr)
         launch = builder.d_launch
+        np = _columns.numpy() if m >= _columns.MIN_ROWS else None
+        if np is not None:  # the same order and columns as below (see _columns)
+            found = _columns.device_order(np, builder.d_ts, builder.d_dur)
+            if found is None:  # already in order: copies, as the permutation below makes
+                self.d_name, self.d_cat, self.d_ts, self.d_dur, self.d_device, self.d_stream, self.d_corr = (col[:] for col in cols)
+                self.launch_config = dict(launch)
+                return
+            self.d_name, self.d_cat, self.d_ts, self.d_dur, self.d_device, self.d_stream, self.d_corr = _columns.permuted(np, cols, found)
+            dorder = _columns.order_list(found)
+        else:
+            dorder = sorted(range(m), key=list(zip(builder.d_ts, builder.d_dur)).__getitem__)
+            self.d_name, self.d_cat, self.d_ts, self.d_dur, self.d_device, self.d_stream, self.d_corr = _permuted(cols, dorder)
         self.launch_config = {new: launch[old] for new, old in enumerate(dorder) if old in launch} if launch else {}
 
     def _sort_memory(self, builder: TraceBuilder) -> None:
@@ -590,6 +611,12 @@ class Trace:
     def _link_launches(self) -> None:
         """Launch links: device event -> the host runtime/driver call with the same correlation id (-1: none)."""
         h_corr = self.h_corr
+        np = _columns.numpy() if len(h_corr) + len(self.d_corr) >= _columns.MIN_ROWS else None
+        if np is not None:  # the same links as below (see _columns)
+            cats = _columns._view(np, self.h_cat)
+            launches = np.isin(cats, sorted(LAUNCH_CODES)) & (_columns._view(np, h_corr) >= 0)
+            self.d_launch_host = _columns.last_index_of(np, h_corr, launches, self.d_corr)
+            return
         by_corr = {h_corr[i]: i for i, k in enumerate(self.h_cat) if k in LAUNCH_CODES and h_corr[i] >= 0}
         get = by_corr.get
         self.d_launch_host = array("l", [get(c, -1) if c >= 0 else -1 for c in self.d_corr])
@@ -712,6 +739,8 @@ class Trace:
         """Interned name -> the host events of that name, in index order. Built once, on first use: rules
         that look for a few names read these lists instead of scanning every event."""
         idx = self._by_name
+        if idx is None and len(self.h_name) >= _columns.MIN_ROWS and (np := _columns.numpy()) is not None:
+            idx = self._by_name = _columns.rows_by_value(np, self.h_name)  # the same lists as below (see _columns)
         if idx is None:
             lists: defaultdict[int, list[int]] = defaultdict(list)
             for i, nid in enumerate(self.h_name):

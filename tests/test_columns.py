@@ -1,0 +1,138 @@
+"""The trace build's numpy way (autoprof.trace._columns) against its pure-Python way: the same order, columns, tree,
+launch links, shapes and name index on any columns, and the Python way where numpy is missing or off."""
+
+from __future__ import annotations
+
+import builtins
+import os
+from array import array
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from autoprof.trace import _columns, chrome
+from autoprof.trace.model import HOST_CODE, LAUNCH_CODES, Trace, TraceBuilder
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+_INT64_MAX = (1 << 63) - 1
+_CATS = sorted(set(HOST_CODE.values()))
+
+
+def _state(trace: Trace) -> dict[str, Any]:
+    """Everything a build derives from its builder, as plain values."""
+    out: dict[str, Any] = {}
+    for name, value in vars(trace).items():
+        if type(value) is array:
+            out[name] = (value.typecode, value.tolist())
+    out["shapes"] = sorted(trace.shapes.items(), key=repr)
+    out["launch_config"] = sorted(trace.launch_config.items())
+    out["steps"] = trace.steps
+    out["by_name"] = list(trace.host_by_name().items())  # the keys' order too: a user's rule may iterate it
+    return out
+
+
+def _both(make: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The state of ``make()``'s trace built the numpy way (every size) and the Python way."""
+    pytest.importorskip("numpy", reason="the numpy way needs numpy (the Python way is tested without it, below)")
+    monkeypatch.setattr(_columns, "MIN_ROWS", 0)
+    monkeypatch.setattr(_columns, "ENABLED", True)
+    fast = _state(make())
+    monkeypatch.setattr(_columns, "ENABLED", False)
+    slow = _state(make())
+    return fast, slow
+
+
+def _builder(host: list[tuple[int, int, int, int, int, int]], device: list[tuple[int, int, int, int]], shaped: list[int]) -> TraceBuilder:
+    b = TraceBuilder(source="t")
+    for t in range(4):
+        b.thread(1, t)
+    for k, name in enumerate(("ProfilerStep#1", "aten::mm", "aten::add", "cudaLaunchKernel", "k0", "k1")):
+        assert b.intern(name) == k
+    for name, cat, ts, dur, tid, corr in host:
+        b.h_name.append(name)
+        b.h_cat.append(cat)
+        b.h_ts.append(ts)
+        b.h_dur.append(dur)
+        b.h_tid.append(tid)
+        b.h_corr.append(corr)
+    for k in shaped:
+        if k < len(host):
+            b.h_shapes[k] = ((k, 1), ("float",))
+    for j, (ts, dur, corr, name) in enumerate(device):
+        b.d_name.append(name)
+        b.d_cat.append(0)
+        b.d_ts.append(ts)
+        b.d_dur.append(dur)
+        b.d_device.append(0)
+        b.d_stream.append(7)
+        b.d_corr.append(corr)
+        if j % 3 == 0:
+            b.d_launch[j] = ((j, 1, 1), (128, 1, 1))
+    return b
+
+
+_small = st.integers(0, 6)
+_host_event = st.tuples(
+    st.integers(0, 5), st.sampled_from(_CATS), _small, st.sampled_from([0, 1, 2, 5, _INT64_MAX]), st.integers(0, 3), st.integers(-2, 5)
+)
+_device_event = st.tuples(_small, st.sampled_from([0, 1, 3]), st.integers(-2, 6), st.integers(4, 5))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    host=st.lists(_host_event, max_size=40), device=st.lists(_device_event, max_size=20), shaped=st.lists(st.integers(0, 40), max_size=10)
+)
+def test_the_numpy_way_builds_the_trace_the_python_way_does(
+    host: list[Any], device: list[Any], shaped: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ties in time (an order kept stable), durations up to int64's largest (negated in the sort key), duplicate and
+    negative correlation ids (the last launch of an id wins; no link below 0), rows already in order, empty lanes."""
+    fast, slow = _both(lambda: _builder(host, device, shaped).build(), monkeypatch)
+    assert fast == slow
+
+
+def test_a_trace_built_the_numpy_way_is_really_reordered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The property above compares two ways: this pins one result, so both cannot be wrong alike (two threads in
+    reverse, a parent after its child in the file, a launch id used twice)."""
+    launch = next(iter(LAUNCH_CODES))
+    host = [(1, 0, 5, 1, 1, -1), (3, launch, 2, 1, 0, 9), (0, 0, 2, 4, 0, -1), (3, launch, 3, 1, 0, 9)]
+    device = [(6, 1, 9, 4), (4, 1, -1, 5)]
+    fast, slow = _both(lambda: _builder(host, device, [0, 1]).build(), monkeypatch)
+    assert fast == slow
+    assert fast["h_ts"][1] == [2, 2, 3, 5] and fast["h_tid"][1] == [0, 0, 0, 1]
+    assert fast["h_parent"][1] == [-1, 0, 0, -1]  # the step encloses both launches of its thread
+    assert fast["d_ts"][1] == [4, 6] and fast["d_launch_host"][1] == [-1, 2]  # id 9's last launch (ts 3: row 2)
+    assert fast["shapes"] == [(1, ((1, 1), ("float",))), (3, ((0, 1), ("float",)))]
+    assert [k for k, _ in fast["by_name"]] == [0, 3, 1]  # first seen: the step, the launch, the op
+
+
+def test_without_numpy_the_build_takes_the_python_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_import = builtins.__import__
+
+    def no_numpy(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "numpy" or name.startswith("numpy."):
+            raise ImportError("No module named 'numpy'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_numpy)
+    monkeypatch.setattr(_columns, "_tried", False)
+    monkeypatch.setattr(_columns, "_np", None)
+    monkeypatch.setattr(_columns, "MIN_ROWS", 0)
+    assert _columns.numpy() is None
+    trace = _builder([(1, 0, 5, 1, 1, -1), (0, 0, 2, 4, 0, -1)], [(6, 1, -1, 4)], [0]).build()
+    assert list(trace.h_ts) == [2, 5] and trace.shapes == {1: ((0, 1), ("float",))}
+    monkeypatch.setattr(_columns, "_tried", False)  # asked again once numpy is back
+
+
+@pytest.mark.parametrize(
+    "name", ["hta/a100_rank3_of8_train.json.gz", "h200/gpt2_train.chrome.json.gz", "amd/mi300x_qwen05b_inference.json.gz"]
+)
+def test_a_shared_trace_loads_alike_both_ways(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"{path} is absent (../shared/traces: see its MANIFEST.md)")
+    fast, slow = _both(lambda: chrome.load(os.fspath(path)), monkeypatch)
+    assert fast == slow
