@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synth import Synth
 
 from autoprof.trace import _columns, chrome
 from autoprof.trace.model import HOST_CODE, LAUNCH_CODES, Trace, TraceBuilder
@@ -136,3 +137,133 @@ def test_a_shared_trace_loads_alike_both_ways(name: str, monkeypatch: pytest.Mon
         pytest.skip(f"{path} is absent (../shared/traces: see its MANIFEST.md)")
     fast, slow = _both(lambda: chrome.load(os.fspath(path)), monkeypatch)
     assert fast == slow
+
+
+# -- the rules' numpy helpers, each against the Python expression it stands for --------------------------------------
+
+_col = st.lists(st.integers(-3, 9), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=_col, floor=st.integers(-2, 4))
+def test_at_least_is_the_comparison_of_each_value(values: list[int], floor: int) -> None:
+    np = pytest.importorskip("numpy")
+    assert _columns.at_least(np, array("l", values), floor) == [v >= floor for v in values]
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(-3, 9), st.integers(-1, 2), st.integers(0, 4)), max_size=30))
+def test_first_launch_id_is_the_least_positive_id_of_a_launch_in_a_step(rows: list[tuple[int, int, int]]) -> None:
+    np = pytest.importorskip("numpy")
+    corr, step, cat = (array("q", [r[0] for r in rows]), array("l", [r[1] for r in rows]), array("b", [r[2] for r in rows]))
+    codes = {1, 3}
+    want = min((c for c, k, t in zip(corr, step, cat) if k >= 0 and c > 0 and t in codes), default=0)
+    assert _columns.first_launch_id(np, corr, step, cat, codes) == want
+
+
+def _tree(draw: Any, n: int) -> list[int]:
+    return [draw(st.integers(-1, i - 1)) for i in range(n)]  # a parent precedes its child
+
+
+@st.composite
+def _events(draw: Any) -> tuple[list[int], list[int], list[int], list[int], list[bool]]:
+    n = draw(st.integers(0, 30))
+    ts = [draw(st.integers(0, 50)) for _ in range(n)]
+    dur = [draw(st.sampled_from([0, 1, 7, _INT64_MAX])) for _ in range(n)]
+    cat = [draw(st.integers(0, 4)) for _ in range(n)]
+    inside = [draw(st.booleans()) for _ in range(n)]
+    return ts, dur, cat, _tree(draw, n), inside
+
+
+@settings(max_examples=300, deadline=None)
+@given(events=_events())
+def test_top_level_spans_are_the_listed_spans_or_none_past_int64(events: Any) -> None:
+    np = pytest.importorskip("numpy")
+    ts, dur, cat, parent, inside = events
+    codes = {1, 2}
+    want = [(t, t + d) for t, d, c, p, i in zip(ts, dur, cat, parent, inside) if i and c in codes and (p < 0 or cat[p] not in codes)]
+    got = _columns.top_level_spans(np, array("q", ts), array("q", dur), array("b", cat), array("l", parent), inside, codes)
+    if got is None:
+        assert any(e > _INT64_MAX for _, e in want) or any(t + d > _INT64_MAX for t, d in zip(ts, dur))
+    else:
+        assert got == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), n=st.integers(0, 30))
+def test_ancestors_of_marks_every_proper_ancestor_of_the_rows(data: Any, n: int) -> None:
+    np = pytest.importorskip("numpy")
+    parent = _tree(data.draw, n)
+    rows = sorted(set(data.draw(st.lists(st.integers(0, n - 1), max_size=8)))) if n else []
+    want = [False] * n
+    for i in rows:
+        p = parent[i]
+        while p >= 0:
+            want[p] = True
+            p = parent[p]
+    assert _columns.ancestors_of(np, array("l", parent), rows) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.sampled_from([0, 3, -5, _INT64_MAX, -_INT64_MAX]), max_size=12), data=st.data())
+def test_total_of_is_pythons_exact_sum_even_past_int64(values: list[int], data: Any) -> None:
+    np = pytest.importorskip("numpy")
+    inside = [data.draw(st.booleans()) for _ in values]
+    assert _columns.total_of(np, array("q", values), inside) == sum(v for v, i in zip(values, inside) if i)
+
+
+def test_ends_and_self_times_hand_int64_overflow_back_to_python() -> None:
+    np = pytest.importorskip("numpy")
+    assert _columns.ends(np, array("q", [1, 2]), array("q", [3, 4])) == array("q", [4, 6])
+    assert _columns.ends(np, array("q", [1, 2]), array("q", [3, _INT64_MAX])) is None
+    assert _columns.ends(np, array("q", [1, 2]), array("q", [3, -1])) is None  # a negative duration: Python's way
+    assert _columns.self_times(np, array("q", [5, 2]), [3, 4]) == array("q", [2, 0])
+    assert _columns.self_times(np, array("q", [5, 2]), [1 << 64, 0]) is None
+
+
+def _findings(trace: Trace) -> list[dict[str, Any]]:
+    from autoprof.analysis import engine
+
+    found, failed = engine.analyze_trace(trace)
+    assert failed == []
+    return [f.to_record() for f in found]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_synthetic_windows_findings_are_the_same_both_ways(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rule on a small GPU window (steps on two threads, launches, kernels, a sync, a collective), read the numpy
+    way at every size and the Python way."""
+    pytest.importorskip("numpy")
+
+    def make() -> Trace:
+        s = Synth()
+        t = 0.0
+        for k in range(3):
+            s.step(k, t, 400)
+            s.op("aten::mm", t + 5, 30, dims=[[64, 64], [64, 64]], types=["float", "float"])
+            s.launch("ampere_sgemm_64x64_nn", t + 10, t + 40 + seed, 60 + 10 * seed)
+            s.op("aten::add", t + 50, 10, tid=2 + seed % 2)
+            s.launch("vectorized_elementwise_kernel", t + 52, t + 110, 20, tid=2 + seed % 2)
+            s.runtime("cudaStreamSynchronize", t + 200, 120 + seed)
+            s.op("nccl:all_reduce", t + 330, 40)
+            t += 400 + 50 * seed
+        return s.trace()
+
+    monkeypatch.setattr(_columns, "MIN_ROWS", 0)
+    fast = _findings(make())
+    monkeypatch.setattr(_columns, "ENABLED", False)
+    slow = _findings(make())
+    assert fast == slow and fast
+
+
+@pytest.mark.parametrize("name", ["hta/a100_rank3_of8_train.json.gz", "kineto/v100_resnet50_dataloader_workers0_2021schema.json.gz"])
+def test_a_shared_traces_findings_are_the_same_both_ways(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("numpy")
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"{path} is absent (../shared/traces: see its MANIFEST.md)")
+    monkeypatch.setattr(_columns, "MIN_ROWS", 0)
+    fast = _findings(chrome.load(os.fspath(path)))
+    monkeypatch.setattr(_columns, "ENABLED", False)
+    slow = _findings(chrome.load(os.fspath(path)))
+    assert fast == slow and fast

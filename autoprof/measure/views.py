@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoprof.measure.runtime import BLOCKING_CALLS, DEVICE_SYNC_CALLS
+from autoprof.trace import _columns
 from autoprof.trace.model import (
     CPU_OP_CODE,
     DEVICE_WORK_CODES,
@@ -126,8 +127,12 @@ def _view_of(trace: Trace) -> View:
     start, end = trace.span_ns()
     if trace.steps:
         _drop_queued_before(trace, hs, ds)
-        host_in = [k >= 0 for k in hs]
-        device_in = [k >= 0 for k in ds]
+        np = _columns.numpy() if len(hs) + len(ds) >= _columns.MIN_ROWS else None
+        if np is not None:  # the same lists (see autoprof.trace._columns)
+            host_in, device_in = _columns.at_least(np, hs, 0), _columns.at_least(np, ds, 0)
+        else:
+            host_in = [k >= 0 for k in hs]
+            device_in = [k >= 0 for k in ds]
     else:
         host_in = [True] * trace.n_host
         device_in = [True] * trace.n_device
@@ -156,7 +161,11 @@ def _drop_queued_before(trace: Trace, host_step: array[int], device_step: array[
     make every step's work queued-before): all keeps its place by time."""
     if not any(h >= 0 and host_step[h] >= 0 for h in trace.d_launch_host):
         return
-    first = min((c for c, k, cat in zip(trace.h_corr, host_step, trace.h_cat) if k >= 0 and c > 0 and cat in LAUNCH_CODES), default=0)
+    np = _columns.numpy() if len(host_step) >= _columns.MIN_ROWS else None
+    if np is not None:  # the same id (see autoprof.trace._columns)
+        first = _columns.first_launch_id(np, trace.h_corr, host_step, trace.h_cat, LAUNCH_CODES)
+    else:
+        first = min((c for c, k, cat in zip(trace.h_corr, host_step, trace.h_cat) if k >= 0 and c > 0 and cat in LAUNCH_CODES), default=0)
     if first <= 0:
         return
     for d, (k, h, c) in enumerate(zip(device_step, trace.d_launch_host, trace.d_corr)):

@@ -73,6 +73,7 @@ from autoprof.measure.work import credited_ns, is_roofline_op
 from autoprof.rules import comm, roofline
 from autoprof.rules._common import DATALOADER_PREFIX, is_input_name
 from autoprof.rules._common import runqueue_share as runqueue_share
+from autoprof.trace import _columns
 from autoprof.trace.model import (
     CPU_OP_CODE,
     DEVICE_WORK_CODES,
@@ -159,9 +160,13 @@ def _self_totals(trace: Trace, win: View) -> tuple[int, int]:
     program's CPU time) and the device time of the window. The Python frames of a ``with_stack`` trace are not
     events of their own here: the self times are those of the tree without them, as the profiler's table gives."""
     host_in, cat = win.host_in, trace.h_cat
-    host = _self_without_frames(trace, host_in) if PYTHON_FUNCTION_CODE in cat else sum(compress(trace.h_self, host_in))
+    np = _columns.numpy() if len(cat) >= _columns.MIN_ROWS else None
+    if PYTHON_FUNCTION_CODE in cat:
+        host = _self_without_frames(trace, host_in)
+    else:  # (numpy's sum where it cannot pass int64: the same total)
+        host = _columns.total_of(np, trace.h_self, host_in) if np is not None else sum(compress(trace.h_self, host_in))
     host -= sum(trace.h_self[i] for i in trace.host_named(_collective_ids(trace)) if host_in[i] and cat[i] != PYTHON_FUNCTION_CODE)
-    return host, sum(compress(trace.d_dur, win.device_in))
+    return host, _columns.total_of(np, trace.d_dur, win.device_in) if np is not None else sum(compress(trace.d_dur, win.device_in))
 
 
 def _self_without_frames(trace: Trace, host_in: list[bool]) -> int:
@@ -366,11 +371,14 @@ def _host_spans(trace: Trace, win: View) -> tuple[list[tuple[int, int]], list[tu
     blocked, inp = _wait_spans(trace, win, *_wait_ids(trace))
     active_cats = {CPU_OP_CODE, *LAUNCH_CODES}
     ts, dur, parent, cat, host_in = trace.h_ts, trace.h_dur, trace.h_parent, trace.h_cat, win.host_in
-    active = [
-        (t, t + d)
-        for t, d, c, p, inside in zip(ts, dur, cat, parent, host_in)
-        if inside and c in active_cats and (p < 0 or cat[p] not in active_cats)
-    ]
+    np = _columns.numpy() if len(ts) >= _columns.MIN_ROWS else None
+    active = _columns.top_level_spans(np, ts, dur, cat, parent, host_in, active_cats) if np is not None else None
+    if active is None:  # (the same spans, see autoprof.trace._columns)
+        active = [
+            (t, t + d)
+            for t, d, c, p, inside in zip(ts, dur, cat, parent, host_in)
+            if inside and c in active_cats and (p < 0 or cat[p] not in active_cats)
+        ]
     return blocked, inp, merge(win.clip(active))
 
 
@@ -566,13 +574,17 @@ def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]]) -> tup
     names with the most of it (µs, at most 3)."""
     cat, parent, ts, dur, host_in, tid = trace.h_cat, trace.h_parent, trace.h_ts, trace.h_dur, win.host_in, trace.h_tid
     n = trace.n_host
-    launches = [False] * n
     launch_rows = list(compress(range(n), map(LAUNCH_CODES.__contains__, cat)))  # (one pass in C, not in Python)
-    for i in launch_rows:
-        p = parent[i]
-        while p >= 0 and not launches[p]:
-            launches[p] = True
-            p = parent[p]
+    np = _columns.numpy() if n >= _columns.MIN_ROWS else None
+    if np is not None:  # the same flags (see autoprof.trace._columns)
+        launches = _columns.ancestors_of(np, parent, launch_rows)
+    else:
+        launches = [False] * n
+        for i in launch_rows:
+            p = parent[i]
+            while p >= 0 and not launches[p]:
+                launches[p] = True
+                p = parent[p]
     threads = {s.tid for s in trace.steps}
     if not threads:  # no steps (a trace of annotations, or with_stack and no schedule): the threads that launch
         threads = {tid[i] for i in launch_rows}  # (an idle helper thread's long Python frame is no work of the host's)

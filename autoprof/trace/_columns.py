@@ -117,3 +117,80 @@ def rows_by_value(np: Any, col: array[int]) -> dict[int, list[int]]:
     for g in np.argsort(firsts, kind="stable").tolist():
         out[keys[g]] = rows[bounds[g] : bounds[g + 1]]
     return out
+
+
+_INT64_MAX = (1 << 63) - 1
+
+
+def ends(np: Any, ts: array[int], dur: array[int]) -> array[int] | None:
+    """Each row's ``ts + dur`` as an int64 array; None where a sum could pass int64 (a negative duration, or a time
+    near int64's end: the caller's Python ints hold those)."""
+    start, span = _view(np, ts), _view(np, dur)
+    if len(span) and (span.min() < 0 or (start > _INT64_MAX - span).any()):
+        return None
+    return array("q", (start + span).tobytes())
+
+
+def self_times(np: Any, dur: array[int], children: list[int]) -> array[int] | None:
+    """Each row's duration less its children's (``children``), at least 0; None where a sum of children passes int64."""
+    try:
+        below = np.array(children, dtype=np.int64)
+    except OverflowError:
+        return None
+    span = _view(np, dur).astype(np.int64)
+    return array("q", np.maximum(span - below, 0).tobytes())
+
+
+def at_least(np: Any, col: array[int], floor: int) -> list[bool]:
+    """``[v >= floor for v in col]``."""
+    return (_view(np, col) >= floor).tolist()  # type: ignore[no-any-return]
+
+
+def first_launch_id(np: Any, corr: array[int], step: array[int], cat: array[int], launch_codes: Any) -> int:
+    """The least positive ``corr`` of the rows in a step (``step`` >= 0) whose category is one of ``launch_codes``;
+    0 where there is none."""
+    ids = _view(np, corr)
+    rows = (_view(np, step) >= 0) & (ids > 0) & np.isin(_view(np, cat), sorted(launch_codes))
+    return int(ids[rows].min()) if rows.any() else 0
+
+
+def top_level_spans(
+    np: Any, ts: array[int], dur: array[int], cat: array[int], parent: array[int], inside: list[bool], codes: Any
+) -> list[tuple[int, int]] | None:
+    """``(ts, ts + dur)`` of the rows ``inside`` whose category is one of ``codes`` and whose parent's is not (or that
+    have none), in row order; None where an end could pass int64 (the caller's Python ints hold it)."""
+    cats, up = _view(np, cat), _view(np, parent)
+    of_codes = np.isin(cats, sorted(codes))
+    under = np.zeros(len(cats), dtype=bool)
+    has = up >= 0
+    under[has] = of_codes[up[has]]
+    rows = np.frombuffer(bytes(inside), dtype=bool) & of_codes & ~under
+    start, span = _view(np, ts)[rows], _view(np, dur)[rows]
+    if len(span) and (span.min() < 0 or (start > _INT64_MAX - span).any()):
+        return None
+    return list(zip(start.tolist(), (start + span).tolist()))
+
+
+def ancestors_of(np: Any, parent: array[int], rows: list[int]) -> list[bool]:
+    """For each row, whether it is a proper ancestor (by ``parent``; -1: none) of any of ``rows``."""
+    up = _view(np, parent)
+    marked = np.zeros(len(up), dtype=bool)
+    level = up[np.asarray(rows, dtype=np.int64)] if rows else up[:0]
+    while True:
+        level = np.unique(level[level >= 0])
+        level = level[~marked[level]]  # (an ancestor already marked has its own marked above it)
+        if not len(level):
+            return marked.tolist()  # type: ignore[no-any-return]
+        marked[level] = True
+        level = up[level]
+
+
+def total_of(np: Any, col: array[int], inside: list[bool]) -> int:
+    """``sum(compress(col, inside))``, exact: numpy's int64 sum where it cannot overflow, else Python's."""
+    values = _view(np, col)[np.frombuffer(bytes(inside), dtype=bool)]
+    if not len(values):
+        return 0
+    low, high = int(values.min()), int(values.max())
+    if max(abs(low), abs(high)) * len(values) <= _INT64_MAX:
+        return int(values.sum(dtype=np.int64))
+    return sum(values.tolist())

@@ -405,8 +405,8 @@ class EventConsumer:
         ts: Any
         dur: Any
         name: Any
-        k = self.count - 1
-        for k, ev in enumerate(events, self.count):  # k is read after the loop
+        events = events if type(events) is list else list(events)
+        for ev in events:  # (an event's index is found only for an error's message: _index, no count per event)
             ph = ev.ph
             cat = ev.cat
             if ph != "X":
@@ -415,7 +415,7 @@ class EventConsumer:
                         continue
                     ts = ev.ts
                     if type(ts) is not int and type(ts) is not float:
-                        raise TraceError(source, f"event {k}: flow event without a numeric 'ts'")
+                        raise TraceError(source, f"event {self._index(events, ev)}: flow event without a numeric 'ts'")
                     pid, tid = ev.pid, ev.tid
                     if pid == last_pid and tid == last_tid:
                         tid = last_row
@@ -432,7 +432,7 @@ class EventConsumer:
                     flow_id = ev.id
                     f_start(ph == "s")
                     f_tid(tid)
-                    f_ts(round(ts * 1000))
+                    f_ts(ts * 1000 if type(ts) is int else round(ts * 1000))
                     f_id(flow_id if type(flow_id) is int and -int64 <= flow_id <= int64 else _int(flow_id))
                     continue
                 if ph == "M" or (ph is None and ev.ts is unset):
@@ -453,7 +453,7 @@ class EventConsumer:
             elif type(ts) is float:
                 ts = round(ts * 1000)
             else:
-                raise _bad_time(source, k, cat, "ts", None if ts is unset else ts)
+                raise _bad_time(source, self._index(events, ev), cat, "ts", None if ts is unset else ts)
             dur = ev.dur
             if type(dur) is int:
                 dur *= 1000
@@ -462,7 +462,7 @@ class EventConsumer:
             elif dur is None:
                 dur = 0
             else:
-                raise _bad_time(source, k, cat, "dur", dur)
+                raise _bad_time(source, self._index(events, ev), cat, "dur", dur)
             name = ev.name
             if type(name) is not str:
                 name = str(name)
@@ -549,7 +549,11 @@ class EventConsumer:
             add_dur(dur if dur > 0 else 0)
             add_tid(tid)
             add_corr(corr)
-        self.count = k + 1
+        self.count += len(events)
+
+    def _index(self, events: list[Any], ev: Any) -> int:
+        """The index in the file of ``ev``, one of ``events`` (the records of the batch being read)."""
+        return self.count + next(k for k, other in enumerate(events) if other is ev)
 
     def _memory_typed(self, ev: Any) -> None:
         """:meth:`_memory` for a typed record."""

@@ -625,11 +625,15 @@ class Trace:
         """Parents and self times of the host events; returns each event's end time."""
         n = len(self.h_ts)
         ts, dur, tids = self.h_ts, self.h_dur, self.h_tid
-        ends: MutableSequence[int]
-        try:  # an array: a list of them is ~26 MB more at 654k events, the build's peak
-            ends = array("q", map(add, ts, dur))
-        except OverflowError:  # an end past int64 (a file's times near its limit): Python's ints
-            ends = list(map(add, ts, dur))
+        ends: MutableSequence[int] | None = None
+        np = _columns.numpy() if n >= _columns.MIN_ROWS else None
+        if np is not None:
+            ends = _columns.ends(np, ts, dur)  # (None where a sum could pass int64: below)
+        if ends is None:
+            try:  # an array: a list of them is ~26 MB more at 654k events, the build's peak
+                ends = array("q", map(add, ts, dur))
+            except OverflowError:  # an end past int64 (a file's times near its limit): Python's ints
+                ends = list(map(add, ts, dur))
         parent = [-1] * n
         child_sum = [0] * n
         # The open events on the current thread: the innermost one in locals (top, top_end; -1: none), the
@@ -661,7 +665,8 @@ class Trace:
                     break
             top, top_end = i, end
         self.h_parent = array("l", parent)
-        self.h_self = array("q", [d - c if d > c else 0 for d, c in zip(dur, child_sum)])
+        own = _columns.self_times(np, dur, child_sum) if np is not None else None
+        self.h_self = own if own is not None else array("q", [d - c if d > c else 0 for d, c in zip(dur, child_sum)])
         return ends
 
     def _find_steps(self, target: str | None, ends: MutableSequence[int]) -> list[Step]:
