@@ -267,3 +267,77 @@ def test_a_shared_traces_findings_are_the_same_both_ways(name: str, monkeypatch:
     monkeypatch.setattr(_columns, "ENABLED", False)
     slow = _findings(chrome.load(os.fspath(path)))
     assert fast == slow and fast
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2), st.sampled_from([0, 1, 9, _INT64_MAX])), max_size=30))
+def test_totals_by_key_are_each_keys_sum_and_count_in_first_seen_order(rows: list[tuple[int, int, int]]) -> None:
+    np = pytest.importorskip("numpy")
+    keys, cats, values = array("l", [r[0] for r in rows]), array("b", [r[1] for r in rows]), array("q", [r[2] for r in rows])
+    sums: dict[int, int] = {}
+    counts: dict[int, int] = {}
+    for k, c, v in rows:
+        if c == 1:
+            sums[k] = sums.get(k, 0) + v
+            counts[k] = counts.get(k, 0) + 1
+    got = _columns.totals_by_key(np, keys, cats, 1, values)
+    if got is None:
+        assert any(t > _INT64_MAX for t in sums.values()) or sum(v == _INT64_MAX for _, c, v in rows if c == 1) >= 1
+    else:
+        assert got == [(k, sums[k], counts[k]) for k in sums]
+
+
+def test_top_ops_are_the_same_both_ways(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("numpy")
+    from autoprof.analysis.engine import top_ops
+
+    s = Synth()
+    for k, name in enumerate(["aten::mm", "aten::add", "aten::mm", "aten::relu", "aten::add", "aten::mm"]):
+        s.op(name, 10 * k, 3 + k % 3)
+    monkeypatch.setattr(_columns, "MIN_ROWS", 0)
+    fast = top_ops(s.trace(), 2)
+    monkeypatch.setattr(_columns, "ENABLED", False)
+    assert (
+        top_ops(s.trace(), 2)
+        == fast
+        == [
+            {"name": "aten::mm", "self_cpu_us": 13.0, "calls": 3},
+            {"name": "aten::add", "self_cpu_us": 8.0, "calls": 2},
+        ]
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(host=st.lists(_host_event, max_size=40), data=st.data())
+def test_the_hosts_own_work_rows_are_the_same_both_ways(host: list[Any], data: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The regime's own-work rows (long ops and spans of the steps' threads that launch nothing, nor does another thread
+    meanwhile), over random trees, threads, steps (``ProfilerStep#1`` annotations), launches and durations past
+    int64's end."""
+    np = pytest.importorskip("numpy")
+    from autoprof.rules import regime
+    from autoprof.trace.model import CPU_OP_CODE, PYTHON_FUNCTION_CODE, USER_ANNOTATION_CODE
+
+    monkeypatch.setattr(_columns, "ENABLED", False)
+    trace = _builder(host, [], []).build()
+    inside = [data.draw(st.booleans()) for _ in range(trace.n_host)]
+    floor = {CPU_OP_CODE: 2, PYTHON_FUNCTION_CODE: 3, USER_ANNOTATION_CODE: 3}
+    want = regime._own_rows(trace, inside, floor)
+    got = regime._own_rows_numpy(np, trace, inside, floor)
+    assert got == want or (got is None and any(t + d > _INT64_MAX for t, d in zip(trace.h_ts, trace.h_dur)))
+
+
+@pytest.mark.parametrize("launch_at", [4, 5, 10, 11])
+def test_an_op_is_no_own_work_while_another_thread_launches_its_ends_included(launch_at: int) -> None:
+    """An op of the step's thread over [5, 10], another thread launching at ``launch_at``: the op is that thread's wait
+    when the launch falls within its span, ends included (both ways)."""
+    np = pytest.importorskip("numpy")
+    from autoprof.rules import regime
+    from autoprof.trace.model import CPU_OP_CODE, USER_ANNOTATION_CODE
+
+    launch = next(iter(LAUNCH_CODES))
+    host = [(0, USER_ANNOTATION_CODE, 0, 20, 0, -1), (1, CPU_OP_CODE, 5, 5, 0, -1), (3, launch, launch_at, 1, 1, 1)]
+    trace = _builder(host, [], []).build()
+    floor = {CPU_OP_CODE: 2}
+    want = [] if 5 <= launch_at <= 10 else [1]
+    assert regime._own_rows(trace, [True] * 3, floor) == want
+    assert regime._own_rows_numpy(np, trace, [True] * 3, floor) == want

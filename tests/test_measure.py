@@ -7,8 +7,10 @@ import importlib
 import warnings
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from autoprof.measure import ops, peaks
+from autoprof.measure import ops, peaks, views
 from autoprof.rules import _common
 from autoprof.trace import model
 
@@ -40,3 +42,33 @@ def test_a_user_rule_still_finds_the_helpers_it_was_told_of_in_rules_common() ->
 
     assert (_common.view, _common.merge, _common.total) == (views.view, views.merge, views.total)
     assert (_common.share, _common.us, _common.duration) == (units.share, units.us, units.duration)
+
+
+# -- interval arithmetic: the plain definitions it must agree with ---------------------------------------------------
+
+
+def _covered(iv: list[tuple[int, int]]) -> set[int]:
+    """The unit cells [t, t + 1) an interval list covers: what a union or a difference means, cell by cell."""
+    return {t for s, e in iv for t in range(s, e)}
+
+
+_spans = st.lists(st.tuples(st.integers(0, 40), st.integers(0, 12)).map(lambda p: (p[0], p[0] + p[1])), max_size=25)
+
+
+@settings(max_examples=400, deadline=None)
+@given(iv=_spans)
+def test_merge_is_the_sorted_disjoint_union(iv: list[tuple[int, int]]) -> None:
+    out = views.merge(iv)
+    assert _covered(out) == _covered(iv)
+    assert all(s < e or (s == e and (s, e) in iv) for s, e in out)
+    assert all(a[1] < b[0] for a, b in zip(out, out[1:]))  # sorted, apart (touching spans are joined)
+    assert views.merge(out) == out
+
+
+@settings(max_examples=400, deadline=None)
+@given(a=_spans, b=_spans)
+def test_subtract_leaves_what_a_covers_and_b_does_not(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> None:
+    ma, mb = views.merge(a), views.merge(b)
+    out = views.subtract(ma, mb)
+    assert _covered(out) == _covered(ma) - _covered(mb)
+    assert all(s < e for s, e in out) and out == sorted(out)

@@ -25,7 +25,7 @@ from autoprof.measure.steps import device_step_ns, step_readings, step_times_ns
 from autoprof.measure.views import shape_of, view
 from autoprof.rules import Shipped, memory, regime, run_rules, ship
 from autoprof.rules.sync import profiler_flush_ns
-from autoprof.trace import chrome, live, remote
+from autoprof.trace import _columns, chrome, live, remote
 from autoprof.trace.chrome import TraceError
 from autoprof.trace.model import CPU_OP_CODE, KERNEL_CODE, Trace, gc_paused
 
@@ -235,13 +235,19 @@ def diff(
 
 def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
     """The ops with the most self CPU time: name, self_cpu_us, calls."""
-    self_ns: dict[int, int] = {}  # op name id -> its calls' self time
+    self_ns: dict[int, int] = {}  # op name id -> its calls' self time (the names in the order they first come)
     calls: dict[int, int] = {}
-    for i in range(trace.n_host):
-        if trace.h_cat[i] == CPU_OP_CODE:
-            nid = trace.h_name[i]
-            self_ns[nid] = self_ns.get(nid, 0) + trace.h_self[i]
-            calls[nid] = calls.get(nid, 0) + 1
+    np = _columns.numpy() if trace.n_host >= _columns.MIN_ROWS else None
+    found = _columns.totals_by_key(np, trace.h_name, trace.h_cat, CPU_OP_CODE, trace.h_self) if np is not None else None
+    if found is not None:  # the same totals (see autoprof.trace._columns)
+        for nid, t, k in found:
+            self_ns[nid], calls[nid] = t, k
+    else:
+        cpu = CPU_OP_CODE
+        for nid, c, t in zip(trace.h_name, trace.h_cat, trace.h_self):
+            if c == cpu:
+                self_ns[nid] = self_ns.get(nid, 0) + t
+                calls[nid] = calls.get(nid, 0) + 1
     top = sorted(self_ns.items(), key=lambda item: -item[1])[:n]
     return [{"name": trace.names[nid], "self_cpu_us": round(t / 1000, 3), "calls": calls[nid]} for nid, t in top]
 

@@ -42,14 +42,17 @@ def merge(iv: Intervals) -> Intervals:
     if not iv:
         return []
     iv = sorted(iv)
-    out = [iv[0]]
-    for s, e in iv[1:]:
-        ls, le = out[-1]
-        if s <= le:
-            if e > le:
-                out[-1] = (ls, e)
+    out: Intervals = []
+    append = out.append
+    cs, ce = iv[0]  # the interval being grown, in locals (no tuple rebuilt per extension)
+    for s, e in iv:
+        if s <= ce:
+            if e > ce:
+                ce = e
         else:
-            out.append((s, e))
+            append((cs, ce))
+            cs, ce = s, e
+    append((cs, ce))
     return out
 
 
@@ -60,19 +63,25 @@ def total(iv: Intervals) -> int:
 def subtract(a: Intervals, b: Intervals) -> Intervals:
     """``a`` minus ``b`` (both merged)."""
     out: Intervals = []
+    append = out.append
     j = 0
+    nb = len(b)
     for s, e in a:
         cur = s
-        while j < len(b) and b[j][1] <= cur:
+        while j < nb and b[j][1] <= cur:
             j += 1
         k = j
-        while k < len(b) and b[k][0] < e:
-            if b[k][0] > cur:
-                out.append((cur, b[k][0]))
-            cur = max(cur, b[k][1])
+        while k < nb:
+            bs, be = b[k]
+            if bs >= e:
+                break
+            if bs > cur:
+                append((cur, bs))
+            if be > cur:
+                cur = be
             k += 1
         if cur < e:
-            out.append((cur, e))
+            append((cur, e))
     return out
 
 

@@ -566,25 +566,17 @@ def _device_verdict(trace: Trace, win: View, evidence: dict[str, Any], config: C
     return Finding(RULE, verdict, severity, msg, advice, evidence)
 
 
-def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], dict[str, float]]:
-    """The host's own work on the steps' threads: host events with no runtime or driver call under them (they
-    launch nothing, nor does another thread while they run) that run long, CPU ops of at least ``HOST_WORK_OP_NS``
-    and Python functions or user annotations of at least ``HOST_WORK_SPAN_NS`` (a ``decode_video`` frame, a
-    ``preprocess`` annotation), less waits (``waits``, merged). Its merged spans, and the outermost such events'
-    names with the most of it (µs, at most 3)."""
-    cat, parent, ts, dur, host_in, tid = trace.h_cat, trace.h_parent, trace.h_ts, trace.h_dur, win.host_in, trace.h_tid
+def _own_rows(trace: Trace, host_in: list[bool], floor: dict[int, int]) -> list[int]:
+    """The rows of the host's own work (:func:`_host_own_work`), in row order."""
+    cat, parent, ts, dur, tid = trace.h_cat, trace.h_parent, trace.h_ts, trace.h_dur, trace.h_tid
     n = trace.n_host
     launch_rows = list(compress(range(n), map(LAUNCH_CODES.__contains__, cat)))  # (one pass in C, not in Python)
-    np = _columns.numpy() if n >= _columns.MIN_ROWS else None
-    if np is not None:  # the same flags (see autoprof.trace._columns)
-        launches = _columns.ancestors_of(np, parent, launch_rows)
-    else:
-        launches = [False] * n
-        for i in launch_rows:
-            p = parent[i]
-            while p >= 0 and not launches[p]:
-                launches[p] = True
-                p = parent[p]
+    launches = [False] * n
+    for i in launch_rows:
+        p = parent[i]
+        while p >= 0 and not launches[p]:
+            launches[p] = True
+            p = parent[p]
     threads = {s.tid for s in trace.steps}
     if not threads:  # no steps (a trace of annotations, or with_stack and no schedule): the threads that launch
         threads = {tid[i] for i in launch_rows}  # (an idle helper thread's long Python frame is no work of the host's)
@@ -592,8 +584,7 @@ def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]]) -> tup
     # Launches from other threads (autograd's device threads run a CUDA backward): an event of the step's thread
     # during which another thread launches is that thread's wait (``loss.backward()``), not work of its own.
     elsewhere = sorted(ts[i] for i in launch_rows if tid[i] not in threads) if threads else []
-    floor = {CPU_OP_CODE: HOST_WORK_OP_NS, PYTHON_FUNCTION_CODE: HOST_WORK_SPAN_NS, USER_ANNOTATION_CODE: HOST_WORK_SPAN_NS}
-    own = [
+    return [
         i
         for i in compress(range(n), map(ge, dur, repeat(min(floor.values()))))  # the long events only (in C)
         if (c := cat[i]) in floor
@@ -604,6 +595,45 @@ def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]]) -> tup
         and (not threads or tid[i] in threads)
         and bisect.bisect_left(elsewhere, ts[i]) == bisect.bisect_right(elsewhere, ts[i] + dur[i])
     ]
+
+
+def _own_rows_numpy(np: Any, trace: Trace, host_in: list[bool], floor: dict[int, int]) -> list[int] | None:
+    """:func:`_own_rows` over the columns' buffers (the same rows); None where an end could pass int64."""
+    cats, ts, dur, tid = (_columns.view(np, c) for c in (trace.h_cat, trace.h_ts, trace.h_dur, trace.h_tid))
+    launch_rows = np.flatnonzero(np.isin(cats, sorted(LAUNCH_CODES)))
+    launches = _columns.ancestors_mask(np, trace.h_parent, launch_rows)
+    threads = sorted({s.tid for s in trace.steps}) or np.unique(tid[launch_rows]).tolist()
+    least = np.full(len(cats), -1, dtype=np.int64)  # each row's floor (-1: a category that is no own work)
+    for code, ns in floor.items():
+        least[cats == code] = ns
+    rows = (least >= 0) & (dur >= least) & np.frombuffer(bytes(host_in), dtype=bool) & ~launches
+    steps = [s.host_index for s in trace.steps if s.host_index >= 0]
+    rows[steps] = False
+    if threads:
+        rows &= np.isin(tid, threads)
+        elsewhere = np.sort(ts[launch_rows][~np.isin(tid[launch_rows], threads)])
+        if len(elsewhere):
+            start, span = ts[rows], dur[rows]
+            if len(span) and (span.min() < 0 or (start > _columns.INT64_MAX - span).any()):
+                return None
+            picked = np.flatnonzero(rows)
+            alone = np.searchsorted(elsewhere, start, "left") == np.searchsorted(elsewhere, start + span, "right")
+            return picked[alone].tolist()  # type: ignore[no-any-return]
+    return np.flatnonzero(rows).tolist()  # type: ignore[no-any-return]
+
+
+def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], dict[str, float]]:
+    """The host's own work on the steps' threads: host events with no runtime or driver call under them (they
+    launch nothing, nor does another thread while they run) that run long, CPU ops of at least ``HOST_WORK_OP_NS``
+    and Python functions or user annotations of at least ``HOST_WORK_SPAN_NS`` (a ``decode_video`` frame, a
+    ``preprocess`` annotation), less waits (``waits``, merged). Its merged spans, and the outermost such events'
+    names with the most of it (µs, at most 3)."""
+    parent, ts, dur, host_in = trace.h_parent, trace.h_ts, trace.h_dur, win.host_in
+    n = trace.n_host
+    floor = {CPU_OP_CODE: HOST_WORK_OP_NS, PYTHON_FUNCTION_CODE: HOST_WORK_SPAN_NS, USER_ANNOTATION_CODE: HOST_WORK_SPAN_NS}
+    np = _columns.numpy() if n >= _columns.MIN_ROWS else None
+    found = _own_rows_numpy(np, trace, host_in, floor) if np is not None else None
+    own = found if found is not None else _own_rows(trace, host_in, floor)
     chosen = set(own)
     by_name: dict[str, int] = {}
     spans: list[tuple[int, int]] = []

@@ -39,7 +39,7 @@ def numpy() -> Any:
     return _np
 
 
-def _view(np: Any, col: array[int]) -> Any:
+def view(np: Any, col: Any) -> Any:
     """A read-only numpy view of an integer array's buffer (signed, the array's own item size)."""
     return np.frombuffer(col, dtype=f"i{col.itemsize}")
 
@@ -56,17 +56,17 @@ def sorted_order(np: Any, keys: Sequence[Any]) -> Any:
 def host_order(np: Any, ts: array[int], dur: array[int], tid: array[int]) -> Any:
     """Host events' order: by thread, then start, then longest first (a parent before its children); None where
     the rows are already in it."""
-    return sorted_order(np, (_view(np, tid), _view(np, ts), ~_view(np, dur)))  # ~d = -d - 1: no overflow
+    return sorted_order(np, (view(np, tid), view(np, ts), ~view(np, dur)))  # ~d = -d - 1: no overflow
 
 
 def device_order(np: Any, ts: array[int], dur: array[int]) -> Any:
     """Device events' order: by start, then duration; None where the rows are already in it."""
-    return sorted_order(np, (_view(np, ts), _view(np, dur)))
+    return sorted_order(np, (view(np, ts), view(np, dur)))
 
 
 def permuted(np: Any, cols: Sequence[array[int]], order: Any) -> list[array[int]]:
     """Each of ``cols`` in ``order`` (new arrays of the same type codes)."""
-    return [array(col.typecode, _view(np, col).take(order).tobytes()) for col in cols]
+    return [array(col.typecode, view(np, col).take(order).tobytes()) for col in cols]
 
 
 def inverse(np: Any, order: Any) -> list[int]:
@@ -85,13 +85,13 @@ def last_index_of(np: Any, corr: array[int], wanted: Any, lookup: array[int]) ->
     """For each value of ``lookup``: the last row of ``corr`` among the rows ``wanted`` (a boolean mask) that holds that
     value, -1 where none does or the value is negative (``{corr[i]: i for wanted i}.get(c, -1)`` over ``lookup``)."""
     rows = np.flatnonzero(wanted)
-    values = _view(np, corr)[rows]
+    values = view(np, corr)[rows]
     by_value = np.argsort(values, kind="stable")  # rows of one value stay in index order: its last is the one kept
     values, rows = values[by_value], rows[by_value]
     last = np.ones(len(values), dtype=bool)
     last[:-1] = values[1:] != values[:-1]
     values, rows = values[last], rows[last]
-    asked = _view(np, lookup)
+    asked = view(np, lookup)
     out = np.full(len(asked), -1, dtype=f"i{array('l').itemsize}")
     if len(values):
         at = np.minimum(np.searchsorted(values, asked), len(values) - 1)
@@ -103,7 +103,7 @@ def last_index_of(np: Any, corr: array[int], wanted: Any, lookup: array[int]) ->
 def rows_by_value(np: Any, col: array[int]) -> dict[int, list[int]]:
     """Each value of ``col`` -> the rows that hold it, in index order; the values in the order they first appear (as a
     dict filled by one pass over the column)."""
-    values = _view(np, col)
+    values = view(np, col)
     if not len(values):
         return {}
     order = np.argsort(values, kind="stable")
@@ -119,14 +119,14 @@ def rows_by_value(np: Any, col: array[int]) -> dict[int, list[int]]:
     return out
 
 
-_INT64_MAX = (1 << 63) - 1
+INT64_MAX = (1 << 63) - 1
 
 
 def ends(np: Any, ts: array[int], dur: array[int]) -> array[int] | None:
     """Each row's ``ts + dur`` as an int64 array; None where a sum could pass int64 (a negative duration, or a time
     near int64's end: the caller's Python ints hold those)."""
-    start, span = _view(np, ts), _view(np, dur)
-    if len(span) and (span.min() < 0 or (start > _INT64_MAX - span).any()):
+    start, span = view(np, ts), view(np, dur)
+    if len(span) and (span.min() < 0 or (start > INT64_MAX - span).any()):
         return None
     return array("q", (start + span).tobytes())
 
@@ -137,20 +137,20 @@ def self_times(np: Any, dur: array[int], children: list[int]) -> array[int] | No
         below = np.array(children, dtype=np.int64)
     except OverflowError:
         return None
-    span = _view(np, dur).astype(np.int64)
+    span = view(np, dur).astype(np.int64)
     return array("q", np.maximum(span - below, 0).tobytes())
 
 
 def at_least(np: Any, col: array[int], floor: int) -> list[bool]:
     """``[v >= floor for v in col]``."""
-    return (_view(np, col) >= floor).tolist()  # type: ignore[no-any-return]
+    return (view(np, col) >= floor).tolist()  # type: ignore[no-any-return]
 
 
 def first_launch_id(np: Any, corr: array[int], step: array[int], cat: array[int], launch_codes: Any) -> int:
     """The least positive ``corr`` of the rows in a step (``step`` >= 0) whose category is one of ``launch_codes``;
     0 where there is none."""
-    ids = _view(np, corr)
-    rows = (_view(np, step) >= 0) & (ids > 0) & np.isin(_view(np, cat), sorted(launch_codes))
+    ids = view(np, corr)
+    rows = (view(np, step) >= 0) & (ids > 0) & np.isin(view(np, cat), sorted(launch_codes))
     return int(ids[rows].min()) if rows.any() else 0
 
 
@@ -159,38 +159,61 @@ def top_level_spans(
 ) -> list[tuple[int, int]] | None:
     """``(ts, ts + dur)`` of the rows ``inside`` whose category is one of ``codes`` and whose parent's is not (or that
     have none), in row order; None where an end could pass int64 (the caller's Python ints hold it)."""
-    cats, up = _view(np, cat), _view(np, parent)
+    cats, up = view(np, cat), view(np, parent)
     of_codes = np.isin(cats, sorted(codes))
     under = np.zeros(len(cats), dtype=bool)
     has = up >= 0
     under[has] = of_codes[up[has]]
     rows = np.frombuffer(bytes(inside), dtype=bool) & of_codes & ~under
-    start, span = _view(np, ts)[rows], _view(np, dur)[rows]
-    if len(span) and (span.min() < 0 or (start > _INT64_MAX - span).any()):
+    start, span = view(np, ts)[rows], view(np, dur)[rows]
+    if len(span) and (span.min() < 0 or (start > INT64_MAX - span).any()):
         return None
     return list(zip(start.tolist(), (start + span).tolist()))
 
 
-def ancestors_of(np: Any, parent: array[int], rows: list[int]) -> list[bool]:
-    """For each row, whether it is a proper ancestor (by ``parent``; -1: none) of any of ``rows``."""
-    up = _view(np, parent)
+def ancestors_mask(np: Any, parent: array[int], rows: Any) -> Any:
+    """A boolean array: for each row, whether it is a proper ancestor (by ``parent``; -1: none) of any of ``rows``."""
+    up = view(np, parent)
     marked = np.zeros(len(up), dtype=bool)
-    level = up[np.asarray(rows, dtype=np.int64)] if rows else up[:0]
+    level = up[np.asarray(rows, dtype=np.int64)]
     while True:
-        level = np.unique(level[level >= 0])
+        level = level[level >= 0]
         level = level[~marked[level]]  # (an ancestor already marked has its own marked above it)
         if not len(level):
-            return marked.tolist()  # type: ignore[no-any-return]
+            return marked
         marked[level] = True
         level = up[level]
 
 
+def ancestors_of(np: Any, parent: array[int], rows: list[int]) -> list[bool]:
+    """:func:`ancestors_mask` as a list."""
+    return ancestors_mask(np, parent, rows).tolist()  # type: ignore[no-any-return]
+
+
 def total_of(np: Any, col: array[int], inside: list[bool]) -> int:
     """``sum(compress(col, inside))``, exact: numpy's int64 sum where it cannot overflow, else Python's."""
-    values = _view(np, col)[np.frombuffer(bytes(inside), dtype=bool)]
+    values = view(np, col)[np.frombuffer(bytes(inside), dtype=bool)]
     if not len(values):
         return 0
     low, high = int(values.min()), int(values.max())
-    if max(abs(low), abs(high)) * len(values) <= _INT64_MAX:
+    if max(abs(low), abs(high)) * len(values) <= INT64_MAX:
         return int(values.sum(dtype=np.int64))
     return sum(values.tolist())
+
+
+def totals_by_key(np: Any, keys: array[int], cat: array[int], code: int, values: array[int]) -> list[tuple[int, int, int]] | None:
+    """For the rows whose ``cat`` is ``code``: each key's (key, sum of its ``values``, rows), in the order the keys first
+    appear; None where a sum could pass int64 (the caller's Python ints hold it)."""
+    rows = view(np, cat) == code
+    ids, amounts = view(np, keys)[rows], view(np, values)[rows].astype(np.int64)
+    if not len(ids):
+        return []
+    if max(abs(int(amounts.min())), abs(int(amounts.max()))) * len(amounts) > INT64_MAX:
+        return None
+    order = np.argsort(ids, kind="stable")
+    ids = ids[order]
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    sums = np.add.reduceat(amounts[order], starts)
+    counts = np.diff(np.r_[starts, len(ids)])
+    first = np.argsort(order[starts], kind="stable")  # the keys in the order their first row comes
+    return list(zip(ids[starts][first].tolist(), sums[first].tolist(), counts[first].tolist()))

@@ -613,8 +613,8 @@ class Trace:
         h_corr = self.h_corr
         np = _columns.numpy() if len(h_corr) + len(self.d_corr) >= _columns.MIN_ROWS else None
         if np is not None:  # the same links as below (see _columns)
-            cats = _columns._view(np, self.h_cat)
-            launches = np.isin(cats, sorted(LAUNCH_CODES)) & (_columns._view(np, h_corr) >= 0)
+            cats = _columns.view(np, self.h_cat)
+            launches = np.isin(cats, sorted(LAUNCH_CODES)) & (_columns.view(np, h_corr) >= 0)
             self.d_launch_host = _columns.last_index_of(np, h_corr, launches, self.d_corr)
             return
         by_corr = {h_corr[i]: i for i, k in enumerate(self.h_cat) if k in LAUNCH_CODES and h_corr[i] >= 0}
