@@ -341,3 +341,23 @@ def test_an_op_is_no_own_work_while_another_thread_launches_its_ends_included(la
     want = [] if 5 <= launch_at <= 10 else [1]
     assert regime._own_rows(trace, [True] * 3, floor) == want
     assert regime._own_rows_numpy(np, trace, [True] * 3, floor) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(events=_events(), data=st.data())
+def test_op_spans_are_the_listed_spans_of_a_thread_run(events: Any, data: Any) -> None:
+    np = pytest.importorskip("numpy")
+    ts, dur, cat, parent, inside = events
+    n = len(ts)
+    names = [data.draw(st.integers(0, 3)) for _ in range(n)]
+    lo = data.draw(st.integers(0, n))
+    hi = data.draw(st.integers(lo, n))
+    skipped = set(data.draw(st.lists(st.integers(0, 3), max_size=2)))
+    want = [
+        (ts[i], ts[i] + dur[i])
+        for i in range(lo, hi)
+        if cat[i] == 1 and inside[i] and names[i] not in skipped and (parent[i] < 0 or cat[parent[i]] != 1)
+    ]
+    cols = (array("q", ts), array("q", dur), array("b", cat), array("l", parent), array("l", names))
+    got = _columns.op_spans(np, *cols, inside, 1, skipped, lo, hi)
+    assert got == want or (got is None and any(e > _INT64_MAX for _, e in want))

@@ -979,8 +979,13 @@ def _collective_spans(trace: Trace, win: View, ids: set[int] | None = None) -> l
         return flight
     cat, tid, parent, names = trace.h_cat, trace.h_tid, trace.h_parent, trace.h_name
     busy: list[tuple[int, int]] = []
+    np = _columns.numpy() if len(ts) >= _columns.MIN_ROWS else None
     for t in step_threads:  # host events are sorted by thread: each step thread's events are one run
         lo, hi = bisect.bisect_left(tid, t), bisect.bisect_right(tid, t)
+        found = _columns.op_spans(np, ts, dur, cat, parent, names, host_in, CPU_OP_CODE, ids, lo, hi) if np is not None else None
+        if found is not None:  # the same spans (see autoprof.trace._columns)
+            busy.extend(found)
+            continue
         busy.extend(
             (ts[i], ts[i] + dur[i])
             for i in range(lo, hi)

@@ -217,3 +217,33 @@ def totals_by_key(np: Any, keys: array[int], cat: array[int], code: int, values:
     counts = np.diff(np.r_[starts, len(ids)])
     first = np.argsort(order[starts], kind="stable")  # the keys in the order their first row comes
     return list(zip(ids[starts][first].tolist(), sums[first].tolist(), counts[first].tolist()))
+
+
+def op_spans(
+    np: Any,
+    ts: array[int],
+    dur: array[int],
+    cat: array[int],
+    parent: array[int],
+    names: array[int],
+    inside: list[bool],
+    code: int,
+    skipped: Any,
+    lo: int,
+    hi: int,
+) -> list[tuple[int, int]] | None:
+    """``(ts, ts + dur)`` of the rows in ``[lo, hi)`` that are ``inside``, of category ``code``, of no name in
+    ``skipped`` and whose parent is not of ``code`` (or that have none), in row order; None where an end could pass
+    int64."""
+    cats, up = view(np, cat)[lo:hi], view(np, parent)[lo:hi]
+    whole = view(np, cat)
+    parent_code = np.full(len(up), -1, dtype=whole.dtype)
+    has = up >= 0
+    parent_code[has] = whole[up[has]]
+    rows = (cats == code) & (parent_code != code) & np.frombuffer(bytes(inside[lo:hi]), dtype=bool)
+    if skipped:
+        rows &= ~np.isin(view(np, names)[lo:hi], sorted(skipped))
+    start, span = view(np, ts)[lo:hi][rows], view(np, dur)[lo:hi][rows]
+    if len(span) and (span.min() < 0 or (start > INT64_MAX - span).any()):
+        return None
+    return list(zip(start.tolist(), (start + span).tolist()))
