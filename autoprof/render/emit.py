@@ -40,7 +40,10 @@ SUMMARY_EVENT = "autoprof.summary"
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL}
 _HOST = socket.gethostname()
-_lock = threading.Lock()
+#: Held while a record's line is written. Re-entrant: a signal handler runs on the main thread between two bytecodes
+#: of whatever runs there, so one that makes autoprof write a record (a decorated call whose window closes inline)
+#: can land inside a write of its own thread, which a plain lock would wait for forever (see ``_LineWriter.msg``).
+_lock = threading.RLock()
 _out: dict[str, Any] = {}
 
 
@@ -196,6 +199,9 @@ class _LineWriter:
         self._fd = -1
         self.stalled = False
         self.dropped = 0
+        self.busy = False  # a line is being written (by the thread that holds ``_lock``)
+        self.queued: list[str] = []  # lines to write, in order: a signal handler's, given while its thread wrote, wait here
+        self.close_after = False  # a close asked for while a line was being written: done once it is
 
     def _open(self, deadline: float) -> int:
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -222,32 +228,51 @@ class _LineWriter:
 
     def msg(self, line: str) -> None:
         with _lock:
-            if self.path is None:
-                sys.stderr.write(line + "\n")
-                sys.stderr.flush()
+            if self.busy:  # this thread is inside its own write (a signal handler's record): queued, written after it
+                self.queued.append(line)
                 return
-            deadline = time.monotonic() + (0.0 if self.stalled else SINK_WAIT_S)
+            self.busy = True
+            self.queued.append(line)
             try:
-                self._write((line + "\n").encode("utf-8"), deadline)
-            except (OSError, TimeoutError) as e:
-                if _guard.from_signal_handler(e):
-                    raise  # the program's handler raised it as the record was written: the sink is fine
-                self.dropped += 1
-                if not self.stalled:
-                    self.stalled = True
-                    _stderr_line(
-                        f"autoprof: records to {self.path} are dropped while it takes no data "
-                        f"({type(e).__name__}: {e}); a count follows at exit"
-                    )
-                return
-            if self.stalled:
-                self.stalled = False
-                _stderr_line(f"autoprof: {self.path} takes records again; {self.dropped} were dropped")
+                while self.queued:  # (a write a handler's exception cut short leaves the rest to the next record)
+                    self._line(self.queued.pop(0))
+            finally:
+                self.busy = False
+                if self.close_after:
+                    self.close()
+
+    def _line(self, line: str) -> None:
+        """Write one line (``msg``'s part, under ``_lock``)."""
+        if self.path is None:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+            return
+        deadline = time.monotonic() + (0.0 if self.stalled else SINK_WAIT_S)
+        try:
+            self._write((line + "\n").encode("utf-8"), deadline)
+        except (OSError, TimeoutError) as e:
+            if _guard.from_signal_handler(e):
+                raise  # the program's handler raised it as the record was written: the sink is fine
+            self.dropped += 1
+            if not self.stalled:
+                self.stalled = True
+                _stderr_line(
+                    f"autoprof: records to {self.path} are dropped while it takes no data "
+                    f"({type(e).__name__}: {e}); a count follows at exit"
+                )
+            return
+        if self.stalled:
+            self.stalled = False
+            _stderr_line(f"autoprof: {self.path} takes records again; {self.dropped} were dropped")
 
     debug = info = warning = error = critical = msg
 
     def close(self) -> None:
         with _lock:
+            if self.busy:  # asked inside this thread's own write (a signal handler): closed once the write is done
+                self.close_after = True
+                return
+            self.close_after = False
             if self.dropped:
                 _stderr_line(f"autoprof: {self.dropped} record(s) could not be written to {self.path} and were dropped")
                 self.dropped = 0
@@ -443,7 +468,11 @@ def _after_fork_in_child() -> None:
     global _run_lock, _lock
     TALLY.__init__()  # type: ignore[misc]
     _run_lock = threading.RLock()
-    _lock = threading.Lock()
+    _lock = threading.RLock()
+    writer = _out.get("writer")
+    if isinstance(writer, _LineWriter):  # a line the parent's other thread was writing is not the child's to finish
+        writer.busy, writer.close_after = False, False
+        writer.queued.clear()
 
 
 if hasattr(os, "register_at_fork"):

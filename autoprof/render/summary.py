@@ -41,7 +41,7 @@ class Tally:
     """What the summary says, kept as records are written (thread-safe; a few small dicts per target)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (a signal handler's record can land inside its own thread's observe)
         self.targets: dict[str, _Target] = {}
         self.warnings = 0
         self.errors = 0
