@@ -4,6 +4,7 @@ window record carries the table (live, and offline for each analyzed file)."""
 
 from __future__ import annotations
 
+from itertools import compress
 from typing import Any
 
 from autoprof.measure.views import view
@@ -37,7 +38,7 @@ def section_names(trace: Trace) -> set[int]:
     listed = trace.metadata.get("sections")
     if isinstance(listed, list):
         return {trace.name_id(n) for n in listed if isinstance(n, str)} - {-1}
-    used = {nid for nid, code in zip(trace.h_name, trace.h_cat) if code == USER_ANNOTATION_CODE}
+    used = set(compress(trace.h_name, map(USER_ANNOTATION_CODE.__eq__, trace.h_cat)))  # (one pass in C)
     return {nid for nid in used if not trace.names[nid].startswith(_NOT_SECTIONS) and trace.names[nid] != trace.target}
 
 

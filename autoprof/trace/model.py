@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, MutableSequence, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import compress
 from operator import add, itemgetter
 from typing import Any, TypeVar
 
@@ -684,11 +685,13 @@ class Trace:
                 step_ids[nid] = int(match.group(1))
         if not step_ids:
             return []
-        return [
-            Step(step_ids[nid], self.h_ts[i], self.h_ts[i] + self.h_dur[i], self.h_tid[i], i)
-            for i, nid in enumerate(self.h_name)
-            if nid in step_ids
-        ]
+        if len(step_ids) == 1:  # (one pass in C: the rows of that name)
+            (only,) = step_ids
+            rows: Iterable[int] = compress(range(len(self.h_name)), map(only.__eq__, self.h_name))
+        else:
+            rows = compress(range(len(self.h_name)), map(step_ids.__contains__, self.h_name))
+        names = self.h_name
+        return [Step(step_ids[names[i]], self.h_ts[i], self.h_ts[i] + self.h_dur[i], self.h_tid[i], i) for i in rows]
 
     def _target_calls(self, target: str) -> list[Step]:
         """Without step annotations (a trace of a decorated call): the target's outermost calls, numbered."""
