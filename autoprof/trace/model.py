@@ -545,28 +545,25 @@ class Trace:
         n = len(builder.h_ts)
         cols = (builder.h_name, builder.h_cat, builder.h_ts, builder.h_dur, builder.h_tid, builder.h_corr)
         np = _columns.numpy() if n >= _columns.MIN_ROWS else None
+        order: Any
         if np is not None:  # the same order and columns as below, over the columns' buffers (see _columns)
-            order = _columns.host_order(np, builder.h_ts, builder.h_dur, builder.h_tid)
+            order = _columns.host_order(np, builder.h_ts, builder.h_dur, builder.h_tid)  # (None: in order)
             if order is not None:
-                self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = _columns.permuted(np, cols, order)
+                moved = _columns.permuted(np, cols, order)
                 where = _columns.inverse(np, order) if builder.h_shapes else []
-                self.shapes = {where[old]: v for old, v in builder.h_shapes.items()}
-                return
         else:
             order = sorted(range(n), key=_host_keys(builder).__getitem__)
             if order == list(range(n)):
                 order = None
             else:
-                self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = _permuted(cols, order)
-                if builder.h_shapes:
-                    where = sorted(range(n), key=order.__getitem__)  # the inverse permutation: old index -> new
-                    self.shapes = {where[old]: v for old, v in builder.h_shapes.items()}
-                else:
-                    self.shapes = {}
-                return
-        # already in order (one thread, events in start order)
-        self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = cols
-        self.shapes = dict(builder.h_shapes)
+                moved = _permuted(cols, order)
+                where = sorted(range(n), key=order.__getitem__) if builder.h_shapes else []  # the inverse: old -> new
+        if order is None:  # already in order (one thread, events in start order)
+            self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = cols
+            self.shapes = dict(builder.h_shapes)
+            return
+        self.h_name, self.h_cat, self.h_ts, self.h_dur, self.h_tid, self.h_corr = moved
+        self.shapes = {where[old]: v for old, v in builder.h_shapes.items()}
 
     def _sort_device(self, builder: TraceBuilder) -> None:
         """Device columns sorted by time; launch configurations follow."""
