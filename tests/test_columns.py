@@ -6,10 +6,10 @@ from __future__ import annotations
 import builtins
 import os
 from array import array
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SHARED_TRACES as SHARED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from synth import Synth
@@ -17,7 +17,8 @@ from synth import Synth
 from autoprof.trace import _columns, chrome
 from autoprof.trace.model import HOST_CODE, LAUNCH_CODES, Trace, TraceBuilder
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+pytestmark = pytest.mark.offline  # never imports torch (tests/conftest.py)
+
 _INT64_MAX = (1 << 63) - 1
 _CATS = sorted(set(HOST_CODE.values()))
 
