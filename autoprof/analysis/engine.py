@@ -237,7 +237,7 @@ def top_ops(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
     """The ops with the most self CPU time: name, self_cpu_us, calls."""
     self_ns: dict[int, int] = {}  # op name id -> its calls' self time (the names in the order they first come)
     calls: dict[int, int] = {}
-    np = _columns.numpy() if trace.n_host >= _columns.MIN_ROWS else None
+    np = _columns.numpy(trace.n_host)
     found = _columns.totals_by_key(np, trace.h_name, trace.h_cat, CPU_OP_CODE, trace.h_self) if np is not None else None
     if found is not None:  # the same totals (see autoprof.trace._columns)
         for nid, t, k in found:

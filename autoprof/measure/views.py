@@ -136,7 +136,7 @@ def _view_of(trace: Trace) -> View:
     start, end = trace.span_ns()
     if trace.steps:
         _drop_queued_before(trace, hs, ds)
-        np = _columns.numpy() if len(hs) + len(ds) >= _columns.MIN_ROWS else None
+        np = _columns.numpy(len(hs) + len(ds))
         if np is not None:  # the same lists (see autoprof.trace._columns)
             host_in, device_in = _columns.at_least(np, hs, 0), _columns.at_least(np, ds, 0)
         else:
@@ -170,7 +170,7 @@ def _drop_queued_before(trace: Trace, host_step: array[int], device_step: array[
     make every step's work queued-before): all keeps its place by time."""
     if not any(h >= 0 and host_step[h] >= 0 for h in trace.d_launch_host):
         return
-    np = _columns.numpy() if len(host_step) >= _columns.MIN_ROWS else None
+    np = _columns.numpy(len(host_step))
     if np is not None:  # the same id (see autoprof.trace._columns)
         first = _columns.first_launch_id(np, trace.h_corr, host_step, trace.h_cat, LAUNCH_CODES)
     else:

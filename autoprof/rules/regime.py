@@ -160,7 +160,7 @@ def _self_totals(trace: Trace, win: View) -> tuple[int, int]:
     program's CPU time) and the device time of the window. The Python frames of a ``with_stack`` trace are not
     events of their own here: the self times are those of the tree without them, as the profiler's table gives."""
     host_in, cat = win.host_in, trace.h_cat
-    np = _columns.numpy() if len(cat) >= _columns.MIN_ROWS else None
+    np = _columns.numpy(len(cat))
     if PYTHON_FUNCTION_CODE in cat:
         host = _self_without_frames(trace, host_in)
     else:  # (numpy's sum where it cannot pass int64: the same total)
@@ -371,7 +371,7 @@ def _host_spans(trace: Trace, win: View) -> tuple[list[tuple[int, int]], list[tu
     blocked, inp = _wait_spans(trace, win, *_wait_ids(trace))
     active_cats = {CPU_OP_CODE, *LAUNCH_CODES}
     ts, dur, parent, cat, host_in = trace.h_ts, trace.h_dur, trace.h_parent, trace.h_cat, win.host_in
-    np = _columns.numpy() if len(ts) >= _columns.MIN_ROWS else None
+    np = _columns.numpy(len(ts))
     active = _columns.top_level_spans(np, ts, dur, cat, parent, host_in, active_cats) if np is not None else None
     if active is None:  # (the same spans, see autoprof.trace._columns)
         active = [
@@ -614,7 +614,7 @@ def _own_rows_numpy(np: Any, trace: Trace, host_in: list[bool], floor: dict[int,
         elsewhere = np.sort(ts[launch_rows][~np.isin(tid[launch_rows], threads)])
         if len(elsewhere):
             start, span = ts[rows], dur[rows]
-            if len(span) and (span.min() < 0 or (start > _columns.INT64_MAX - span).any()):
+            if not _columns.ends_fit(start, span):
                 return None
             picked = np.flatnonzero(rows)
             alone = np.searchsorted(elsewhere, start, "left") == np.searchsorted(elsewhere, start + span, "right")
@@ -631,7 +631,7 @@ def _host_own_work(trace: Trace, win: View, waits: list[tuple[int, int]]) -> tup
     parent, ts, dur, host_in = trace.h_parent, trace.h_ts, trace.h_dur, win.host_in
     n = trace.n_host
     floor = {CPU_OP_CODE: HOST_WORK_OP_NS, PYTHON_FUNCTION_CODE: HOST_WORK_SPAN_NS, USER_ANNOTATION_CODE: HOST_WORK_SPAN_NS}
-    np = _columns.numpy() if n >= _columns.MIN_ROWS else None
+    np = _columns.numpy(n)
     found = _own_rows_numpy(np, trace, host_in, floor) if np is not None else None
     own = found if found is not None else _own_rows(trace, host_in, floor)
     chosen = set(own)
@@ -979,10 +979,10 @@ def _collective_spans(trace: Trace, win: View, ids: set[int] | None = None) -> l
         return flight
     cat, tid, parent, names = trace.h_cat, trace.h_tid, trace.h_parent, trace.h_name
     busy: list[tuple[int, int]] = []
-    np = _columns.numpy() if len(ts) >= _columns.MIN_ROWS else None
+    np = _columns.numpy(len(ts))
     for t in step_threads:  # host events are sorted by thread: each step thread's events are one run
         lo, hi = bisect.bisect_left(tid, t), bisect.bisect_right(tid, t)
-        found = _columns.op_spans(np, ts, dur, cat, parent, names, host_in, CPU_OP_CODE, ids, lo, hi) if np is not None else None
+        found = _columns.top_level_spans(np, ts, dur, cat, parent, host_in, {CPU_OP_CODE}, (lo, hi), names, ids) if np is not None else None
         if found is not None:  # the same spans (see autoprof.trace._columns)
             busy.extend(found)
             continue

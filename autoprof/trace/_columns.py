@@ -27,10 +27,11 @@ _np: Any = None
 _tried = False
 
 
-def numpy() -> Any:
-    """The numpy module, or None where it cannot be imported (asked once per process) or ``ENABLED`` is off."""
+def numpy(rows: int) -> Any:
+    """The numpy module for a pass over ``rows`` rows, or None where the Python way runs: fewer than :data:`MIN_ROWS`
+    rows, ``ENABLED`` off, or numpy not importable (asked once per process)."""
     global _np, _tried
-    if not ENABLED:
+    if not ENABLED or rows < MIN_ROWS:
         return None
     if not _tried:
         _tried = True
@@ -80,11 +81,6 @@ def inverse(np: Any, order: Any) -> list[int]:
     return where.tolist()  # type: ignore[no-any-return]
 
 
-def order_list(order: Any) -> list[int]:
-    """``order`` as a list of Python ints."""
-    return order.tolist()  # type: ignore[no-any-return]
-
-
 def last_index_of(np: Any, corr: array[int], wanted: Any, lookup: array[int]) -> array[int]:
     """For each value of ``lookup``: the last row of ``corr`` among the rows ``wanted`` (a boolean mask) that holds that
     value, -1 where none does or the value is negative (``{corr[i]: i for wanted i}.get(c, -1)`` over ``lookup``)."""
@@ -126,11 +122,21 @@ def rows_by_value(np: Any, col: array[int]) -> dict[int, list[int]]:
 INT64_MAX = (1 << 63) - 1
 
 
+def ends_fit(start: Any, span: Any) -> bool:
+    """Whether every ``start + span`` (numpy int64 arrays) is an int64: no negative span, no end past int64's largest
+    (where one is not, the caller's Python ints hold the values)."""
+    return not len(span) or not (span.min() < 0 or (start > INT64_MAX - span).any())
+
+
+def sum_fits(values: Any) -> bool:
+    """Whether numpy's int64 sum of any of ``values`` (a numpy int64 array) is exact: it cannot pass int64."""
+    return not len(values) or max(abs(int(values.min())), abs(int(values.max()))) * len(values) <= INT64_MAX
+
+
 def ends(np: Any, ts: array[int], dur: array[int]) -> array[int] | None:
-    """Each row's ``ts + dur`` as an int64 array; None where a sum could pass int64 (a negative duration, or a time
-    near int64's end: the caller's Python ints hold those)."""
+    """Each row's ``ts + dur`` as an int64 array; None where a sum could pass int64 (:func:`ends_fit`)."""
     start, span = view(np, ts), view(np, dur)
-    if len(span) and (span.min() < 0 or (start > INT64_MAX - span).any()):
+    if not ends_fit(start, span):
         return None
     return array("q", (start + span).tobytes())
 
@@ -159,18 +165,31 @@ def first_launch_id(np: Any, corr: array[int], step: array[int], cat: array[int]
 
 
 def top_level_spans(
-    np: Any, ts: array[int], dur: array[int], cat: array[int], parent: array[int], inside: list[bool], codes: Any
+    np: Any,
+    ts: array[int],
+    dur: array[int],
+    cat: array[int],
+    parent: array[int],
+    inside: list[bool],
+    codes: Any,
+    rows: tuple[int, int] | None = None,
+    names: array[int] | None = None,
+    skipped: Any = (),
 ) -> list[tuple[int, int]] | None:
     """``(ts, ts + dur)`` of the rows ``inside`` whose category is one of ``codes`` and whose parent's is not (or that
-    have none), in row order; None where an end could pass int64 (the caller's Python ints hold it)."""
-    cats, up = view(np, cat), view(np, parent)
-    of_codes = np.isin(cats, sorted(codes))
-    under = np.zeros(len(cats), dtype=bool)
+    have none), of no name (``names``) in ``skipped``, among ``rows`` (``[lo, hi)``; default all), in row order; None
+    where an end could pass int64 (the caller's Python ints hold it)."""
+    lo, hi = rows if rows is not None else (0, len(ts))
+    whole, up = view(np, cat), view(np, parent)[lo:hi]
+    of_codes = np.isin(whole, sorted(codes))
+    under = np.zeros(hi - lo, dtype=bool)
     has = up >= 0
     under[has] = of_codes[up[has]]
-    rows = np.frombuffer(bytes(inside), dtype=bool) & of_codes & ~under
-    start, span = view(np, ts)[rows], view(np, dur)[rows]
-    if len(span) and (span.min() < 0 or (start > INT64_MAX - span).any()):
+    picked = of_codes[lo:hi] & ~under & np.frombuffer(bytes(inside[lo:hi]), dtype=bool)
+    if skipped and names is not None:
+        picked &= ~np.isin(view(np, names)[lo:hi], sorted(skipped))
+    start, span = view(np, ts)[lo:hi][picked], view(np, dur)[lo:hi][picked]
+    if not ends_fit(start, span):
         return None
     return list(zip(start.tolist(), (start + span).tolist()))
 
@@ -189,18 +208,10 @@ def ancestors_mask(np: Any, parent: array[int], rows: Any) -> Any:
         level = up[level]
 
 
-def ancestors_of(np: Any, parent: array[int], rows: list[int]) -> list[bool]:
-    """:func:`ancestors_mask` as a list."""
-    return ancestors_mask(np, parent, rows).tolist()  # type: ignore[no-any-return]
-
-
 def total_of(np: Any, col: array[int], inside: list[bool]) -> int:
     """``sum(compress(col, inside))``, exact: numpy's int64 sum where it cannot overflow, else Python's."""
     values = view(np, col)[np.frombuffer(bytes(inside), dtype=bool)]
-    if not len(values):
-        return 0
-    low, high = int(values.min()), int(values.max())
-    if max(abs(low), abs(high)) * len(values) <= INT64_MAX:
+    if sum_fits(values):
         return int(values.sum(dtype=np.int64))
     return sum(values.tolist())
 
@@ -212,7 +223,7 @@ def totals_by_key(np: Any, keys: array[int], cat: array[int], code: int, values:
     ids, amounts = view(np, keys)[rows], view(np, values)[rows].astype(np.int64)
     if not len(ids):
         return []
-    if max(abs(int(amounts.min())), abs(int(amounts.max()))) * len(amounts) > INT64_MAX:
+    if not sum_fits(amounts):
         return None
     order = np.argsort(ids, kind="stable")
     ids = ids[order]
@@ -221,33 +232,3 @@ def totals_by_key(np: Any, keys: array[int], cat: array[int], code: int, values:
     counts = np.diff(np.r_[starts, len(ids)])
     first = np.argsort(order[starts], kind="stable")  # the keys in the order their first row comes
     return list(zip(ids[starts][first].tolist(), sums[first].tolist(), counts[first].tolist()))
-
-
-def op_spans(
-    np: Any,
-    ts: array[int],
-    dur: array[int],
-    cat: array[int],
-    parent: array[int],
-    names: array[int],
-    inside: list[bool],
-    code: int,
-    skipped: Any,
-    lo: int,
-    hi: int,
-) -> list[tuple[int, int]] | None:
-    """``(ts, ts + dur)`` of the rows in ``[lo, hi)`` that are ``inside``, of category ``code``, of no name in
-    ``skipped`` and whose parent is not of ``code`` (or that have none), in row order; None where an end could pass
-    int64."""
-    cats, up = view(np, cat)[lo:hi], view(np, parent)[lo:hi]
-    whole = view(np, cat)
-    parent_code = np.full(len(up), -1, dtype=whole.dtype)
-    has = up >= 0
-    parent_code[has] = whole[up[has]]
-    rows = (cats == code) & (parent_code != code) & np.frombuffer(bytes(inside[lo:hi]), dtype=bool)
-    if skipped:
-        rows &= ~np.isin(view(np, names)[lo:hi], sorted(skipped))
-    start, span = view(np, ts)[lo:hi][rows], view(np, dur)[lo:hi][rows]
-    if len(span) and (span.min() < 0 or (start > INT64_MAX - span).any()):
-        return None
-    return list(zip(start.tolist(), (start + span).tolist()))

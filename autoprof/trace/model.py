@@ -544,7 +544,7 @@ class Trace:
         """Host columns sorted per thread by (ts, -dur), so that parents precede children; shapes follow."""
         n = len(builder.h_ts)
         cols = (builder.h_name, builder.h_cat, builder.h_ts, builder.h_dur, builder.h_tid, builder.h_corr)
-        np = _columns.numpy() if n >= _columns.MIN_ROWS else None
+        np = _columns.numpy(n)
         order: Any
         if np is not None:  # the same order and columns as below, over the columns' buffers (see _columns)
             order = _columns.host_order(np, builder.h_ts, builder.h_dur, builder.h_tid)  # (None: in order)
@@ -570,7 +570,7 @@ class Trace:
         m = len(builder.d_ts)
         cols = (builder.d_name, builder.d_cat, builder.d_ts, builder.d_dur, builder.d_device, builder.d_stream, builder.d_corr)
         launch = builder.d_launch
-        np = _columns.numpy() if m >= _columns.MIN_ROWS else None
+        np = _columns.numpy(m)
         if np is not None:  # the same order and columns as below (see _columns)
             found = _columns.device_order(np, builder.d_ts, builder.d_dur)
             if found is None:  # already in order: copies, as the permutation below makes
@@ -578,7 +578,7 @@ class Trace:
                 self.launch_config = dict(launch)
                 return
             self.d_name, self.d_cat, self.d_ts, self.d_dur, self.d_device, self.d_stream, self.d_corr = _columns.permuted(np, cols, found)
-            dorder = _columns.order_list(found)
+            dorder = found.tolist()
         else:
             dorder = sorted(range(m), key=list(zip(builder.d_ts, builder.d_dur)).__getitem__)
             self.d_name, self.d_cat, self.d_ts, self.d_dur, self.d_device, self.d_stream, self.d_corr = _permuted(cols, dorder)
@@ -609,7 +609,7 @@ class Trace:
     def _link_launches(self) -> None:
         """Launch links: device event -> the host runtime/driver call with the same correlation id (-1: none)."""
         h_corr = self.h_corr
-        np = _columns.numpy() if len(h_corr) + len(self.d_corr) >= _columns.MIN_ROWS else None
+        np = _columns.numpy(len(h_corr) + len(self.d_corr))
         if np is not None:  # the same links as below (see _columns)
             cats = _columns.view(np, self.h_cat)
             launches = np.isin(cats, sorted(LAUNCH_CODES)) & (_columns.view(np, h_corr) >= 0)
@@ -624,7 +624,7 @@ class Trace:
         n = len(self.h_ts)
         ts, dur, tids = self.h_ts, self.h_dur, self.h_tid
         ends: MutableSequence[int] | None = None
-        np = _columns.numpy() if n >= _columns.MIN_ROWS else None
+        np = _columns.numpy(n)
         if np is not None:
             ends = _columns.ends(np, ts, dur)  # (None where a sum could pass int64: below)
         if ends is None:
@@ -744,7 +744,7 @@ class Trace:
         """Interned name -> the host events of that name, in index order. Built once, on first use: rules
         that look for a few names read these lists instead of scanning every event."""
         idx = self._by_name
-        if idx is None and len(self.h_name) >= _columns.MIN_ROWS and (np := _columns.numpy()) is not None:
+        if idx is None and (np := _columns.numpy(len(self.h_name))) is not None:
             idx = self._by_name = _columns.rows_by_value(np, self.h_name)  # the same lists as below (see _columns)
         if idx is None:
             lists: defaultdict[int, list[int]] = defaultdict(list)
